@@ -1,0 +1,162 @@
+// Package bucket is mintgate's token bucket: one Lua script that decides for
+// every bucket of a request at once (a caller and its tenant), all or
+// nothing, in one round trip, and an in-process twin of the same algorithm
+// for the degraded mode and for running without Redis.
+//
+// State is a Redis hash per bucket: t, the tokens with six fractional digits,
+// and ts, the millisecond stamp of the last update. A missing key is a full
+// bucket. The clock is always the caller's.
+package bucket
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed bucket.lua
+	core string
+	//go:embed take.lua
+	takeEntry string
+)
+
+// ErrUnavailable is returned when Redis cannot give a decision: unreachable,
+// slower than the client's timeout, or failing. Callers fail closed on it.
+var ErrUnavailable = errors.New("bucket: limiter unavailable")
+
+// Limit is one tier's bucket shape.
+type Limit struct {
+	Capacity float64       // tokens the bucket holds when full
+	Rate     float64       // tokens added per second
+	TTL      time.Duration // idle expiry of the key; zero means FillTime
+}
+
+// FillTime is how long an empty bucket takes to fill, rounded up to a second.
+func (l Limit) FillTime() time.Duration {
+	return time.Duration(math.Ceil(l.Capacity/l.Rate)) * time.Second
+}
+
+// Window is capacity ÷ rate rounded to the nearest second: the w of a
+// RateLimit-Policy header.
+func (l Limit) Window() int64 {
+	return int64(math.Round(l.Capacity / l.Rate))
+}
+
+// Validate reports a limit that cannot work.
+func (l Limit) Validate() error {
+	switch {
+	case !(l.Capacity >= 1) || math.IsInf(l.Capacity, 0):
+		return fmt.Errorf("capacity %v: must be at least 1", l.Capacity)
+	case !(l.Rate > 0) || math.IsInf(l.Rate, 0):
+		return fmt.Errorf("refill %v: must be above 0 per second", l.Rate)
+	case l.TTL != 0 && l.TTL < l.FillTime():
+		// A key that expired must mean a full bucket, or expiry would mint quota.
+		return fmt.Errorf("ttl %v: must be at least the time to fill (%v)", l.TTL, l.FillTime())
+	}
+	return nil
+}
+
+func (l Limit) ttl() time.Duration {
+	if l.TTL > 0 {
+		return l.TTL
+	}
+	return l.FillTime()
+}
+
+// Bucket is one bucket of a decision: its Redis key and its shape.
+type Bucket struct {
+	Key   string
+	Limit Limit
+}
+
+// Result is one decision. The headers a client sees describe the scarcest
+// bucket: the one with the fewest tokens after the step.
+type Result struct {
+	Allowed    bool
+	Remaining  int64         // whole tokens left in the scarcest bucket
+	Limit      int64         // capacity of the scarcest bucket
+	Reset      time.Duration // until the scarcest bucket is full again, whole seconds
+	RetryAfter time.Duration // when denied: until the cost fits, whole seconds
+	Blocked    int           // index of the bucket that denied, -1 when allowed
+	Scarcest   int           // index of the scarcest bucket
+}
+
+// Limiter runs the bucket script on Redis. Any go-redis client fits, a
+// Redis Cluster client included: all keys of one decision must share a hash tag.
+type Limiter struct {
+	rdb    redis.Scripter
+	script *redis.Script
+}
+
+// New returns a Limiter on rdb.
+func New(rdb redis.Scripter) *Limiter {
+	return &Limiter{rdb: rdb, script: NewScript(takeEntry)}
+}
+
+// Take spends cost tokens from every bucket or from none; a negative cost
+// refunds, capped at each bucket's capacity.
+func (l *Limiter) Take(ctx context.Context, now time.Time, cost float64, buckets ...Bucket) (Result, error) {
+	keys := make([]string, len(buckets))
+	for i, b := range buckets {
+		keys[i] = b.Key
+	}
+	vals, err := l.script.Run(ctx, l.rdb, keys, Args(nil, now, cost, buckets)...).Slice()
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return ParseResult(vals)
+}
+
+// NewScript composes entry with the bucket core, so a service can guard a
+// spend with its own checks in the same atomic script. The entry calls
+// take(keys, k0, n, argv, a0), whose arguments start at argv[a0] as Args
+// writes them and whose buckets are keys[k0 .. k0+n-1]. Run the result with
+// Script.Run: it loads itself again after a SCRIPT FLUSH or a failover.
+func NewScript(entry string) *redis.Script {
+	return redis.NewScript(core + "\n" + entry)
+}
+
+// Args appends the core's arguments for one decision to args.
+func Args(args []any, now time.Time, cost float64, buckets []Bucket) []any {
+	args = append(args, strconv.FormatInt(now.UnixMilli(), 10), formatFloat(cost))
+	for _, b := range buckets {
+		args = append(args, formatFloat(b.Limit.Capacity), formatFloat(b.Limit.Rate), strconv.FormatInt(b.Limit.ttl().Milliseconds(), 10))
+	}
+	return args
+}
+
+// ResultLen is how many reply values ParseResult reads.
+const ResultLen = 7
+
+// ParseResult reads the core's reply: the first ResultLen values of vals.
+func ParseResult(vals []any) (Result, error) {
+	if len(vals) < ResultLen {
+		return Result{}, fmt.Errorf("bucket: reply has %d values, want %d", len(vals), ResultLen)
+	}
+	var n [ResultLen]int64
+	for i := range n {
+		v, ok := vals[i].(int64)
+		if !ok {
+			return Result{}, fmt.Errorf("bucket: reply value %d is %T", i, vals[i])
+		}
+		n[i] = v
+	}
+	return Result{
+		Allowed:    n[0] == 1,
+		Remaining:  n[1],
+		Limit:      n[2],
+		Reset:      time.Duration(n[3]) * time.Second,
+		RetryAfter: time.Duration(n[4]) * time.Second,
+		Blocked:    int(n[5]) - 1,
+		Scarcest:   int(n[6]) - 1,
+	}, nil
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

@@ -1,0 +1,46 @@
+// Package keys holds every Redis key format mintgate uses. They are a public
+// interface (operators' scripts read them) and all keys of one tenant share
+// the hash tag {t:<tenant>}, so every script stays legal on Redis Cluster.
+package keys
+
+import "regexp"
+
+var tenantRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidTenant reports whether id may name a tenant: a brace or a colon
+// would break the key scheme.
+func ValidTenant(id string) bool { return tenantRE.MatchString(id) }
+
+// MaxUserID is the longest user id accepted, in bytes.
+const MaxUserID = 256
+
+// ValidUser reports whether id may name a user: any non-empty string up to MaxUserID bytes.
+func ValidUser(id string) bool { return id != "" && len(id) <= MaxUserID }
+
+// UserSubject is the bucket subject of an authenticated user.
+func UserSubject(userID string) string { return "u:" + userID }
+
+// AnonSubject is the bucket subject of an anonymous caller, by IP hash.
+func AnonSubject(ipHash string) string { return "a:" + ipHash }
+
+func tag(tenant string) string { return "{t:" + tenant + "}" }
+
+// Bucket is the key of a caller's bucket in a tenant.
+func Bucket(tenant, subject string) string { return "rl:" + tag(tenant) + ":sign:" + subject }
+
+// TenantBucket is the key of the bucket every caller of a tenant shares.
+func TenantBucket(tenant string) string { return "rl:" + tag(tenant) + ":sign:tenant" }
+
+// Idempotency is the key of an idempotency record.
+func Idempotency(tenant, subject, key string) string {
+	return "sign:idem:" + tag(tenant) + ":" + subject + ":" + key
+}
+
+// Done is the marker the completer sets when a grant's object was created.
+func Done(tenant, urlID string) string { return "sign:done:" + tag(tenant) + ":" + urlID }
+
+// Refunded is the marker the sweeper sets when it refunded a grant.
+func Refunded(tenant, urlID string) string { return "sign:refunded:" + tag(tenant) + ":" + urlID }
+
+// Grant is the signer's record of an issued grant, read by GET /uploads/{urlId}.
+func Grant(tenant, urlID string) string { return "sign:grant:" + tag(tenant) + ":" + urlID }

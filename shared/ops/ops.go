@@ -1,0 +1,97 @@
+// Package ops serves what operators and orchestrators poll on every
+// mintgate service: /healthz (the process is up), /readyz (its
+// dependencies answer) and /metrics (Prometheus).
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Check is one readiness dependency, such as Redis or NATS.
+type Check struct {
+	Name string
+	Ping func(ctx context.Context) error
+}
+
+// NewRegistry is a Prometheus registry with the Go and process collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Healthz answers 200 while the process runs.
+func Healthz() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+}
+
+// Readyz answers 200 when every check passes within a second, else 503
+// naming the failing ones.
+func Readyz(checks ...Check) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		status, failed := http.StatusOK, map[string]string{}
+		for _, c := range checks {
+			if err := c.Ping(ctx); err != nil {
+				status, failed[c.Name] = http.StatusServiceUnavailable, err.Error()
+			}
+		}
+		if status == http.StatusOK {
+			writeJSON(w, status, map[string]string{"status": "ready"})
+			return
+		}
+		writeJSON(w, status, map[string]any{"status": "not ready", "failed": failed})
+	})
+}
+
+// Metrics serves the registry.
+func Metrics(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+}
+
+// Handler is the three endpoints on one mux, for services whose only HTTP
+// surface they are (the completer and the sweeper).
+func Handler(reg *prometheus.Registry, checks ...Check) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", Healthz())
+	mux.Handle("GET /readyz", Readyz(checks...))
+	mux.Handle("GET /metrics", Metrics(reg))
+	return mux
+}
+
+// Serve runs h on addr until ctx ends, then shuts down gracefully.
+func Serve(ctx context.Context, log *slog.Logger, addr string, h http.Handler) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	log.Info("http listening", "addr", addr)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,74 @@
+package testenv
+
+import (
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Redis is a redis-server the test started, without persistence.
+type Redis struct {
+	*Process
+	Addr string
+}
+
+// StartRedis starts a redis-server on a free port; it is stopped when the
+// test ends. Stop and Start it again to simulate an outage: it keeps its port.
+func StartRedis(tb testing.TB, extra ...string) *Redis {
+	tb.Helper()
+	port := FreePort(tb)
+	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no"}, extra...)
+	r := &Redis{Process: newProcess(tb, Binary(tb, "redis-server"), args...), Addr: addr(port)}
+	r.Start()
+	return r
+}
+
+// Start starts the server and waits until it listens.
+func (r *Redis) Start() {
+	r.tb.Helper()
+	r.Process.Start()
+	waitTCP(r.tb, r.Process, r.Addr)
+}
+
+// URL is the server's redis:// URL.
+func (r *Redis) URL() string { return "redis://" + r.Addr + "/0" }
+
+// StartRedisCluster starts three cluster-enabled masters, joins them into a
+// cluster covering all slots and returns their addresses.
+func StartRedisCluster(tb testing.TB) []string {
+	tb.Helper()
+	var addrs []string
+	for range 3 {
+		r := StartRedis(tb, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "2000")
+		addrs = append(addrs, r.Addr)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	cmd := exec.Command(Binary(tb, "redis-cli"), args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("testenv: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, a := range addrs {
+		for {
+			host, port, _ := strings.Cut(a, ":")
+			out, _ := exec.Command(Binary(tb, "redis-cli"), "-h", host, "-p", port, "cluster", "info").Output()
+			if strings.Contains(string(out), "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				tb.Fatalf("testenv: cluster not ok on %s: %s", a, out)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return addrs
+}
+
+// String names the server in test logs.
+func (r *Redis) String() string { return fmt.Sprintf("redis-server %s", r.Addr) }

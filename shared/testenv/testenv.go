@@ -1,0 +1,158 @@
+// Package testenv starts the real servers tests talk to — redis-server, a
+// three-master Redis Cluster, nats-server — as child processes on free
+// loopback ports, and stops them by PID when the test ends. Nothing here
+// relies on servers that happen to run on the machine's default ports.
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Root is the module's root folder, found from the working directory.
+func Root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("testenv: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Binary finds a server binary: $MINTGATE_TOOLS/bin, then the repo's
+// git-ignored .tools/bin where the scripts install it, then PATH.
+func Binary(tb testing.TB, name string) string {
+	tb.Helper()
+	var dirs []string
+	if d := os.Getenv("MINTGATE_TOOLS"); d != "" {
+		dirs = append(dirs, filepath.Join(d, "bin"))
+	}
+	if root, err := Root(); err == nil {
+		dirs = append(dirs, filepath.Join(root, ".tools", "bin"))
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		tb.Fatalf("testenv: %s not found; run deploy/local/tools.sh (or make test) to install it", name)
+	}
+	return p
+}
+
+// Process is a server the test started.
+type Process struct {
+	tb   testing.TB
+	name string
+	args []string
+	dir  string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	out  *bytes.Buffer
+}
+
+func newProcess(tb testing.TB, bin string, args ...string) *Process {
+	tb.Helper()
+	p := &Process{tb: tb, name: bin, args: args, dir: tb.TempDir()}
+	tb.Cleanup(p.Stop)
+	return p
+}
+
+// Start starts the process (again) with the same arguments.
+func (p *Process) Start() {
+	p.tb.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		return
+	}
+	cmd := exec.Command(p.name, p.args...)
+	cmd.Dir = p.dir
+	p.out = new(bytes.Buffer)
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		p.tb.Fatalf("testenv: start %s: %v", p.name, err)
+	}
+	p.cmd = cmd
+}
+
+// Stop ends the process by PID with SIGTERM and waits for it.
+func (p *Process) Stop() { p.signal(os.Interrupt) }
+
+// Kill ends the process by PID with SIGKILL and waits for it.
+func (p *Process) Kill() { p.signal(os.Kill) }
+
+func (p *Process) signal(sig os.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+	p.cmd = nil
+}
+
+// Output is what the process printed so far.
+func (p *Process) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.out == nil {
+		return ""
+	}
+	return p.out.String()
+}
+
+// waitTCP waits until addr accepts connections.
+func waitTCP(tb testing.TB, p *Process, addr string) {
+	tb.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tb.Fatalf("testenv: %s did not listen on %s:\n%s", p.name, addr, p.Output())
+}
+
+func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
