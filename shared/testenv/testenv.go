@@ -75,6 +75,7 @@ type Process struct {
 	tb   testing.TB
 	name string
 	args []string
+	env  []string
 	dir  string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -88,6 +89,18 @@ func newProcess(tb testing.TB, bin string, args ...string) *Process {
 	return p
 }
 
+// StartProcess starts bin with extra environment variables (KEY=value) on
+// top of the test's own, in a temporary working folder. It is stopped when
+// the test ends; Stop, Kill and Start again restart it with the same
+// arguments.
+func StartProcess(tb testing.TB, bin string, env []string, args ...string) *Process {
+	tb.Helper()
+	p := newProcess(tb, bin, args...)
+	p.env = env
+	p.Start()
+	return p
+}
+
 // Start starts the process (again) with the same arguments.
 func (p *Process) Start() {
 	p.tb.Helper()
@@ -98,6 +111,9 @@ func (p *Process) Start() {
 	}
 	cmd := exec.Command(p.name, p.args...)
 	cmd.Dir = p.dir
+	if p.env != nil {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	p.out = new(bytes.Buffer)
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
