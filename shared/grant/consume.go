@@ -1,0 +1,365 @@
+package grant
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrMalformed marks a grant that can never be applied, whatever the retry:
+// a body that does not parse, or a handler's verdict (wrap it) that the
+// grant names no valid tenant or tier. The consume loop terminates such a
+// message instead of redelivering it forever.
+var ErrMalformed = errors.New("grant: malformed due grant")
+
+// Handler applies one due grant. Returning nil acks it; an error wrapping
+// ErrMalformed terminates it; any other error redelivers it later. A handler
+// must be idempotent: a grant can arrive more than once.
+type Handler func(ctx context.Context, g Grant) error
+
+// Outcome is what the consume loop did with one delivery, for metrics.
+type Outcome struct {
+	Grant   Grant         // zero when the body did not parse
+	Attempt uint64        // 1 on the first delivery
+	Action  Action        // what was done with the message
+	Err     error         // the handler's (or the parser's) error, nil when acked
+	Retry   time.Duration // with Retried: the redelivery delay asked for
+}
+
+// Action is the fate of one delivery.
+type Action int
+
+// The actions of the consume loop.
+const (
+	Acked      Action = iota // applied; the message is done
+	Retried                  // not applied; redelivered after a backoff
+	Terminated               // can never be applied; not redelivered
+	Released                 // not started before a stop; redelivered at once
+)
+
+func (a Action) String() string {
+	switch a {
+	case Acked:
+		return "acked"
+	case Retried:
+		return "retried"
+	case Terminated:
+		return "terminated"
+	case Released:
+		return "released"
+	}
+	return fmt.Sprintf("action(%d)", int(a))
+}
+
+type consumeOptions struct {
+	workers       int
+	batch         int
+	ackWait       time.Duration
+	maxAckPending int
+	minBackoff    time.Duration
+	maxBackoff    time.Duration
+	handleTimeout time.Duration
+	log           *slog.Logger
+	observe       func(Outcome)
+}
+
+// ConsumeOption tunes Consume.
+type ConsumeOption func(*consumeOptions)
+
+// WithWorkers sets how many grants are handled at once (default 4).
+func WithWorkers(n int) ConsumeOption { return func(o *consumeOptions) { o.workers = max(1, n) } }
+
+// WithBatch sets how many messages one pull asks for (default 32). Large
+// batches with slow handlers outlive the ack wait and are redelivered.
+func WithBatch(n int) ConsumeOption { return func(o *consumeOptions) { o.batch = max(1, n) } }
+
+// WithAckWait sets how long the server waits for an ack before redelivering
+// (default 30s), and MaxAckPending bounds the deliveries not yet acked
+// across every instance (default 1000).
+func WithAckWait(wait time.Duration, maxAckPending int) ConsumeOption {
+	return func(o *consumeOptions) { o.ackWait, o.maxAckPending = wait, maxAckPending }
+}
+
+// WithBackoff sets the redelivery delay after a failed attempt: min doubled
+// per attempt, capped at max, with jitter (default 1s to 30s).
+func WithBackoff(minDelay, maxDelay time.Duration) ConsumeOption {
+	return func(o *consumeOptions) { o.minBackoff, o.maxBackoff = minDelay, maxDelay }
+}
+
+// WithHandleTimeout bounds one handler call (default 10s). It is also how
+// long a stop waits for the grants being handled.
+func WithHandleTimeout(d time.Duration) ConsumeOption {
+	return func(o *consumeOptions) { o.handleTimeout = d }
+}
+
+// WithLogger sets the loop's logger (default slog.Default()).
+func WithLogger(l *slog.Logger) ConsumeOption { return func(o *consumeOptions) { o.log = l } }
+
+// WithObserver is called after each delivery, from the worker that handled it.
+func WithObserver(f func(Outcome)) ConsumeOption { return func(o *consumeOptions) { o.observe = f } }
+
+// Consume delivers due grants to handle through the durable pull consumer
+// durable, shared by every process that names it, until ctx ends or stop is
+// called. A grant is acked only after handle returned nil.
+//
+// Stopping (either way) stops pulling, lets the handlers in flight finish
+// (their context is not cancelled by ctx, only bounded by the handle
+// timeout), releases the messages pulled but not started for redelivery at
+// once, and acks nothing it did not apply. stop waits for all of it.
+func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, opts ...ConsumeOption) (stop func(), err error) {
+	o := consumeOptions{
+		workers: 4, batch: 32, ackWait: 30 * time.Second, maxAckPending: 1000,
+		minBackoff: time.Second, maxBackoff: 30 * time.Second, handleTimeout: 10 * time.Second,
+		log: slog.Default(),
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	o.log = o.log.With("component", "grant-consumer", "durable", durable)
+	cfg := jetstream.ConsumerConfig{
+		Durable:       durable,
+		Description:   "mintgate sweepers: due grants",
+		FilterSubject: SubjectDue,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.ackWait,
+		MaxAckPending: o.maxAckPending,
+		MaxDeliver:    -1, // a refund is retried until it is applied, never dropped
+		Replicas:      0,  // the stream's
+	}
+	cons, err := l.js.CreateOrUpdateConsumer(ctx, l.cfg.Stream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: consumer %s: %w", ErrUnavailable, durable, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(o.batch))
+	if err != nil {
+		return nil, fmt.Errorf("%w: consumer %s: %w", ErrUnavailable, durable, err)
+	}
+
+	c := &consumeLoop{
+		l: l, o: o, cfg: cfg, handle: handle,
+		hctx:     context.WithoutCancel(ctx),
+		stopping: make(chan struct{}),
+		jobs:     make(chan jetstream.Msg),
+		it:       it,
+	}
+	var readerDone sync.WaitGroup
+	readerDone.Go(c.read)
+	var workers sync.WaitGroup
+	for range o.workers {
+		workers.Go(c.work)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			c.stop()
+			readerDone.Wait()
+			workers.Wait()
+		})
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			stop()
+		case <-c.stopping:
+		}
+	}()
+	return stop, nil
+}
+
+type consumeLoop struct {
+	l        *Ledger
+	o        consumeOptions
+	cfg      jetstream.ConsumerConfig
+	handle   Handler
+	hctx     context.Context
+	stopping chan struct{}
+	stopOnce sync.Once
+	jobs     chan jetstream.Msg
+
+	mu sync.Mutex
+	it jetstream.MessagesContext
+}
+
+func (c *consumeLoop) stop() {
+	c.stopOnce.Do(func() {
+		close(c.stopping)
+		c.mu.Lock()
+		// Drain, not Stop: what was pulled stays readable and is released below.
+		c.it.Drain()
+		c.mu.Unlock()
+	})
+}
+
+func (c *consumeLoop) isStopping() bool {
+	select {
+	case <-c.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// read hands pulled messages to the workers; once stopping, it releases
+// the rest. If the iterator dies on its own (the consumer was deleted, the
+// connection closed), it builds a new one.
+func (c *consumeLoop) read() {
+	defer close(c.jobs)
+	for {
+		c.mu.Lock()
+		it := c.it
+		c.mu.Unlock()
+		// A bounded wait: a stop must not hang on an iterator whose
+		// connection is gone, and once drained an empty wait means done.
+		m, err := it.Next(jetstream.NextMaxWait(time.Second))
+		if errors.Is(err, nats.ErrTimeout) {
+			if c.isStopping() {
+				return
+			}
+			continue
+		}
+		if err != nil {
+			if c.isStopping() {
+				return
+			}
+			c.o.log.Warn("due grants: pull failed, resubscribing", "err", err)
+			c.resubscribe()
+			continue
+		}
+		if c.isStopping() {
+			c.release(m)
+			continue
+		}
+		select {
+		case c.jobs <- m:
+		case <-c.stopping:
+			c.release(m)
+		}
+	}
+}
+
+// resubscribe makes a new iterator, retrying until it works or the loop stops.
+func (c *consumeLoop) resubscribe() {
+	wait := 250 * time.Millisecond
+	for {
+		select {
+		case <-c.stopping:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+		ctx, cancel := context.WithTimeout(c.hctx, 5*time.Second)
+		cons, err := c.l.js.CreateOrUpdateConsumer(ctx, c.l.cfg.Stream, c.cfg)
+		cancel()
+		if err != nil {
+			c.o.log.Warn("due grants: consumer unavailable", "err", err)
+			continue
+		}
+		it, err := cons.Messages(jetstream.PullMaxMessages(c.o.batch))
+		if err != nil {
+			c.o.log.Warn("due grants: subscribe failed", "err", err)
+			continue
+		}
+		c.mu.Lock()
+		c.it = it
+		if c.isStopping() {
+			it.Drain()
+		}
+		c.mu.Unlock()
+		return
+	}
+}
+
+func (c *consumeLoop) release(m jetstream.Msg) {
+	g, _ := decode(m)
+	// A failed Nak only means the ack wait redelivers it instead.
+	_ = m.Nak()
+	c.observe(Outcome{Grant: g, Attempt: attempt(m), Action: Released})
+}
+
+func (c *consumeLoop) work() {
+	for m := range c.jobs {
+		c.deliver(m)
+	}
+}
+
+func (c *consumeLoop) deliver(m jetstream.Msg) {
+	n := attempt(m)
+	g, err := decode(m)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(c.hctx, c.o.handleTimeout)
+		err = c.handle(ctx, g)
+		cancel()
+	}
+	switch {
+	case err == nil:
+		if aerr := m.Ack(); aerr != nil {
+			// Applied but not acked: it comes back and the handler, being
+			// idempotent, finds it done.
+			c.o.log.Warn("due grant applied, ack failed", "urlId", g.URLID, "err", aerr)
+		}
+		c.observe(Outcome{Grant: g, Attempt: n, Action: Acked})
+	case errors.Is(err, ErrMalformed):
+		c.o.log.Error("due grant can never be applied; terminated", "urlId", g.URLID, "subject", m.Subject(), "err", err, "body", truncate(m.Data(), 512))
+		_ = m.TermWithReason(truncate([]byte(err.Error()), 200))
+		c.observe(Outcome{Grant: g, Attempt: n, Action: Terminated, Err: err})
+	default:
+		delay := backoff(n, c.o.minBackoff, c.o.maxBackoff)
+		c.o.log.Warn("due grant not applied; retrying", "urlId", g.URLID, "attempt", n, "retryIn", delay, "err", err)
+		_ = m.NakWithDelay(delay)
+		c.observe(Outcome{Grant: g, Attempt: n, Action: Retried, Err: err, Retry: delay})
+	}
+}
+
+func (c *consumeLoop) observe(out Outcome) {
+	if c.o.observe != nil {
+		c.o.observe(out)
+	}
+}
+
+func decode(m jetstream.Msg) (Grant, error) {
+	var g Grant
+	if err := json.Unmarshal(m.Data(), &g); err != nil {
+		return Grant{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	if !validToken(g.URLID) || g.Tenant == "" || g.ExpiresAt.IsZero() {
+		return g, fmt.Errorf("%w: missing urlId, tenant or expiresAt", ErrMalformed)
+	}
+	return g, nil
+}
+
+func attempt(m jetstream.Msg) uint64 {
+	if md, err := m.Metadata(); err == nil {
+		return md.NumDelivered
+	}
+	return 1
+}
+
+// backoff is minDelay·2^(attempt-1), capped at maxDelay, less up to a fifth
+// at random so that instances do not retry in step after an outage.
+func backoff(attempt uint64, minDelay, maxDelay time.Duration) time.Duration {
+	d := minDelay
+	for i := uint64(1); i < attempt && d < maxDelay; i++ {
+		d *= 2
+	}
+	d = min(d, maxDelay)
+	if d > 0 {
+		d -= time.Duration(rand.Int64N(int64(d)/5 + 1))
+	}
+	return d
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}

@@ -1,0 +1,238 @@
+package grant
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+// recorder is a handler and an observer that remember everything.
+type recorder struct {
+	mu       sync.Mutex
+	handled  map[string]int
+	outcomes []Outcome
+	fail     func(g Grant, n int) error // the error of the n-th call for g, from 1
+}
+
+func newRecorder() *recorder { return &recorder{handled: map[string]int{}} }
+
+func (r *recorder) handle(_ context.Context, g Grant) error {
+	r.mu.Lock()
+	r.handled[g.URLID]++
+	n := r.handled[g.URLID]
+	fail := r.fail
+	r.mu.Unlock()
+	if fail != nil {
+		return fail(g, n)
+	}
+	return nil
+}
+
+func (r *recorder) observe(o Outcome) {
+	r.mu.Lock()
+	r.outcomes = append(r.outcomes, o)
+	r.mu.Unlock()
+}
+
+func (r *recorder) count(a Action) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, o := range r.outcomes {
+		if o.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *recorder) calls(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.handled[id]
+}
+
+func publishDue(t *testing.T, js jetstream.JetStream, body []byte) {
+	t.Helper()
+	if _, err := js.Publish(context.Background(), SubjectDue, body); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func dueGrant(t *testing.T, js jetstream.JetStream, id string) {
+	t.Helper()
+	b, _ := json.Marshal(testGrant(id, time.Now()))
+	publishDue(t, js, b)
+}
+
+func consume(t *testing.T, l *Ledger, h Handler, opts ...ConsumeOption) func() {
+	t.Helper()
+	stop, err := l.Consume(context.Background(), "sweeper", h, opts...)
+	if err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func TestConsumeRetriesWithBackoffThenAcks(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	l := dial(t, srv.URL(), LedgerConfig{})
+	_, js := connect(t, srv.URL())
+	r := newRecorder()
+	r.fail = func(g Grant, n int) error {
+		if n <= 2 {
+			return errors.New("redis down")
+		}
+		return nil
+	}
+	consume(t, l, r.handle, WithObserver(r.observe), WithBackoff(100*time.Millisecond, 150*time.Millisecond))
+	for i := range 10 {
+		dueGrant(t, js, fmt.Sprintf("r-%d", i))
+	}
+	waitFor(t, 15*time.Second, "10 acks", func() bool { return r.count(Acked) == 10 })
+	if got := r.count(Retried); got != 20 {
+		t.Errorf("%d retries, want 20", got)
+	}
+	for _, o := range r.outcomes {
+		if o.Action == Acked && o.Attempt != 3 {
+			t.Errorf("%s acked on attempt %d, want 3", o.Grant.URLID, o.Attempt)
+		}
+		if o.Action == Retried && (o.Retry <= 0 || o.Retry > 150*time.Millisecond) {
+			t.Errorf("retry delay %v outside the backoff", o.Retry)
+		}
+	}
+	waitForIdle(t, js)
+}
+
+// waitForIdle waits until the durable consumer has nothing pending or unacked.
+func waitForIdle(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "consumer idle", func() bool {
+		c, err := js.Consumer(context.Background(), DefaultStream, "sweeper")
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(context.Background())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.NumRedelivered == 0
+	})
+}
+
+func TestConsumeTerminatesWhatCanNeverApply(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	l := dial(t, srv.URL(), LedgerConfig{})
+	_, js := connect(t, srv.URL())
+	r := newRecorder()
+	r.fail = func(g Grant, n int) error {
+		if g.URLID == "bad-tier" {
+			return fmt.Errorf("%w: tier %q", ErrMalformed, "gold")
+		}
+		return nil
+	}
+	consume(t, l, r.handle, WithObserver(r.observe), WithBackoff(50*time.Millisecond, 50*time.Millisecond))
+	publishDue(t, js, []byte("{not json"))
+	publishDue(t, js, []byte(`{"tenant":"acme"}`)) // no urlId
+	dueGrant(t, js, "bad-tier")
+	dueGrant(t, js, "good")
+	waitFor(t, 10*time.Second, "3 terminated, 1 acked", func() bool { return r.count(Terminated) == 3 && r.count(Acked) == 1 })
+	waitForIdle(t, js)
+	time.Sleep(300 * time.Millisecond) // a wrong redelivery would show by now
+	if r.calls("bad-tier") != 1 || r.calls("good") != 1 || r.count(Terminated) != 3 {
+		t.Errorf("calls %v, outcomes %v", r.handled, r.outcomes)
+	}
+}
+
+func TestConsumeStopFinishesInFlightAndReleasesTheRest(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	l := dial(t, srv.URL(), LedgerConfig{})
+	_, js := connect(t, srv.URL())
+	const n = 40
+	for i := range n {
+		dueGrant(t, js, fmt.Sprintf("s-%02d", i))
+	}
+
+	first := newRecorder()
+	started, unblock := make(chan string, n), make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	stop, err := l.Consume(ctx, "sweeper", func(ctx context.Context, g Grant) error {
+		started <- g.URLID
+		<-unblock
+		// The in-flight handler's context outlives the consumer's.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return first.handle(ctx, g)
+	}, WithObserver(first.observe), WithWorkers(2), WithBatch(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	<-started
+	cancel() // shut down with two grants in flight and more pulled
+	time.Sleep(100 * time.Millisecond)
+	close(unblock)
+	stop()
+	if got := first.count(Acked); got != 2 {
+		t.Errorf("first consumer acked %d, want the 2 in flight", got)
+	}
+	if first.count(Released) == 0 {
+		t.Error("nothing pulled was released")
+	}
+
+	second := newRecorder()
+	consume(t, l, second.handle, WithObserver(second.observe))
+	waitFor(t, 10*time.Second, "the rest by the second consumer", func() bool { return first.count(Acked)+second.count(Acked) >= n })
+	waitForIdle(t, js)
+	for i := range n {
+		id := fmt.Sprintf("s-%02d", i)
+		if c := first.calls(id) + second.calls(id); c != 1 {
+			t.Errorf("%s applied %d times", id, c)
+		}
+	}
+}
+
+func TestConsumersShareTheDurable(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	l1 := dial(t, srv.URL(), LedgerConfig{})
+	l2 := dial(t, srv.URL(), LedgerConfig{})
+	_, js := connect(t, srv.URL())
+	a, b := newRecorder(), newRecorder()
+	consume(t, l1, a.handle, WithObserver(a.observe))
+	consume(t, l2, b.handle, WithObserver(b.observe))
+	const n = 200
+	for i := range n {
+		dueGrant(t, js, fmt.Sprintf("d-%03d", i))
+	}
+	waitFor(t, 15*time.Second, "all acked", func() bool { return a.count(Acked)+b.count(Acked) == n })
+	waitForIdle(t, js)
+	for i := range n {
+		id := fmt.Sprintf("d-%03d", i)
+		if c := a.calls(id) + b.calls(id); c != 1 {
+			t.Errorf("%s handled %d times", id, c)
+		}
+	}
+	t.Logf("split %d / %d", a.count(Acked), b.count(Acked))
+}
+
+func TestBackoff(t *testing.T) {
+	for _, c := range []struct {
+		attempt  uint64
+		min, max time.Duration
+	}{
+		{1, time.Second, time.Second}, {2, 2 * time.Second, 2 * time.Second}, {4, 8 * time.Second, 8 * time.Second},
+		{6, 30 * time.Second, 30 * time.Second}, {100, 30 * time.Second, 30 * time.Second},
+	} {
+		d := backoff(c.attempt, time.Second, 30*time.Second)
+		if d > c.max || d < c.min*4/5 {
+			t.Errorf("attempt %d: %v, want within [%v, %v]", c.attempt, d, c.min*4/5, c.max)
+		}
+	}
+}

@@ -1,0 +1,324 @@
+package grant
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Subjects of the ledger stream. Each grant is a schedule message on its own
+// subject (a second schedule on a subject replaces the first); when it is
+// due, JetStream publishes its body to SubjectDue, which the sweepers consume.
+const (
+	SubjectSchedPrefix = "mintgate.grants.sched."
+	SubjectDue         = "mintgate.grants.due"
+)
+
+// Defaults of LedgerConfig.
+const (
+	DefaultStream   = "MINTGATE_GRANTS"
+	DefaultReplicas = 1
+	DefaultMaxAge   = 7 * 24 * time.Hour
+)
+
+const (
+	// duplicateWindow is how long a urlId is remembered for de-duplication.
+	// A signer retries a publish within seconds; past the window a repeat
+	// still lands on the grant's own subject and replaces its schedule.
+	duplicateWindow = 5 * time.Minute
+	// publishTimeout bounds Record when its context has no deadline.
+	publishTimeout = 2 * time.Second
+	// The first nats-server with message scheduling is 2.12.
+	minMajor, minMinor = 2, 12
+)
+
+var (
+	// ErrUnavailable wraps every error of Record and Ping: the ledger could
+	// not take the grant, so the caller must not hand out its URL.
+	ErrUnavailable = errors.New("grant: ledger unavailable")
+	// ErrNoScheduling is returned by Dial and Open when the server or the
+	// stream cannot delay messages: such a server would accept the grants and
+	// deliver them at once, refunding every URL while it is still valid.
+	ErrNoScheduling = errors.New("grant: JetStream message scheduling unavailable (needs nats-server 2.12 or later)")
+	// ErrInvalidGrant is wrapped (with ErrUnavailable) when a grant cannot
+	// be recorded as it is, such as a urlId that is not a subject token.
+	ErrInvalidGrant = errors.New("grant: invalid grant")
+)
+
+// LedgerConfig shapes the stream. Zero values take the defaults.
+type LedgerConfig struct {
+	Stream   string        // default "MINTGATE_GRANTS"
+	Grace    time.Duration // a grant is due at ExpiresAt + Grace
+	Replicas int           // default 1 (production: 3)
+	MaxAge   time.Duration // default 7 days: far above URL TTL + grace + the worst outage, so limits never drop pending schedules
+}
+
+func (c LedgerConfig) withDefaults() LedgerConfig {
+	if c.Stream == "" {
+		c.Stream = DefaultStream
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.MaxAge <= 0 {
+		c.MaxAge = DefaultMaxAge
+	}
+	return c
+}
+
+// StreamConfig is the stream the ledger creates or updates: file storage,
+// limits retention (on a work-queue stream, acking a delivery would delete
+// the schedule) and scheduling on.
+func (c LedgerConfig) StreamConfig() jetstream.StreamConfig {
+	c = c.withDefaults()
+	return jetstream.StreamConfig{
+		Name:              c.Stream,
+		Description:       "mintgate grant ledger: one schedule per issued URL, due at expiry + grace",
+		Subjects:          []string{SubjectSchedPrefix + ">", SubjectDue},
+		Retention:         jetstream.LimitsPolicy,
+		Discard:           jetstream.DiscardOld,
+		Storage:           jetstream.FileStorage,
+		Replicas:          c.Replicas,
+		MaxAge:            c.MaxAge,
+		Duplicates:        min(duplicateWindow, c.MaxAge),
+		AllowMsgSchedules: true,
+		AllowRollup:       true, // schedules need it; the server would set it anyway
+	}
+}
+
+// Ledger records grants in a JetStream stream that delivers each one to
+// SubjectDue when it is due.
+type Ledger struct {
+	cfg    LedgerConfig
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	ownsNC bool
+	log    *slog.Logger
+}
+
+// Dial connects to natsURL (a comma-separated list is fine), creates or
+// updates the stream and checks that the server really schedules messages.
+// The connection reconnects forever; while it is down, Record fails at once
+// rather than buffering.
+func Dial(ctx context.Context, natsURL string, cfg LedgerConfig) (*Ledger, error) {
+	log := slog.Default().With("component", "grant-ledger")
+	timeout := 2 * time.Second
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		timeout = max(time.Until(d), 10*time.Millisecond)
+	}
+	nc, err := nats.Connect(natsURL,
+		nats.Name("mintgate-grant-ledger"),
+		nats.Timeout(timeout),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		// No reconnect buffer: a publish while disconnected fails now and
+		// the signer answers 503, instead of a grant waiting in memory.
+		nats.ReconnectBufSize(-1),
+		nats.PingInterval(5*time.Second),
+		nats.MaxPingsOutstanding(2),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil { // nil: our own Close
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%w: connect %s: %w", ErrUnavailable, redactURL(natsURL), err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	l, err := Open(ctx, js, cfg)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	l.ownsNC = true
+	l.log = log
+	return l, nil
+}
+
+// Open is Dial on a JetStream context the caller owns: Close leaves its
+// connection open.
+func Open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledger, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Grace < 0 {
+		return nil, fmt.Errorf("grant: negative grace %v would make grants due before they expire", cfg.Grace)
+	}
+	nc := js.Conn()
+	version := nc.ConnectedServerVersion()
+	if err := checkVersion(version); err != nil {
+		return nil, err
+	}
+	info, err := ensureStream(ctx, js, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkScheduling(version, info); err != nil {
+		return nil, err
+	}
+	return &Ledger{cfg: cfg, nc: nc, js: js, log: slog.Default().With("component", "grant-ledger")}, nil
+}
+
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*jetstream.StreamInfo, error) {
+	s, err := js.CreateOrUpdateStream(ctx, cfg.StreamConfig())
+	if err != nil {
+		return nil, fmt.Errorf("%w: create or update stream %s: %w", ErrUnavailable, cfg.Stream, err)
+	}
+	// Ask again rather than trust the reply to the create: the answer must
+	// come from what the server stored.
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: stream %s info: %w", ErrUnavailable, cfg.Stream, err)
+	}
+	return info, nil
+}
+
+// checkVersion refuses servers older than 2.12, which accept the scheduling
+// setting and ignore it.
+func checkVersion(version string) error {
+	major, minor, ok := parseVersion(version)
+	if !ok {
+		return fmt.Errorf("%w: cannot read nats-server version %q", ErrNoScheduling, version)
+	}
+	if major < minMajor || (major == minMajor && minor < minMinor) {
+		return fmt.Errorf("%w: connected to nats-server %s", ErrNoScheduling, version)
+	}
+	return nil
+}
+
+// checkScheduling refuses a stream whose stored config does not allow
+// schedules, whatever the server's version claims.
+func checkScheduling(version string, info *jetstream.StreamInfo) error {
+	if info == nil || !info.Config.AllowMsgSchedules {
+		name := ""
+		if info != nil {
+			name = info.Config.Name
+		}
+		return fmt.Errorf("%w: stream %s on nats-server %s does not report allow_msg_schedules", ErrNoScheduling, name, version)
+	}
+	return nil
+}
+
+func parseVersion(v string) (major, minor int, ok bool) {
+	v = strings.TrimPrefix(strings.TrimSpace(v), "v")
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return 0, 0, false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(strings.TrimRightFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	return major, minor, err1 == nil && err2 == nil
+}
+
+// Record stores g, scheduled for delivery at g.ExpiresAt + Grace, and waits
+// for the server's acknowledgement. Recording the same urlId again is
+// harmless: the stream drops it as a duplicate, or it replaces the pending
+// schedule on the grant's own subject. Every error wraps ErrUnavailable.
+func (l *Ledger) Record(ctx context.Context, g Grant) error {
+	if !validToken(g.URLID) {
+		return fmt.Errorf("%w: %w: urlId %q is not a subject token", ErrUnavailable, ErrInvalidGrant, g.URLID)
+	}
+	if g.ExpiresAt.IsZero() {
+		return fmt.Errorf("%w: %w: grant %s has no expiresAt", ErrUnavailable, ErrInvalidGrant, g.URLID)
+	}
+	// Fail now, not at the timeout, while the connection is down.
+	if st := l.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("%w: nats connection %s", ErrUnavailable, strings.ToLower(st.String()))
+	}
+	body, err := json.Marshal(g)
+	if err != nil {
+		return fmt.Errorf("%w: encode grant %s: %w", ErrUnavailable, g.URLID, err)
+	}
+	msg := &nats.Msg{
+		Subject: SubjectSchedPrefix + g.URLID,
+		Header:  nats.Header{},
+		Data:    body,
+	}
+	msg.Header.Set(jetstream.MsgIDHeader, g.URLID)
+	msg.Header.Set(jetstream.ScheduleHeader, ScheduleAt(g.ExpiresAt.Add(l.cfg.Grace)))
+	msg.Header.Set(jetstream.ScheduleTargetHeader, SubjectDue)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, publishTimeout)
+		defer cancel()
+	}
+	// No retries on "no responders": a missing stream is an outage to report now.
+	if _, err := l.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(l.cfg.Stream), jetstream.WithRetryAttempts(0)); err != nil {
+		return fmt.Errorf("%w: record grant %s: %w", ErrUnavailable, g.URLID, err)
+	}
+	return nil
+}
+
+// ScheduleAt is the Nats-Schedule header value for a delivery at t: "@at"
+// and t in UTC as RFC 3339 with every fractional digit. nats-server 2.12+
+// parses it with time.RFC3339, which accepts fractional seconds, and fires
+// a schedule only once the clock has reached it, so a grant is never early.
+// (nats.go's WithScheduleAt drops the fraction and so fires up to a second
+// too early.)
+func ScheduleAt(t time.Time) string {
+	return "@at " + t.UTC().Format(time.RFC3339Nano)
+}
+
+// validToken reports whether s can be one subject token.
+func validToken(s string) bool {
+	if s == "" || len(s) > 255 {
+		return false
+	}
+	for _, r := range s {
+		if r <= ' ' || r == '.' || r == '*' || r == '>' || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// Ping checks that the connection is up and the stream answers.
+func (l *Ledger) Ping(ctx context.Context) error {
+	if st := l.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("%w: nats connection %s", ErrUnavailable, strings.ToLower(st.String()))
+	}
+	if _, err := l.js.Stream(ctx, l.cfg.Stream); err != nil {
+		return fmt.Errorf("%w: stream %s: %w", ErrUnavailable, l.cfg.Stream, err)
+	}
+	return nil
+}
+
+// Close closes the connection Dial opened, after flushing what it sent.
+// A ledger from Open leaves its caller's connection alone.
+func (l *Ledger) Close() {
+	if l.ownsNC {
+		_ = l.nc.FlushTimeout(time.Second)
+		l.nc.Close()
+	}
+}
+
+// Config is the ledger's configuration with defaults applied.
+func (l *Ledger) Config() LedgerConfig { return l.cfg }
+
+func redactURL(s string) string {
+	var out []string
+	for u := range strings.SplitSeq(s, ",") {
+		if at := strings.LastIndex(u, "@"); at >= 0 {
+			if scheme := strings.Index(u, "://"); scheme >= 0 && scheme < at {
+				u = u[:scheme+3] + "***" + u[at:]
+			}
+		}
+		out = append(out, u)
+	}
+	return strings.Join(out, ",")
+}

@@ -1,0 +1,313 @@
+package grant
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+func TestScheduleAtKeepsFractionInUTC(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 5, 123456789, time.FixedZone("CET", 3600))
+	if got, want := ScheduleAt(at), "@at 2026-03-01T09:00:05.123456789Z"; got != want {
+		t.Errorf("ScheduleAt = %q, want %q", got, want)
+	}
+	// The server parses the value with time.RFC3339; that layout must read
+	// the fraction back, or a grant would be due early.
+	back, err := time.Parse(time.RFC3339, strings.TrimPrefix(ScheduleAt(at), "@at "))
+	if err != nil || !back.Equal(at) {
+		t.Errorf("server-side parse = %v, %v; want %v", back, err, at)
+	}
+}
+
+func TestVersionAndStreamChecks(t *testing.T) {
+	on := &jetstream.StreamInfo{Config: jetstream.StreamConfig{Name: "S", AllowMsgSchedules: true}}
+	off := &jetstream.StreamInfo{Config: jetstream.StreamConfig{Name: "S"}}
+	cases := []struct {
+		version string
+		info    *jetstream.StreamInfo
+		ok      bool
+	}{
+		{"2.15.2", on, true},
+		{"2.12.0", on, true},
+		{"2.12.0-RC.1", on, true},
+		{"3.0.0", on, true},
+		{"2.11.9", on, false},
+		{"2.9.10", on, false},
+		{"", on, false},
+		{"2.15.2", off, false}, // accepted and ignored: never trust the version alone
+	}
+	for _, c := range cases {
+		err := checkVersion(c.version)
+		if err == nil {
+			err = checkScheduling(c.version, c.info)
+		}
+		if (err == nil) != c.ok {
+			t.Errorf("%s allow=%v: err = %v, want ok=%v", c.version, c.info.Config.AllowMsgSchedules, err, c.ok)
+		}
+		if err != nil && (!errors.Is(err, ErrNoScheduling) || !strings.Contains(err.Error(), c.version)) {
+			t.Errorf("%s: error %q must wrap ErrNoScheduling and name the version", c.version, err)
+		}
+	}
+}
+
+func testGrant(id string, expires time.Time) Grant {
+	return Grant{
+		URLID: id, Tenant: "acme", Tier: "user", Subject: "u:alice",
+		Key: "incoming/acme/" + id, IssuedAt: expires.Add(-time.Second), ExpiresAt: expires,
+	}
+}
+
+// delivery is one message seen on the due subject.
+type delivery struct {
+	g  Grant
+	at time.Time
+}
+
+// watchDue collects every message published to the due subject, by a
+// plain ordered consumer, so the ledger's own consume loop is not under test.
+func watchDue(t *testing.T, js jetstream.JetStream, stream string) (get func() []delivery) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{SubjectDue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []delivery
+	cc, err := c.Consume(func(m jetstream.Msg) {
+		now := time.Now()
+		var g Grant
+		if err := json.Unmarshal(m.Data(), &g); err != nil {
+			t.Errorf("due message body %q: %v", m.Data(), err)
+		}
+		mu.Lock()
+		got = append(got, delivery{g, now})
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cc.Stop)
+	return func() []delivery {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]delivery(nil), got...)
+	}
+}
+
+func connect(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+func dial(t *testing.T, url string, cfg LedgerConfig) *Ledger {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := Dial(ctx, url, cfg)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRecordIsDeliveredOnceAtDueNeverBefore(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	grace := 700 * time.Millisecond
+	l := dial(t, srv.URL(), LedgerConfig{Grace: grace})
+	_, js := connect(t, srv.URL())
+	got := watchDue(t, js, DefaultStream)
+
+	// Sub-second due times: a server that dropped the fraction would fire
+	// these up to a second early.
+	base := time.Now().Add(500 * time.Millisecond)
+	want := map[string]time.Time{}
+	for i := range 20 {
+		g := testGrant(fmt.Sprintf("g-%02d", i), base.Add(time.Duration(i)*73*time.Millisecond))
+		if err := l.Record(context.Background(), g); err != nil {
+			t.Fatalf("Record: %v", err)
+		}
+		want[g.URLID] = g.ExpiresAt.Add(grace)
+	}
+	// Recording again is a duplicate, not a second delivery.
+	if err := l.Record(context.Background(), testGrant("g-00", base)); err != nil {
+		t.Fatalf("Record again: %v", err)
+	}
+	waitFor(t, 15*time.Second, "every grant delivered", func() bool { return len(got()) >= len(want) })
+	time.Sleep(1500 * time.Millisecond) // room for a wrong second delivery to show up
+	seen := map[string]int{}
+	for _, d := range got() {
+		seen[d.g.URLID]++
+		due, ok := want[d.g.URLID]
+		if !ok {
+			t.Errorf("unexpected grant %q", d.g.URLID)
+			continue
+		}
+		if d.at.Before(due) {
+			t.Errorf("%s delivered %v before it was due", d.g.URLID, due.Sub(d.at))
+		}
+		if !d.g.ExpiresAt.Equal(due.Add(-grace)) || d.g.Tenant != "acme" || d.g.Tier != "user" {
+			t.Errorf("%s body changed: %+v", d.g.URLID, d.g)
+		}
+	}
+	for id := range want {
+		if seen[id] != 1 {
+			t.Errorf("%s delivered %d times", id, seen[id])
+		}
+	}
+}
+
+func TestRecordSurvivesServerKill(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	l := dial(t, srv.URL(), LedgerConfig{Grace: time.Second})
+	const n = 300
+	expires := time.Now().Add(2 * time.Second)
+	for i := range n {
+		if err := l.Record(context.Background(), testGrant(fmt.Sprintf("k-%03d", i), expires)); err != nil {
+			t.Fatalf("Record %d: %v", i, err)
+		}
+	}
+	srv.Kill() // SIGKILL: only what reached the disk survives
+	srv.Start()
+	_, js := connect(t, srv.URL())
+	got := watchDue(t, js, DefaultStream)
+	waitFor(t, 20*time.Second, "every grant after the restart", func() bool { return len(got()) >= n })
+	seen := map[string]bool{}
+	for _, d := range got() {
+		seen[d.g.URLID] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct grants delivered, want %d", len(seen), n)
+	}
+	// The ledger's own connection came back too.
+	waitFor(t, 10*time.Second, "ledger reconnected", func() bool { return l.Ping(context.Background()) == nil })
+	if err := l.Record(context.Background(), testGrant("after", time.Now())); err != nil {
+		t.Errorf("Record after restart: %v", err)
+	}
+}
+
+func TestRecordFailsFastWhileServerIsDown(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	l := dial(t, srv.URL(), LedgerConfig{Grace: time.Second})
+	srv.Stop()
+	for i := range 3 {
+		start := time.Now()
+		err := l.Record(context.Background(), testGrant(fmt.Sprintf("down-%d", i), time.Now().Add(time.Minute)))
+		took := time.Since(start)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Record with the server down: %v, want ErrUnavailable", err)
+		}
+		// The signer turns this into a 503; it must not wait for a timeout.
+		if took > time.Second {
+			t.Errorf("Record took %v to fail", took)
+		}
+		if err := l.Ping(context.Background()); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("Ping with the server down: %v", err)
+		}
+	}
+	srv.Start()
+	waitFor(t, 10*time.Second, "ledger reconnected", func() bool { return l.Ping(context.Background()) == nil })
+	if err := l.Record(context.Background(), testGrant("up", time.Now())); err != nil {
+		t.Errorf("Record after the server came back: %v", err)
+	}
+}
+
+func TestRecordRejectsBadGrant(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	l := dial(t, srv.URL(), LedgerConfig{})
+	for _, id := range []string{"", "a.b", "a*", "a>", "a b"} {
+		err := l.Record(context.Background(), testGrant(id, time.Now()))
+		if !errors.Is(err, ErrInvalidGrant) || !errors.Is(err, ErrUnavailable) {
+			t.Errorf("urlId %q: %v", id, err)
+		}
+	}
+}
+
+func TestStreamConfigAsCreated(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	dial(t, srv.URL(), LedgerConfig{Stream: "G", MaxAge: time.Hour})
+	_, js := connect(t, srv.URL())
+	s, err := js.Stream(context.Background(), "G")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.CachedInfo().Config
+	if c.Retention != jetstream.LimitsPolicy || c.Storage != jetstream.FileStorage || !c.AllowMsgSchedules ||
+		c.MaxAge != time.Hour || c.Duplicates != duplicateWindow || c.Replicas != 1 {
+		t.Errorf("stream config %+v", c)
+	}
+}
+
+func TestPrecreatedStreamWithoutSchedulingIsUpgraded(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	_, js := connect(t, srv.URL())
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: DefaultStream, Subjects: []string{SubjectSchedPrefix + ">", SubjectDue}, Storage: jetstream.FileStorage,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	l := dial(t, srv.URL(), LedgerConfig{Grace: 100 * time.Millisecond})
+	got := watchDue(t, js, DefaultStream)
+	if err := l.Record(ctx, testGrant("pre", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "delivery on the upgraded stream", func() bool { return len(got()) == 1 })
+}
+
+func TestOldServerIsRefusedNamingItsVersion(t *testing.T) {
+	old := testenv.StartNATSWith(t, testenv.NATSOptions{Binary: testenv.OldNATSBinary(t), NoSyncAlways: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := Dial(ctx, old.URL(), LedgerConfig{})
+	if !errors.Is(err, ErrNoScheduling) || !strings.Contains(err.Error(), "2.9.10") {
+		t.Fatalf("Dial on nats-server 2.9.10: %v; want ErrNoScheduling naming 2.9.10", err)
+	}
+	t.Log(err)
+
+	// The second guard on real data: the old server takes the setting and
+	// drops it, and the stored config says so.
+	nc, js := connect(t, old.URL())
+	info, err := ensureStream(ctx, js, LedgerConfig{}.withDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.AllowMsgSchedules {
+		t.Fatal("nats-server 2.9.10 claims to schedule messages")
+	}
+	if err := checkScheduling(nc.ConnectedServerVersion(), info); !errors.Is(err, ErrNoScheduling) {
+		t.Errorf("stream without scheduling accepted: %v", err)
+	}
+}

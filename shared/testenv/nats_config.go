@@ -1,0 +1,52 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// NATSOptions shapes a nats-server started by StartNATSWith.
+type NATSOptions struct {
+	// Binary is the server to run; empty means the one the scripts installed.
+	Binary string
+	// NoSyncAlways leaves sync_interval out of the jetstream block: servers
+	// before 2.10 reject it, and a load test may measure what it costs.
+	NoSyncAlways bool
+}
+
+// StartNATSWith is StartNATS shaped by opts. The store outlives Stop, Kill
+// and Start within the test, and the port stays the same.
+func StartNATSWith(tb testing.TB, opts NATSOptions) *NATS {
+	tb.Helper()
+	bin := opts.Binary
+	if bin == "" {
+		bin = Binary(tb, "nats-server")
+	}
+	if !opts.NoSyncAlways {
+		return StartNATSBinary(tb, bin)
+	}
+	port := FreePort(tb)
+	dir := tb.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	text := fmt.Sprintf("listen: %q\njetstream {\n  store_dir: %q\n}\n", addr(port), filepath.Join(dir, "js"))
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		tb.Fatalf("testenv: %v", err)
+	}
+	n := &NATS{Process: newProcess(tb, bin, "-c", conf), Addr: addr(port)}
+	n.Start()
+	return n
+}
+
+// OldNATSBinary is Debian's nats-server 2.9.10 when the machine has it: a
+// server that accepts allow_msg_schedules on a stream and silently ignores
+// it. The test is skipped without it.
+func OldNATSBinary(tb testing.TB) string {
+	tb.Helper()
+	const p = "/usr/sbin/nats-server"
+	if _, err := os.Stat(p); err != nil {
+		tb.Skipf("testenv: no old nats-server at %s", p)
+	}
+	return p
+}

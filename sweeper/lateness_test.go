@@ -1,0 +1,182 @@
+//go:build load
+
+// The load report: how late refunds land after their due time at a given
+// grant rate, and how fast the ledger records grants with and without
+// sync_interval: always. It prints numbers and asserts nothing.
+//
+//	go test -tags load -run TestLoadReport -v ./sweeper/ -grants 2000 -rate 500
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+var (
+	loadGrants  = flag.Int("grants", 2000, "grants recorded for the lateness run")
+	loadRate    = flag.Int("rate", 500, "grants per second for the lateness run")
+	loadRecords = flag.Int("records", 5000, "grants recorded per throughput run")
+)
+
+func TestLoadReport(t *testing.T) {
+	for _, sync := range []bool{true, false} {
+		t.Run(fmt.Sprintf("lateness/sync_always=%v", sync), func(t *testing.T) { testLateness(t, sync) })
+	}
+	for _, sync := range []bool{true, false} {
+		for _, workers := range []int{1, 16, 64} {
+			t.Run(fmt.Sprintf("record/sync_always=%v/workers=%d", sync, workers), func(t *testing.T) {
+				recordThroughput(t, sync, workers)
+			})
+		}
+	}
+}
+
+// testLateness records grants at a steady rate, each due 2 s after it is
+// recorded, and reads from each refunded marker when the sweeper applied it.
+func testLateness(t *testing.T, syncAlways bool) {
+	s := newStackWith(t, false, testenv.NATSOptions{NoSyncAlways: !syncAlways})
+	s.start()
+	n, rate := *loadGrants, *loadRate
+	due := make([]time.Time, n)
+
+	// When JetStream fired each schedule: the stored time of its due message.
+	var mu sync.Mutex
+	fired := map[string]time.Time{}
+	nc, err := nats.Connect(s.nats.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	oc, err := js.OrderedConsumer(context.Background(), grant.DefaultStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{grant.SubjectDue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := oc.Consume(func(m jetstream.Msg) {
+		md, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		var g grant.Grant
+		if json.Unmarshal(m.Data(), &g) == nil {
+			mu.Lock()
+			fired[g.URLID] = md.Timestamp
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Stop()
+	var failed atomic.Int64
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for i := range jobs {
+				g := newGrant(fmt.Sprintf("late-%06d", i), config.TierUser, fmt.Sprintf("u:%d", i%100), time.Now().Add(time.Second))
+				due[i] = g.ExpiresAt.Add(s.grace)
+				if err := s.ledger.Record(context.Background(), g); err != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	for i := range n {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	offered := float64(n) / time.Since(start).Seconds()
+	waitFor(t, 2*time.Minute, "every grant refunded", func() bool { return s.refunded() == n-int(failed.Load()) })
+
+	var late, fire []time.Duration
+	early := 0
+	for i := range n {
+		id := fmt.Sprintf("late-%06d", i)
+		at, err := s.rdb.Get(context.Background(), keys.Refunded(tenant, id)).Int64()
+		if err != nil {
+			continue
+		}
+		d := time.UnixMilli(at).Sub(due[i])
+		if d < -time.Millisecond { // the marker has millisecond resolution
+			early++
+		}
+		late = append(late, d)
+		mu.Lock()
+		if f, ok := fired[id]; ok {
+			fire = append(fire, f.Sub(due[i]))
+		}
+		mu.Unlock()
+	}
+	t.Logf("LATENESS sync_always=%v, %d grants at %.0f/s offered (%d record errors, %d early)\n"+
+		"  refunded after due (sweeper applied): %s\n  fired after due (JetStream stored): %s",
+		syncAlways, len(late), offered, failed.Load(), early, quantiles(late), quantiles(fire))
+}
+
+func quantiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	slices.Sort(ds)
+	q := func(p float64) time.Duration { return ds[int(p*float64(len(ds)-1))].Round(time.Millisecond) }
+	return fmt.Sprintf("p50 %v  p90 %v  p99 %v  max %v  (n=%d)", q(0.5), q(0.9), q(0.99), q(1), len(ds))
+}
+
+// recordThroughput records grants as fast as workers allow, due far in the
+// future so that nothing is delivered meanwhile.
+func recordThroughput(t *testing.T, syncAlways bool, workers int) {
+	srv := testenv.StartNATSWith(t, testenv.NATSOptions{NoSyncAlways: !syncAlways})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := grant.Dial(ctx, srv.URL(), grant.LedgerConfig{Grace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	n := *loadRecords
+	var next, failed atomic.Int64
+	lat := make([]time.Duration, n)
+	expires := time.Now().Add(time.Hour)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				if err := l.Record(context.Background(), newGrant(fmt.Sprintf("tp-%07d", i), config.TierUser, "u:x", expires)); err != nil {
+					failed.Add(1)
+				}
+				lat[i] = time.Since(t0)
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	slices.Sort(lat)
+	t.Logf("RECORD sync_always=%v workers=%d: %d grants in %v = %.0f grants/s; latency p50 %v p99 %v; errors %d",
+		syncAlways, workers, n, took.Round(time.Millisecond), float64(n)/took.Seconds(),
+		lat[n/2].Round(10*time.Microsecond), lat[n*99/100].Round(10*time.Microsecond), failed.Load())
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mintgate/mintgate/shared/grant"
+)
+
+// metrics are what an operator watches: how many grants came due, what
+// became of them, how late, and what failed.
+type metrics struct {
+	swept           prometheus.Counter
+	refunds         prometheus.Counter
+	alreadyDone     prometheus.Counter
+	alreadyRefunded prometheus.Counter
+	lateness        prometheus.Histogram
+	errors          *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		swept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_sweeper_grants_swept_total",
+			Help: "Due grants handled and acknowledged.",
+		}),
+		refunds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_sweeper_refunds_total",
+			Help: "Due grants whose token was refunded (the URL expired unused).",
+		}),
+		alreadyDone: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_sweeper_already_done_total",
+			Help: "Due grants whose upload completed (done marker): no refund.",
+		}),
+		alreadyRefunded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_sweeper_already_refunded_total",
+			Help: "Due grants delivered again after their refund: nothing changed.",
+		}),
+		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mintgate_sweeper_lateness_seconds",
+			Help:    "Time from a grant's due time (expiresAt + grace) to its handling.",
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800},
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mintgate_sweeper_errors_total",
+			Help: "Deliveries not applied: kind=redis (retried with backoff) or malformed (terminated).",
+		}, []string{"kind"}),
+	}
+	reg.MustRegister(m.swept, m.refunds, m.alreadyDone, m.alreadyRefunded, m.lateness, m.errors)
+	m.errors.WithLabelValues("redis")
+	m.errors.WithLabelValues("malformed")
+	return m
+}
+
+// observe counts what the consume loop did with each delivery.
+func (m *metrics) observe(o grant.Outcome) {
+	switch o.Action {
+	case grant.Acked:
+		m.swept.Inc()
+	case grant.Retried:
+		m.errors.WithLabelValues("redis").Inc()
+	case grant.Terminated:
+		if errors.Is(o.Err, grant.ErrMalformed) {
+			m.errors.WithLabelValues("malformed").Inc()
+		}
+	}
+}
+
+func (m *metrics) outcome(out string) {
+	switch out {
+	case outcomeRefunded:
+		m.refunds.Inc()
+	case outcomeDone:
+		m.alreadyDone.Inc()
+	case outcomeAlready:
+		m.alreadyRefunded.Inc()
+	}
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+func newRefunder(t *testing.T) (*refunder, *redis.Client) {
+	t.Helper()
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	tiers, err := config.ParseTiers(testTiers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &refunder{rdb: rdb, tiers: tiers, now: time.Now}, rdb
+}
+
+func TestRefundScript(t *testing.T) {
+	r, rdb := newRefunder(t)
+	s := &stack{t: t, rdb: rdb}
+	ctx := context.Background()
+	g := newGrant("u1", config.TierUser, "u:alice", time.Now())
+	user, ten := keys.Bucket(tenant, "u:alice"), keys.TenantBucket(tenant)
+	s.setTokens(user, 0)
+	s.setTokens(ten, 10)
+
+	before := time.Now().UnixMilli()
+	if out, err := r.refund(ctx, g); err != nil || out != outcomeRefunded {
+		t.Fatalf("first refund: %q, %v", out, err)
+	}
+	if floor(s.tokens(user)) != 1 || floor(s.tokens(ten)) != 11 {
+		t.Errorf("after refund: user %v, tenant %v; want 1 and 11", s.tokens(user), s.tokens(ten))
+	}
+	at, err := rdb.Get(ctx, keys.Refunded(tenant, "u1")).Int64()
+	if err != nil || at < before {
+		t.Errorf("refunded marker = %d, %v; want the refund time ≥ %d", at, err, before)
+	}
+	if ttl := rdb.PTTL(ctx, keys.Refunded(tenant, "u1")).Val(); ttl < refundedTTL-time.Minute {
+		t.Errorf("refunded marker TTL %v", ttl)
+	}
+
+	if out, err := r.refund(ctx, g); err != nil || out != outcomeAlready {
+		t.Errorf("second refund: %q, %v; want already", out, err)
+	}
+	if floor(s.tokens(user)) != 1 {
+		t.Errorf("a second delivery changed the bucket: %v", s.tokens(user))
+	}
+
+	up := newGrant("u2", config.TierUser, "u:alice", time.Now())
+	rdb.Set(ctx, keys.Done(tenant, "u2"), "1", time.Minute)
+	if out, err := r.refund(ctx, up); err != nil || out != outcomeDone {
+		t.Errorf("uploaded grant: %q, %v; want done", out, err)
+	}
+	if floor(s.tokens(user)) != 1 || rdb.Exists(ctx, keys.Refunded(tenant, "u2")).Val() != 0 {
+		t.Error("an uploaded grant was refunded")
+	}
+}
+
+func TestRefundIsCappedByTheIssuingTier(t *testing.T) {
+	r, rdb := newRefunder(t)
+	s := &stack{t: t, rdb: rdb}
+	ctx := context.Background()
+	anon := keys.Bucket(tenant, "a:ffee")
+	s.setTokens(anon, 4.5)
+	for _, id := range []string{"a1", "a2", "a3"} {
+		if out, err := r.refund(ctx, newGrant(id, config.TierAnonymous, "a:ffee", time.Now())); err != nil || out != outcomeRefunded {
+			t.Fatalf("%s: %q, %v", id, out, err)
+		}
+		// The user tier holds 1000: the anonymous bucket must stop at its own 5.
+		if got := s.tokens(anon); got > 5 {
+			t.Fatalf("anonymous bucket at %v after refund %s, above its capacity 5", got, id)
+		}
+	}
+	if got := s.tokens(anon); got != 5 {
+		t.Errorf("anonymous bucket %v, want 5", got)
+	}
+}
+
+func TestRefundRefusesWhatCanNeverApply(t *testing.T) {
+	r, _ := newRefunder(t)
+	for name, g := range map[string]grant.Grant{
+		"tenant tier":  newGrant("x1", config.TierTenant, "u:alice", time.Now()),
+		"unknown tier": newGrant("x2", "gold", "u:alice", time.Now()),
+		"no subject":   newGrant("x3", config.TierUser, "", time.Now()),
+		"bad tenant":   {URLID: "x4", Tenant: "a{b}", Tier: config.TierUser, Subject: "u:a", ExpiresAt: time.Now()},
+	} {
+		if _, err := r.refund(context.Background(), g); !errors.Is(err, grant.ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
+func TestConcurrentDeliveriesRefundOnce(t *testing.T) {
+	r, rdb := newRefunder(t)
+	s := &stack{t: t, rdb: rdb}
+	user := keys.Bucket(tenant, "u:bob")
+	s.setTokens(user, 0)
+	g := newGrant("c1", config.TierUser, "u:bob", time.Now())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	outs := map[string]int{}
+	for range 20 {
+		wg.Go(func() {
+			out, err := r.refund(context.Background(), g)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			outs[out]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if outs[outcomeRefunded] != 1 || outs[outcomeAlready] != 19 || floor(s.tokens(user)) != 1 {
+		t.Errorf("outcomes %v, tokens %v; want one refund", outs, s.tokens(user))
+	}
+}
+
+func TestRefundOnRedisCluster(t *testing.T) {
+	addrs := testenv.StartRedisCluster(t)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { rdb.Close() })
+	tiers, _ := config.ParseTiers(testTiers)
+	r := &refunder{rdb: rdb, tiers: tiers, now: time.Now}
+	for _, tn := range []string{"acme", "globex", "initech"} { // different slots
+		g := newGrant("cl-"+tn, config.TierUser, "u:zed", time.Now())
+		g.Tenant = tn
+		for _, want := range []string{outcomeRefunded, outcomeAlready} {
+			if out, err := r.refund(context.Background(), g); err != nil || out != want {
+				t.Fatalf("tenant %s: %q, %v; want %q (all four keys share the tenant's hash tag)", tn, out, err, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+func TestUnusedGrantIsRefundedOnceWhenDueNotBefore(t *testing.T) {
+	s := newStack(t, false)
+	sw := s.start()
+	user, ten := keys.Bucket(tenant, "u:alice"), keys.TenantBucket(tenant)
+	s.setTokens(user, 0)
+	s.setTokens(ten, 0)
+
+	g := newGrant("not-uploaded", config.TierUser, "u:alice", time.Now().Add(time.Second))
+	due := g.ExpiresAt.Add(s.grace)
+	s.record(g)
+
+	// Up to just before it is due: nothing.
+	for time.Until(due) > 150*time.Millisecond {
+		if s.rdb.Exists(context.Background(), keys.Refunded(tenant, g.URLID)).Val() != 0 || floor(s.tokens(user)) != 0 {
+			t.Fatalf("refunded %v before it was due", time.Until(due))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitFor(t, 10*time.Second, "the refund", func() bool {
+		return s.rdb.Exists(context.Background(), keys.Refunded(tenant, g.URLID)).Val() == 1
+	})
+	at, _ := s.rdb.Get(context.Background(), keys.Refunded(tenant, g.URLID)).Int64()
+	if at < due.UnixMilli() {
+		t.Errorf("refunded %dms before due", due.UnixMilli()-at)
+	}
+	t.Logf("refunded %dms after due", at-due.UnixMilli())
+	waitFor(t, 5*time.Second, "the ack", s.idle)
+	time.Sleep(500 * time.Millisecond) // room for a wrong second refund
+	if floor(s.tokens(user)) != 1 || floor(s.tokens(ten)) != 1 {
+		t.Errorf("tokens user %v tenant %v, want exactly one refund each", s.tokens(user), s.tokens(ten))
+	}
+	for name, want := range map[string]float64{
+		"mintgate_sweeper_refunds_total":          1,
+		"mintgate_sweeper_grants_swept_total":     1,
+		"mintgate_sweeper_already_done_total":     0,
+		"mintgate_sweeper_lateness_seconds_count": 1,
+	} {
+		if got := sw.metric(t, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if code := sw.status("/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz = %d", code)
+	}
+}
+
+func TestUploadedGrantIsNotRefunded(t *testing.T) {
+	s := newStack(t, false)
+	sw := s.start()
+	user := keys.Bucket(tenant, "u:alice")
+	s.setTokens(user, 0)
+	g := newGrant("uploaded", config.TierUser, "u:alice", time.Now())
+	s.rdb.Set(context.Background(), keys.Done(tenant, g.URLID), "1", time.Minute) // what the completer does
+	s.record(g)
+	waitFor(t, 10*time.Second, "the grant swept", func() bool { return sw.metric(t, "mintgate_sweeper_grants_swept_total") == 1 })
+	if floor(s.tokens(user)) != 0 || s.refunded() != 0 || sw.metric(t, "mintgate_sweeper_already_done_total") != 1 {
+		t.Errorf("uploaded grant refunded: tokens %v, markers %d", s.tokens(user), s.refunded())
+	}
+}
+
+func TestDuplicatesRefundOnce(t *testing.T) {
+	s := newStack(t, false)
+	sw := s.start()
+	user := keys.Bucket(tenant, "u:carol")
+	s.setTokens(user, 0)
+	g := newGrant("dup", config.TierUser, "u:carol", time.Now().Add(200*time.Millisecond))
+	s.record(g)
+	s.record(g) // a signer retry: de-duplicated by urlId
+
+	// And delivered twice more, as after a lost ack or a repeat past the
+	// de-duplication window.
+	nc, err := nats.Connect(s.nats.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	body, _ := json.Marshal(g)
+	for range 2 {
+		if _, err := js.Publish(context.Background(), grant.SubjectDue, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "three deliveries swept", func() bool { return sw.metric(t, "mintgate_sweeper_grants_swept_total") == 3 })
+	waitFor(t, 5*time.Second, "the consumer idle", s.idle)
+	if got := sw.metric(t, "mintgate_sweeper_refunds_total"); got != 1 {
+		t.Errorf("refunds %v, want 1", got)
+	}
+	if got := sw.metric(t, "mintgate_sweeper_already_refunded_total"); got != 2 {
+		t.Errorf("already refunded %v, want 2", got)
+	}
+	if floor(s.tokens(user)) != 1 {
+		t.Errorf("tokens %v, want 1", s.tokens(user))
+	}
+}
+
+func TestTwoSweepersManyGrantsEachRefundedOnce(t *testing.T) {
+	s := newStack(t, false)
+	a, b := s.start(), s.start()
+	subjects := []string{"u:a", "u:b", "u:c"}
+	for _, sub := range subjects {
+		s.setTokens(keys.Bucket(tenant, sub), 0)
+	}
+	s.setTokens(keys.TenantBucket(tenant), 0)
+	const per = 100
+	expires := time.Now().Add(500 * time.Millisecond)
+	for i := range per {
+		for _, sub := range subjects {
+			s.record(newGrant(fmt.Sprintf("m-%s-%03d", sub[2:], i), config.TierUser, sub, expires.Add(time.Duration(i)*5*time.Millisecond)))
+		}
+	}
+	n := per * len(subjects)
+	waitFor(t, 20*time.Second, "every grant refunded", func() bool { return s.refunded() == n })
+	waitFor(t, 5*time.Second, "the consumer idle", s.idle)
+	for _, sub := range subjects {
+		if got := floor(s.tokens(keys.Bucket(tenant, sub))); got != per {
+			t.Errorf("%s: %d tokens, want %d", sub, got, per)
+		}
+	}
+	if got := floor(s.tokens(keys.TenantBucket(tenant))); got != n {
+		t.Errorf("tenant: %d tokens, want %d", got, n)
+	}
+	ra, rb := a.metric(t, "mintgate_sweeper_refunds_total"), b.metric(t, "mintgate_sweeper_refunds_total")
+	if ra+rb != float64(n) {
+		t.Errorf("refunds %v + %v, want %d", ra, rb, n)
+	}
+	t.Logf("split: %v / %v", ra, rb)
+}
+
+func TestAnonymousRefundsStopAtTheAnonymousCapacity(t *testing.T) {
+	s := newStack(t, false)
+	s.start()
+	anon := keys.Bucket(tenant, "a:9f86d0")
+	s.setTokens(anon, 3)
+	for i := range 20 {
+		s.record(newGrant(fmt.Sprintf("anon-%02d", i), config.TierAnonymous, "a:9f86d0", time.Now()))
+	}
+	waitFor(t, 10*time.Second, "every anonymous grant refunded", func() bool { return s.refunded() == 20 })
+	if got := s.tokens(anon); got != 5 {
+		t.Errorf("anonymous bucket %v after 20 refunds, want its capacity 5", got)
+	}
+}
+
+func TestRedisOutageNothingAckedThenRefundedOnce(t *testing.T) {
+	s := newStack(t, true)
+	sw := s.start()
+	user := keys.Bucket(tenant, "u:dave")
+	s.setTokens(user, 0)
+	const n = 50
+	expires := time.Now().Add(300 * time.Millisecond)
+	for i := range n {
+		s.record(newGrant(fmt.Sprintf("out-%02d", i), config.TierUser, "u:dave", expires))
+	}
+	s.redis.Stop()
+	waitFor(t, 15*time.Second, "failed attempts", func() bool {
+		return sw.metric(t, `mintgate_sweeper_errors_total{kind="redis"}`) >= n
+	})
+	if got := sw.metric(t, "mintgate_sweeper_grants_swept_total"); got != 0 {
+		t.Fatalf("%v grants acked while Redis was down", got)
+	}
+	if info := s.consumerInfo(); info == nil || info.AckFloor.Stream != 0 {
+		t.Fatalf("consumer acked something while Redis was down: %+v", info)
+	}
+	if code := sw.status("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with Redis down = %d", code)
+	}
+	s.redis.Start()
+	waitFor(t, 40*time.Second, "every grant refunded", func() bool { return s.refunded() == n })
+	waitFor(t, 10*time.Second, "the consumer idle", s.idle)
+	if got := floor(s.tokens(user)); got != n {
+		t.Errorf("tokens %d, want %d", got, n)
+	}
+	if got := sw.metric(t, "mintgate_sweeper_refunds_total"); got != n {
+		t.Errorf("refunds %v, want %d", got, n)
+	}
+}
+
+func TestSweeperStoppedMidBatchAndRestarted(t *testing.T) {
+	s := newStack(t, true)
+	first := s.start()
+	user := keys.Bucket(tenant, "u:erin")
+	s.setTokens(user, 0)
+	const n = 200
+	// Due one after another over two seconds, so the stop lands mid-stream.
+	start := time.Now().Add(200 * time.Millisecond)
+	for i := range n {
+		s.record(newGrant(fmt.Sprintf("mid-%03d", i), config.TierUser, "u:erin", start.Add(time.Duration(i)*10*time.Millisecond)))
+	}
+	waitFor(t, 10*time.Second, "some refunds", func() bool { return s.refunded() >= 30 })
+	s.redis.Stop() // the grants in flight now fail
+	waitFor(t, 10*time.Second, "failed attempts", func() bool {
+		return first.metric(t, `mintgate_sweeper_errors_total{kind="redis"}`) > 0
+	})
+	if err := first.stop(); err != nil {
+		t.Fatalf("first sweeper: %v", err)
+	}
+	done := s.refunded // only callable with Redis up
+	s.redis.Start()
+	before := done()
+	t.Logf("first sweeper refunded %d of %d before it stopped", before, n)
+	if before >= n {
+		t.Fatal("the stop did not land mid-stream")
+	}
+	second := s.start()
+	waitFor(t, 40*time.Second, "every grant refunded", func() bool { return done() == n })
+	waitFor(t, 10*time.Second, "the consumer idle", s.idle)
+	if got := floor(s.tokens(user)); got != n {
+		t.Errorf("tokens %d, want %d: a grant was refunded twice or never", got, n)
+	}
+	if got := second.metric(t, "mintgate_sweeper_refunds_total"); int(got)+before != n {
+		t.Errorf("second sweeper refunded %v, first %d; want %d in all", got, before, n)
+	}
+}
+
+func TestNATSKilledWithGrantsPendingLosesNone(t *testing.T) {
+	s := newStack(t, false)
+	sw := s.start()
+	user := keys.Bucket(tenant, "u:frank")
+	s.setTokens(user, 0)
+	const n = 300
+	expires := time.Now().Add(1500 * time.Millisecond)
+	for i := range n {
+		s.record(newGrant(fmt.Sprintf("kill-%03d", i), config.TierUser, "u:frank", expires))
+	}
+	s.nats.Kill() // SIGKILL with every grant pending
+	s.nats.Start()
+	waitFor(t, 30*time.Second, "every grant refunded", func() bool { return s.refunded() == n })
+	waitFor(t, 10*time.Second, "the consumer idle", s.idle)
+	if got := floor(s.tokens(user)); got != n {
+		t.Errorf("tokens %d, want %d", got, n)
+	}
+	if code := sw.status("/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz after the restart = %d", code)
+	}
+}
+
+func TestStartRefusedWithoutScheduling(t *testing.T) {
+	old := testenv.StartNATSWith(t, testenv.NATSOptions{Binary: testenv.OldNATSBinary(t), NoSyncAlways: true})
+	rds := testenv.StartRedis(t)
+	vars := map[string]string{
+		"MINTGATE_NATS_URL":  old.URL(),
+		"MINTGATE_REDIS_URL": rds.URL(),
+		"MINTGATE_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+	}
+	var out syncBuffer
+	err := run(context.Background(), []string{"sweeper"}, func(k string) string { return vars[k] }, &out)
+	if err == nil || !strings.Contains(err.Error(), "2.9.10") || !strings.Contains(err.Error(), "scheduling") {
+		t.Fatalf("run on nats-server 2.9.10: %v; want a refusal naming the version", err)
+	}
+	t.Log(err)
+}
+
+func TestBadConfigNamesTheVariable(t *testing.T) {
+	for name, val := range map[string]string{
+		"MINTGATE_NATS_URL":      "http://127.0.0.1:4222",
+		"MINTGATE_HTTP_ADDR":     "8082",
+		"MINTGATE_SWEEP_GRACE":   "soon",
+		"MINTGATE_TIERS":         "user=30:0.5",
+		"MINTGATE_REDIS_URL":     "http://x",
+		"MINTGATE_REDIS_TIMEOUT": "-1s",
+	} {
+		err := run(context.Background(), []string{"sweeper"}, func(k string) string {
+			if k == name {
+				return val
+			}
+			return ""
+		}, &syncBuffer{})
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%q: %v; want an error naming it", name, val, err)
+		}
+	}
+}
