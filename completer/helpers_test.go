@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+// fixtureID is the urlId in the fixtures' keys; tests swap in a fresh one.
+const fixtureID = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+
+// fixture is one of AWS's event bodies in shared/s3event/testdata, with
+// its urlId replaced by id.
+func fixture(t *testing.T, name, id string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "shared", "s3event", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.ReplaceAll(string(b), fixtureID, id)
+}
+
+// syncBuffer collects the service's log.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// stack is a completer running in-process against a real redis-server and
+// a real fauxqs queue with a dead-letter queue.
+type stack struct {
+	redis *testenv.Redis
+	fq    *testenv.Fauxqs
+	q     testenv.Queue
+	sqs   *sqs.Client
+	rdb   *redis.Client
+	addr  string
+	log   *syncBuffer
+}
+
+// maxReceives is the test queue's redrive maxReceiveCount.
+const maxReceives = 2
+
+// startStack starts Redis, fauxqs with a queue (visibility 1 s, redrive
+// after maxReceives) and the completer; env adds to or overrides its
+// environment.
+func startStack(t *testing.T, env map[string]string) *stack {
+	t.Helper()
+	s := &stack{redis: testenv.StartRedis(t), fq: testenv.StartFauxqs(t), log: &syncBuffer{}}
+	s.q = s.fq.CreateQueue(t, "uploads", testenv.QueueOptions{VisibilityTimeout: time.Second, MaxReceiveCount: maxReceives})
+	s.sqs = s.fq.Client()
+	s.rdb = redis.NewClient(&redis.Options{Addr: s.redis.Addr})
+	t.Cleanup(func() { s.rdb.Close() })
+	s.addr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	vars := map[string]string{
+		"MINTGATE_REDIS_URL":     s.redis.URL(),
+		"MINTGATE_HTTP_ADDR":     s.addr,
+		"MINTGATE_SQS_QUEUE_URL": s.q.URL,
+		"MINTGATE_SQS_ENDPOINT":  s.fq.Endpoint,
+	}
+	for k, v := range testenv.AWSEnv() {
+		vars[k] = v
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	startCompleter(t, s.addr, vars, s.log)
+	return s
+}
+
+// startCompleter runs the completer in-process until the test ends, and
+// checks then that it shut down cleanly.
+func startCompleter(t *testing.T, addr string, vars map[string]string, log *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- run(ctx, []string{"completer"}, func(k string) string { return vars[k] }, log) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Errorf("completer: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("completer did not stop:\n%s", log)
+		}
+	})
+	eventually(t, "completer answers /healthz", func() bool {
+		select {
+		case err := <-errc:
+			t.Fatalf("completer stopped: %v\n%s", err, log)
+		default:
+		}
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// send puts body in the completer's queue.
+func (s *stack) send(t *testing.T, body string) {
+	t.Helper()
+	if _, err := s.sqs.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(s.q.URL), MessageBody: aws.String(body)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// inQueue is how many messages the queue holds, visible or in flight.
+func (s *stack) inQueue(t *testing.T, url string) int {
+	t.Helper()
+	out, err := s.sqs.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
+			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, a := range []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible} {
+		n, _ := strconv.Atoi(out.Attributes[string(a)])
+		total += n
+	}
+	return total
+}
+
+// metric is the value of one series on /metrics (0 when absent), such as
+// `mintgate_completer_ignored_total{reason="test_event"}`.
+func (s *stack) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	return scrape(t, s.addr, series)
+}
+
+func scrape(t *testing.T, addr, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if ok && name == series {
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", sc.Text(), err)
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+// eventually polls cond until it holds or a generous deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// doneTTL is the TTL of a done marker, or a negative value when absent.
+func (s *stack) doneTTL(t *testing.T, key string) time.Duration {
+	t.Helper()
+	ttl, err := s.rdb.PTTL(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ttl
+}

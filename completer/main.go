@@ -1,0 +1,126 @@
+// Command completer marks uploads done (SPEC §3). It long-polls SQS for the
+// S3 event notifications of the upload bucket and, for each object created
+// under incoming/<tenant>/<urlId>, sets the done marker the sweeper checks
+// before refunding a grant's token. It serves /healthz, /readyz and
+// /metrics on MINTGATE_HTTP_ADDR.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/mintgate/mintgate/shared/ops"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "completer:", err)
+		os.Exit(1)
+	}
+}
+
+// run starts the completer with the environment getenv reads and works
+// until ctx ends. A bad configuration value stops it before it starts.
+// The one flag, -receivers, sets how many long polls run at once.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("completer", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	receivers := fs.Int("receivers", 4, "concurrent SQS long polls")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *receivers < 1 {
+		return fmt.Errorf("-receivers: %d is not a positive number", *receivers)
+	}
+	log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "completer")
+	c, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+
+	// Redis connects lazily: a completer started while Redis is down
+	// receives nothing until it answers (and /readyz says why).
+	rdb, err := c.Redis.Client()
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	q, err := newSQS(ctx, c)
+	if err != nil {
+		return err
+	}
+
+	reg := ops.NewRegistry()
+	m := newMetrics(reg)
+	pingRedis := func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+	pingSQS := func(ctx context.Context) error {
+		_, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl:       aws.String(c.QueueURL),
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
+		})
+		return err
+	}
+	comp := &completer{rdb: rdb, doneTTL: c.DoneTTL, m: m, log: log}
+	cons := &consumer{
+		q: q, queueURL: c.QueueURL, visibility: c.Visibility,
+		handle: comp.handle, ready: pingRedis, gate: newGate(), m: m, log: log,
+		backoff: backoff{min: 100 * time.Millisecond, max: 5 * time.Second},
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	httpErr := make(chan error, 1)
+	go func() {
+		httpErr <- ops.Serve(ctx, log, c.HTTPAddr, ops.Handler(reg,
+			ops.Check{Name: "redis", Ping: pingRedis},
+			ops.Check{Name: "sqs", Ping: pingSQS}))
+		cancel() // a server that cannot listen stops the receivers too
+	}()
+	log.Info("completer starting", "config", c.String(), "receivers", *receivers)
+	cons.run(ctx, *receivers)
+	err = <-httpErr
+	log.Info("completer stopped")
+	return err
+}
+
+// newSQS is the SQS client: region and credentials from the environment
+// given to run when set, else the SDK's default chain (shared files, IRSA,
+// IMDS …); the endpoint from MINTGATE_SQS_ENDPOINT when set.
+func newSQS(ctx context.Context, c cfg) (*sqs.Client, error) {
+	var opts []func(*awsconfig.LoadOptions) error
+	if c.AWSRegion != "" {
+		opts = append(opts, awsconfig.WithRegion(c.AWSRegion))
+	}
+	if c.AWSAccessKey != "" {
+		opts = append(opts, awsconfig.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(c.AWSAccessKey, c.AWSSecretKey, c.AWSSessionToken)))
+	}
+	ac, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("aws config: %w", err)
+	}
+	if ac.Region == "" {
+		return nil, errors.New("AWS_REGION: required when the SDK finds no region (profile, IMDS)")
+	}
+	return sqs.NewFromConfig(ac, func(o *sqs.Options) {
+		if c.SQSEndpoint != "" {
+			o.BaseEndpoint = aws.String(c.SQSEndpoint)
+		}
+	}), nil
+}

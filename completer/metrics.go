@@ -1,0 +1,72 @@
+package main
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Reasons a record or message is handled by ignoring it (it is deleted).
+const (
+	ignoredTestEvent  = "test_event"       // S3's s3:TestEvent
+	ignoredNotCreated = "not_created"      // an event other than ObjectCreated:*
+	ignoredOutside    = "outside_incoming" // a key not under incoming/
+	ignoredTenant     = "bad_tenant"       // incoming/<tenant>/… with an invalid tenant
+	ignoredURLID      = "bad_url_id"       // incoming/<tenant>/<x> where x is not a canonical UUID
+)
+
+// metrics are the completer's own series, on the run's registry.
+type metrics struct {
+	received     prometheus.Counter
+	deleted      prometheus.Counter
+	done         prometheus.Counter
+	ignored      *prometheus.CounterVec // by reason
+	unparseable  prometheus.Counter
+	errors       *prometheus.CounterVec // by op: receive, handle, delete
+	redisSeconds prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		received: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_completer_messages_received_total",
+			Help: "SQS messages received (a message delivered again counts again).",
+		}),
+		deleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_completer_messages_deleted_total",
+			Help: "SQS messages deleted after all their records were handled.",
+		}),
+		done: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_completer_records_done_total",
+			Help: "ObjectCreated records whose done marker was set (a redelivered record counts again).",
+		}),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mintgate_completer_ignored_total",
+			Help: "Messages or records handled by ignoring them, by reason: test_event, not_created, outside_incoming, bad_tenant, bad_url_id.",
+		}, []string{"reason"}),
+		unparseable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_completer_unparseable_total",
+			Help: "Messages that are not S3 event notifications, left in the queue for its redrive policy to move to the dead-letter queue.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mintgate_completer_errors_total",
+			Help: "Failures by operation: receive (SQS), handle (Redis), delete (SQS).",
+		}, []string{"op"}),
+		redisSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mintgate_completer_redis_seconds",
+			Help:    "Latency of setting a done marker in Redis, errors included.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .15, .25, .5},
+		}),
+	}
+	for _, r := range []string{ignoredTestEvent, ignoredNotCreated, ignoredOutside, ignoredTenant, ignoredURLID} {
+		m.ignored.WithLabelValues(r)
+	}
+	for _, op := range []string{opReceive, opHandle, opDelete} {
+		m.errors.WithLabelValues(op)
+	}
+	reg.MustRegister(m.received, m.deleted, m.done, m.ignored, m.unparseable, m.errors, m.redisSeconds)
+	return m
+}
+
+// Operations of mintgate_completer_errors_total.
+const (
+	opReceive = "receive"
+	opHandle  = "handle"
+	opDelete  = "delete"
+)

@@ -1,0 +1,98 @@
+// Command s3bridge delivers the local S3 server's bucket events to SQS the
+// way AWS does. versitygw posts its events to a webhook (--event-webhook-url)
+// in its own dialect; s3bridge is that webhook: it rewrites each event into
+// AWS's S3 event notification format (shared/s3event.FromVersity) and sends
+// it to the queue, so the completer only ever reads what AWS sends.
+//
+//	s3bridge -addr 127.0.0.1:8090 -queue-url URL [-endpoint http://127.0.0.1:4566]
+//
+// The queue URL and endpoint default to MINTGATE_SQS_QUEUE_URL and
+// MINTGATE_SQS_ENDPOINT; region and credentials come from the SDK's chain
+// (AWS_REGION, AWS_ACCESS_KEY_ID, …). versitygw posts a test event when it
+// starts and exits if the webhook is unreachable: start s3bridge first.
+// It is local-stack tooling only; in AWS, S3 notifies SQS itself.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/mintgate/mintgate/shared/ops"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "s3bridge:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves the webhook until ctx ends.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("s3bridge", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	addr := fs.String("addr", "127.0.0.1:8090", "listen address of the webhook (POST any path) and GET /healthz")
+	queueURL := fs.String("queue-url", getenv("MINTGATE_SQS_QUEUE_URL"), "SQS queue URL (MINTGATE_SQS_QUEUE_URL)")
+	endpoint := fs.String("endpoint", getenv("MINTGATE_SQS_ENDPOINT"), "SQS endpoint, empty for AWS (MINTGATE_SQS_ENDPOINT)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *queueURL == "" {
+		return errors.New("-queue-url or MINTGATE_SQS_QUEUE_URL: required")
+	}
+	log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "s3bridge")
+
+	cfg, err := awsConfig(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	client := sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		if *endpoint != "" {
+			o.BaseEndpoint = aws.String(*endpoint)
+		}
+	})
+	h := newHandler(log, client, *queueURL)
+	return ops.Serve(ctx, log, *addr, h.routes())
+}
+
+// awsConfig is the SDK's default configuration, with region and static
+// credentials taken from getenv when it has them (so a test's environment
+// counts without touching the process's).
+func awsConfig(ctx context.Context, getenv func(string) string) (aws.Config, error) {
+	var opts []func(*awsconfig.LoadOptions) error
+	if r := getenv("AWS_REGION"); r != "" {
+		opts = append(opts, awsconfig.WithRegion(r))
+	}
+	if k, s := getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY"); k != "" && s != "" {
+		opts = append(opts, awsconfig.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(k, s, getenv("AWS_SESSION_TOKEN"))))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("aws config: %w", err)
+	}
+	if cfg.Region == "" {
+		return aws.Config{}, errors.New("AWS_REGION: required (the SDK found no region)")
+	}
+	return cfg, nil
+}
+
+// sendTimeout bounds how long one event is retried before it is given up.
+// versitygw stops waiting after 3 s and never retries, so delivery goes on
+// after it hung up: a lost event here is an upload the completer never sees.
+const sendTimeout = 30 * time.Second
