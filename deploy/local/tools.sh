@@ -84,7 +84,7 @@ install_chromium() {
 }
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(redis nats staticcheck versitygw fauxqs)
+[ ${#want[@]} -gt 0 ] || want=(redis nats staticcheck versitygw fauxqs chromium)
 for t in "${want[@]}"; do
   "install_$t"
 done

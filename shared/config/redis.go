@@ -36,12 +36,13 @@ func (e *Env) Redis() Redis {
 func (r Redis) Client() (redis.UniversalClient, error) {
 	if len(r.ClusterAddrs) > 0 {
 		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:        r.ClusterAddrs,
-			DialTimeout:  r.Timeout,
-			ReadTimeout:  r.Timeout,
-			WriteTimeout: r.Timeout,
-			PoolTimeout:  r.Timeout,
-			MaxRetries:   -1,
+			Addrs:         r.ClusterAddrs,
+			DialTimeout:   r.Timeout,
+			ReadTimeout:   r.Timeout,
+			WriteTimeout:  r.Timeout,
+			PoolTimeout:   r.Timeout,
+			MaxRetries:    -1,
+			DialerRetries: 1,
 		}), nil
 	}
 	opt, err := redis.ParseURL(r.URL)
@@ -50,5 +51,6 @@ func (r Redis) Client() (redis.UniversalClient, error) {
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = r.Timeout, r.Timeout, r.Timeout, r.Timeout
 	opt.MaxRetries = -1
+	opt.DialerRetries = 1 // a refused dial answers at once, not after five backoffs
 	return redis.NewClient(opt), nil
 }

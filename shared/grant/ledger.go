@@ -57,8 +57,8 @@ var (
 type LedgerConfig struct {
 	Stream   string        // default "MINTGATE_GRANTS"
 	Grace    time.Duration // a grant is due at ExpiresAt + Grace
-	Replicas int           // default 1 (production: 3)
-	MaxAge   time.Duration // default 7 days: far above URL TTL + grace + the worst outage, so limits never drop pending schedules
+	Replicas int           // default: the existing stream's, else 1 (production: 3, set by the operator on the stream)
+	MaxAge   time.Duration // default: the existing stream's, else 7 days: far above URL TTL + grace + the worst outage, so limits never drop pending schedules
 }
 
 func (c LedgerConfig) withDefaults() LedgerConfig {
@@ -155,7 +155,7 @@ func Dial(ctx context.Context, natsURL string, cfg LedgerConfig) (*Ledger, error
 // Open is Dial on a JetStream context the caller owns: Close leaves its
 // connection open.
 func Open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledger, error) {
-	cfg = cfg.withDefaults()
+	cfg = keepOperatorSettings(ctx, js, cfg).withDefaults()
 	if cfg.Grace < 0 {
 		return nil, fmt.Errorf("grant: negative grace %v would make grants due before they expire", cfg.Grace)
 	}
@@ -186,6 +186,29 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig)
 		return nil, fmt.Errorf("%w: stream %s info: %w", ErrUnavailable, cfg.Stream, err)
 	}
 	return info, nil
+}
+
+// keepOperatorSettings fills the replicas and max age the caller left
+// unset from the stream as it exists, so a service starting with defaults
+// never shrinks a stream an operator created with three replicas or a
+// longer retention.
+func keepOperatorSettings(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) LedgerConfig {
+	name := cfg.Stream
+	if name == "" {
+		name = DefaultStream
+	}
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return cfg // absent (or unreachable: ensureStream reports that)
+	}
+	existing := s.CachedInfo().Config
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = existing.Replicas
+	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = existing.MaxAge
+	}
+	return cfg
 }
 
 // checkVersion refuses servers older than 2.12, which accept the scheduling

@@ -311,3 +311,33 @@ func TestOldServerIsRefusedNamingItsVersion(t *testing.T) {
 		t.Errorf("stream without scheduling accepted: %v", err)
 	}
 }
+
+// TestOpenKeepsOperatorSettings: a service starting with defaults must not
+// shrink the retention (or replicas) an operator gave the stream.
+func TestOpenKeepsOperatorSettings(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	ctx := context.Background()
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := LedgerConfig{MaxAge: 30 * 24 * time.Hour}.StreamConfig()
+	if _, err := js.CreateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, js, LedgerConfig{Grace: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.MaxAge; got != 30*24*time.Hour {
+		t.Fatalf("max age %v after Open with defaults, want the operator's 720h", got)
+	}
+}

@@ -1,0 +1,401 @@
+package deploy_test
+
+import (
+	"bufio"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+// The services of SPEC §5's "used by" column.
+const (
+	signer    = "signer"
+	completer = "completer"
+	sweeper   = "sweeper"
+)
+
+var everyService = []string{signer, completer, sweeper}
+
+// specEnv is SPEC §5: every MINTGATE_ variable and the services that read it.
+// The names are a public interface; a deployment file that sets any other
+// MINTGATE_ name (or gives a service a name it never reads) is a typo or a
+// drift. TestSpecEnvMatchesSpec checks this table against SPEC.md itself
+// where that file is at hand.
+var specEnv = map[string][]string{
+	"MINTGATE_REDIS_URL":              everyService,
+	"MINTGATE_REDIS_CLUSTER_ADDRS":    everyService,
+	"MINTGATE_REDIS_TIMEOUT":          everyService,
+	"MINTGATE_NATS_URL":               {signer, sweeper},
+	"MINTGATE_HTTP_ADDR":              everyService,
+	"MINTGATE_S3_BUCKET":              {signer},
+	"MINTGATE_S3_REGION":              {signer},
+	"MINTGATE_S3_ENDPOINT":            {signer},
+	"MINTGATE_S3_PATH_STYLE":          {signer},
+	"MINTGATE_URL_TTL":                {signer, completer},
+	"MINTGATE_MAX_OBJECT_BYTES":       {signer},
+	"MINTGATE_CONTENT_TYPES":          {signer},
+	"MINTGATE_TIERS":                  {signer, sweeper},
+	"MINTGATE_JWT_HS256_SECRET":       {signer},
+	"MINTGATE_JWT_JWKS_URL":           {signer},
+	"MINTGATE_JWT_ISSUER":             {signer},
+	"MINTGATE_JWT_AUDIENCE":           {signer},
+	"MINTGATE_JWT_TENANT_CLAIM":       {signer},
+	"MINTGATE_ANON_TENANTS":           {signer},
+	"MINTGATE_IP_SOURCE":              {signer},
+	"MINTGATE_TRUSTED_PROXIES":        {signer},
+	"MINTGATE_IP_HASH_SECRET":         {signer},
+	"MINTGATE_DEGRADED_MODE":          {signer},
+	"MINTGATE_SQS_QUEUE_URL":          {completer},
+	"MINTGATE_SQS_ENDPOINT":           {completer},
+	"MINTGATE_SQS_VISIBILITY_TIMEOUT": {completer},
+	"MINTGATE_DONE_TTL":               {completer},
+	"MINTGATE_SWEEP_GRACE":            {signer, sweeper, completer},
+}
+
+// awsEnv are the SDK's own variables, for the services that call AWS.
+var awsEnv = map[string][]string{
+	"AWS_ACCESS_KEY_ID":     {signer, completer},
+	"AWS_SECRET_ACCESS_KEY": {signer, completer},
+	"AWS_SESSION_TOKEN":     {signer, completer},
+	"AWS_REGION":            {signer, completer},
+}
+
+// requiredEnv is what each service cannot do without in a deployment (a
+// default that points at 127.0.0.1 is no use in a container).
+var requiredEnv = map[string][]string{
+	signer:    {"MINTGATE_HTTP_ADDR", "MINTGATE_REDIS_URL", "MINTGATE_NATS_URL", "MINTGATE_S3_BUCKET", "MINTGATE_JWT_HS256_SECRET", "MINTGATE_IP_HASH_SECRET"},
+	completer: {"MINTGATE_HTTP_ADDR", "MINTGATE_REDIS_URL", "MINTGATE_SQS_QUEUE_URL"},
+	sweeper:   {"MINTGATE_HTTP_ADDR", "MINTGATE_REDIS_URL", "MINTGATE_NATS_URL"},
+}
+
+// httpPort is each service's port, SPEC §5's MINTGATE_HTTP_ADDR default.
+var httpPort = map[string]int{signer: 8080, completer: 8081, sweeper: 8082}
+
+// root is the repository's root folder.
+func root(t *testing.T) string {
+	t.Helper()
+	r, err := testenv.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func readFile(t *testing.T, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root(t), rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkServiceEnv checks one service's environment as a deployment gives it:
+// only SPEC §5 names that this service reads, the ones it needs, and values
+// the services' own parsers (shared/config) accept.
+func checkServiceEnv(t *testing.T, where, service string, env map[string]string) {
+	t.Helper()
+	for name := range env {
+		users, ok := specEnv[name]
+		if !ok {
+			users, ok = awsEnv[name]
+		}
+		switch {
+		case !ok && strings.HasPrefix(name, "MINTGATE_"):
+			t.Errorf("%s: %s sets %s, which is not a SPEC §5 name", where, service, name)
+		case !ok:
+			t.Errorf("%s: %s sets %s, which no mintgate service reads", where, service, name)
+		case !slices.Contains(users, service):
+			t.Errorf("%s: %s sets %s, which only %v read", where, service, name, users)
+		}
+	}
+	for _, name := range requiredEnv[service] {
+		if env[name] == "" {
+			t.Errorf("%s: %s needs %s", where, service, name)
+		}
+	}
+
+	e := config.New(func(name string) string { return env[name] })
+	e.Redis()
+	e.Duration("MINTGATE_REDIS_TIMEOUT", 150*time.Millisecond)
+	urlTTL := e.Duration("MINTGATE_URL_TTL", 120*time.Second)
+	grace := e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second)
+	doneTTL := e.Duration("MINTGATE_DONE_TTL", 15*time.Minute)
+	e.Tiers("MINTGATE_TIERS", config.DefaultTiers)
+	e.URL("MINTGATE_NATS_URL", "nats://127.0.0.1:4222", "nats", "tls")
+	e.URL("MINTGATE_S3_ENDPOINT", "", "http", "https")
+	e.URL("MINTGATE_SQS_ENDPOINT", "", "http", "https")
+	e.URL("MINTGATE_SQS_QUEUE_URL", "", "http", "https")
+	e.Bool("MINTGATE_S3_PATH_STYLE", false)
+	e.Int("MINTGATE_MAX_OBJECT_BYTES", 104857600)
+	e.OneOf("MINTGATE_IP_SOURCE", "remote", "remote", "cf-connecting-ip", "xff")
+	e.OneOf("MINTGATE_DEGRADED_MODE", "off", "off", "local")
+	if err := e.Err(); err != nil {
+		t.Errorf("%s: %s: %v", where, service, err)
+	}
+	// The completer refuses to start otherwise (SPEC §3): a done marker must
+	// outlive the URL and the sweeper's grace by a wide margin (it asks for
+	// twice), or a finished upload is refunded.
+	if need := 2 * (urlTTL + grace); service == completer && doneTTL < need {
+		t.Errorf("%s: MINTGATE_DONE_TTL %v is below 2 × (MINTGATE_URL_TTL + MINTGATE_SWEEP_GRACE) = %v", where, doneTTL, need)
+	}
+	// HS256 keys shorter than 32 bytes are refused by the signer (RFC 7518 §3.2).
+	if s, ok := env["MINTGATE_JWT_HS256_SECRET"]; ok && len(s) < 32 {
+		t.Errorf("%s: MINTGATE_JWT_HS256_SECRET is %d bytes, the signer wants at least 32", where, len(s))
+	}
+	if addr := env["MINTGATE_HTTP_ADDR"]; addr != "" && addr != fmt.Sprintf(":%d", httpPort[service]) {
+		t.Errorf("%s: %s listens on %q, the documented port is :%d", where, service, addr, httpPort[service])
+	}
+	if env["MINTGATE_ANON_TENANTS"] != "" && env["MINTGATE_IP_HASH_SECRET"] == "" {
+		t.Errorf("%s: anonymous tenants need MINTGATE_IP_HASH_SECRET", where)
+	}
+}
+
+// TestSpecEnvMatchesSpec compares specEnv with SPEC.md §5, when the shared
+// folder sits beside the repository as it does on our machines and in CI.
+func TestSpecEnvMatchesSpec(t *testing.T) {
+	f, err := os.Open(filepath.Join(root(t), "..", "shared", "SPEC.md"))
+	if err != nil {
+		t.Skipf("SPEC.md not beside the repository: %v", err)
+	}
+	defer f.Close()
+	names := regexp.MustCompile("`(MINTGATE_[A-Z0-9_]+)`")
+	found := map[string][]string{}
+	sc := bufio.NewScanner(f)
+	inConfig := false
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "## ") {
+			inConfig = strings.HasPrefix(line, "## 5.")
+			continue
+		}
+		cols := strings.Split(line, "|")
+		if !inConfig || len(cols) < 5 {
+			continue
+		}
+		var users []string
+		for _, s := range everyService {
+			if strings.Contains(cols[3], s) || strings.Contains(cols[3], "all") {
+				users = append(users, s)
+			}
+		}
+		for _, m := range names.FindAllStringSubmatch(cols[1], -1) {
+			found[m[1]] = users
+		}
+	}
+	if len(found) == 0 {
+		t.Fatal("no MINTGATE_ variable found in SPEC.md §5")
+	}
+	for name, users := range found {
+		want, ok := specEnv[name]
+		if !ok {
+			t.Errorf("SPEC §5 names %s, the deploy tests do not know it", name)
+			continue
+		}
+		if !sameSet(users, want) {
+			t.Errorf("SPEC §5: %s is used by %v, the deploy tests say %v", name, users, want)
+		}
+	}
+	for name := range specEnv {
+		if _, ok := found[name]; !ok {
+			t.Errorf("the deploy tests know %s, SPEC §5 does not", name)
+		}
+	}
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// TestNATSConfigs: every server config we ship fsyncs each JetStream write
+// (sync_interval: always, see INFRA.md on Jepsen's NATS 2.12.1 analysis), and
+// the real nats-server accepts it.
+func TestNATSConfigs(t *testing.T) {
+	confs, err := filepath.Glob(filepath.Join(root(t), "deploy", "nats", "*.conf"))
+	if err != nil || len(confs) == 0 {
+		t.Fatalf("no deploy/nats/*.conf (%v)", err)
+	}
+	bin := testenv.Binary(t, "nats-server")
+	for _, conf := range confs {
+		t.Run(filepath.Base(conf), func(t *testing.T) {
+			text, err := os.ReadFile(conf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			js := natsBlock(string(text), "jetstream")
+			if js == "" {
+				t.Fatal("no jetstream block")
+			}
+			if !regexp.MustCompile(`(?m)^\s*sync_interval\s*[:=]\s*"?always"?\s*$`).MatchString(js) {
+				t.Errorf("the jetstream block does not set sync_interval: always:\n%s", js)
+			}
+			if !regexp.MustCompile(`(?m)^\s*store_dir\s*[:=]`).MatchString(js) {
+				t.Errorf("the jetstream block has no store_dir: the file store would land in a temporary folder")
+			}
+			// -t parses the file as the server does (unknown fields are errors)
+			// and exits. Variables the cluster config reads get a value here.
+			cmd := exec.Command(bin, "-c", conf, "-t")
+			cmd.Env = append(os.Environ(), "NATS_SERVER_NAME=nats-0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("nats-server -t: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// natsBlock is the text inside "name { … }" of a NATS config, or "".
+func natsBlock(text, name string) string {
+	loc := regexp.MustCompile(`(?m)^\s*` + name + `\s*[:=]?\s*\{`).FindStringIndex(text)
+	if loc == nil {
+		return ""
+	}
+	depth := 1
+	for i := loc[1]; i < len(text); i++ {
+		switch text[i] {
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				return text[loc[1]:i]
+			}
+		}
+	}
+	return ""
+}
+
+// TestDockerfile: one Dockerfile builds every service as a static, stripped
+// binary on a pinned Go image, and runs it on a pinned distroless image as
+// a non-root user.
+func TestDockerfile(t *testing.T) {
+	insts := dockerInstructions(readFile(t, "deploy/Dockerfile"))
+	var froms, args, users, entrypoints, runs []string
+	for _, in := range insts {
+		switch in.cmd {
+		case "FROM":
+			froms = append(froms, in.args)
+		case "ARG":
+			args = append(args, in.args)
+		case "USER":
+			users = append(users, in.args)
+		case "ENTRYPOINT":
+			entrypoints = append(entrypoints, in.args)
+		case "RUN":
+			runs = append(runs, in.args)
+		}
+	}
+	if len(froms) != 2 {
+		t.Fatalf("want a build stage and a run stage, got FROM %q", froms)
+	}
+	goMinor := regexp.MustCompile(`(?m)^go (1\.\d+)`).FindStringSubmatch(readFile(t, "go.mod"))
+	build := regexp.MustCompile(`^golang:(1\.\d+)\.\d+-bookworm AS build$`).FindStringSubmatch(froms[0])
+	if build == nil {
+		t.Errorf("build stage %q: want golang:<go.mod's version>.<patch>-bookworm AS build", froms[0])
+	} else if goMinor == nil || build[1] != goMinor[1] {
+		t.Errorf("build stage uses Go %s, go.mod says %v", build[1], goMinor)
+	}
+	if froms[1] != "gcr.io/distroless/static-debian12:nonroot" {
+		t.Errorf("run stage %q: want gcr.io/distroless/static-debian12:nonroot", froms[1])
+	}
+	if !slices.Contains(args, "SERVICE") {
+		t.Errorf("no ARG SERVICE (ARGs: %q)", args)
+	}
+	if len(users) == 0 || !strings.HasPrefix(users[len(users)-1], "nonroot") {
+		t.Errorf("the image must end as USER nonroot, got %q", users)
+	}
+	if len(entrypoints) != 1 || !strings.HasPrefix(entrypoints[0], "[") {
+		t.Errorf("want one exec-form ENTRYPOINT (no shell in distroless), got %q", entrypoints)
+	}
+	compile := ""
+	for _, r := range runs {
+		if strings.Contains(r, "go build") {
+			compile = r
+		}
+	}
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags "-s -w"`} {
+		if !strings.Contains(compile, want) {
+			t.Errorf("go build step lacks %s: %s", want, compile)
+		}
+	}
+	// Every service named by SERVICE builds from its own package folder.
+	built := map[string]string{}
+	for _, arm := range regexp.MustCompile(`([a-z0-9|]+)\)\s*pkg="([^"]+)"`).FindAllStringSubmatch(compile, -1) {
+		for service := range strings.SplitSeq(arm[1], "|") {
+			built[service] = strings.ReplaceAll(arm[2], "$SERVICE", service)
+		}
+	}
+	want := map[string]string{signer: "./signer", completer: "./completer", sweeper: "./sweeper", "s3bridge": "./deploy/s3bridge"}
+	for service, pkg := range want {
+		if built[service] != pkg {
+			t.Errorf("SERVICE=%s builds %q, want %s", service, built[service], pkg)
+		}
+		if _, err := os.Stat(filepath.Join(root(t), pkg)); err != nil {
+			t.Errorf("SERVICE=%s builds %s: %v", service, pkg, err)
+		}
+	}
+
+	// The build context holds the sources the build needs and nothing else.
+	ignore := strings.Fields(readFile(t, ".dockerignore"))
+	for _, keep := range []string{"!go.mod", "!go.sum", "!signer/", "!completer/", "!sweeper/", "!shared/", "!deploy/s3bridge/"} {
+		if !slices.Contains(ignore, keep) {
+			t.Errorf(".dockerignore does not let %s into the build context", strings.TrimPrefix(keep, "!"))
+		}
+	}
+	if !slices.Contains(ignore, "*") {
+		t.Error(".dockerignore should start from nothing (*): .git, .tools and local state stay out")
+	}
+}
+
+type dockerInstruction struct{ cmd, args string }
+
+// dockerInstructions splits a Dockerfile into instructions, joining
+// continuation lines and dropping comments.
+func dockerInstructions(text string) []dockerInstruction {
+	var out []dockerInstruction
+	var cur strings.Builder
+	flush := func() {
+		line := strings.TrimSpace(cur.String())
+		cur.Reset()
+		if line == "" {
+			return
+		}
+		cmd, args, _ := strings.Cut(line, " ")
+		out = append(out, dockerInstruction{strings.ToUpper(cmd), strings.TrimSpace(args)})
+	}
+	for line := range strings.Lines(text) {
+		line = strings.TrimRight(line, "\r\n")
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		if body, ok := strings.CutSuffix(line, `\`); ok {
+			cur.WriteString(body + " ")
+			continue
+		}
+		cur.WriteString(line)
+		flush()
+	}
+	flush()
+	return out
+}
+
+// hostOf is the host of a URL-valued setting, or "".
+func hostOf(v string) string {
+	u, err := url.Parse(v)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
+}

@@ -1,0 +1,415 @@
+package deploy_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+const k8sBase = "deploy/k8s/base"
+
+// The parts of the Kubernetes objects the tests look at.
+type (
+	k8sObject struct {
+		APIVersion string `yaml:"apiVersion"`
+		Kind       string
+		Metadata   struct {
+			Name        string
+			Labels      map[string]string
+			Annotations map[string]string
+		}
+		Spec yaml.Node
+	}
+	selector struct {
+		MatchLabels map[string]string `yaml:"matchLabels"`
+	}
+	deployment struct {
+		Replicas *int
+		Selector selector
+		Template struct {
+			Metadata struct{ Labels map[string]string }
+			Spec     podSpec
+		}
+	}
+	podSpec struct {
+		ServiceAccountName string `yaml:"serviceAccountName"`
+		SecurityContext    struct {
+			RunAsNonRoot   *bool `yaml:"runAsNonRoot"`
+			SeccompProfile struct {
+				Type string
+			} `yaml:"seccompProfile"`
+		} `yaml:"securityContext"`
+		Containers []container
+	}
+	container struct {
+		Name  string
+		Image string
+		Ports []struct {
+			Name          string
+			ContainerPort int `yaml:"containerPort"`
+		}
+		EnvFrom []struct {
+			ConfigMapRef *struct{ Name string } `yaml:"configMapRef"`
+			SecretRef    *struct{ Name string } `yaml:"secretRef"`
+		} `yaml:"envFrom"`
+		Env []struct {
+			Name      string
+			Value     string
+			ValueFrom *struct {
+				SecretKeyRef *struct{ Name, Key string } `yaml:"secretKeyRef"`
+			} `yaml:"valueFrom"`
+		}
+		Resources struct {
+			Requests, Limits map[string]string
+		}
+		LivenessProbe  *probe `yaml:"livenessProbe"`
+		ReadinessProbe *probe `yaml:"readinessProbe"`
+		Security       struct {
+			RunAsNonRoot             *bool `yaml:"runAsNonRoot"`
+			ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
+			AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+			Capabilities             struct{ Drop []string }
+		} `yaml:"securityContext"`
+	}
+	probe struct {
+		HTTPGet *struct {
+			Path string
+			Port any // a port name or number
+		} `yaml:"httpGet"`
+	}
+	pdb struct {
+		MinAvailable   any `yaml:"minAvailable"`
+		MaxUnavailable any `yaml:"maxUnavailable"`
+		Selector       selector
+	}
+	hpa struct {
+		ScaleTargetRef struct{ APIVersion, Kind, Name string } `yaml:"scaleTargetRef"`
+		MinReplicas    int                                     `yaml:"minReplicas"`
+		MaxReplicas    int                                     `yaml:"maxReplicas"`
+		Metrics        []struct {
+			Type     string
+			Resource struct {
+				Name   string
+				Target struct {
+					Type               string
+					AverageUtilization int `yaml:"averageUtilization"`
+				}
+			}
+		}
+	}
+	service struct {
+		Selector map[string]string
+		Ports    []struct {
+			Port       int
+			TargetPort any `yaml:"targetPort"`
+		}
+	}
+	kustomization struct {
+		Namespace          string
+		Resources          []string
+		ConfigMapGenerator []struct {
+			Name string
+			Envs []string
+		} `yaml:"configMapGenerator"`
+		Images []kustomizeImage
+	}
+	kustomizeImage struct {
+		Name   string
+		NewTag string `yaml:"newTag"`
+	}
+)
+
+// k8sBundle is the kustomize base: its kustomization, every object of its
+// resources, and the environment files of its ConfigMap generators.
+type k8sBundle struct {
+	k       kustomization
+	objects []k8sObject
+	envs    map[string]map[string]string // ConfigMap name → its variables
+}
+
+func loadK8s(t *testing.T) *k8sBundle {
+	t.Helper()
+	dir := filepath.Join(root(t), k8sBase)
+	b := &k8sBundle{envs: map[string]map[string]string{}}
+	raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &b.k); err != nil {
+		t.Fatalf("kustomization.yaml: %v", err)
+	}
+	for _, res := range b.k.Resources {
+		f, err := os.Open(filepath.Join(dir, res))
+		if err != nil {
+			t.Fatalf("kustomization resource: %v", err)
+		}
+		dec := yaml.NewDecoder(f)
+		for {
+			var o k8sObject
+			err := dec.Decode(&o)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", res, err)
+			}
+			if o.Kind == "" || o.Metadata.Name == "" {
+				t.Fatalf("%s: an object without kind or name", res)
+			}
+			b.objects = append(b.objects, o)
+		}
+		f.Close()
+	}
+	for _, g := range b.k.ConfigMapGenerator {
+		b.envs[g.Name] = map[string]string{}
+		for _, e := range g.Envs {
+			env, err := readEnvFile(filepath.Join(dir, e))
+			if err != nil {
+				t.Fatalf("configMapGenerator %s: %v", g.Name, err)
+			}
+			for k, v := range env {
+				b.envs[g.Name][k] = v
+			}
+		}
+	}
+	return b
+}
+
+// readEnvFile reads KEY=value lines as kustomize does (# comments, blank lines).
+func readEnvFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	env := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s:%d: not KEY=value", path, n)
+		}
+		if _, dup := env[k]; dup {
+			return nil, fmt.Errorf("%s:%d: %s given twice", path, n, k)
+		}
+		env[k] = v
+	}
+	return env, sc.Err()
+}
+
+// get decodes the spec of the object of this kind and name into spec.
+func (b *k8sBundle) get(t *testing.T, kind, name string, spec any) k8sObject {
+	t.Helper()
+	for _, o := range b.objects {
+		if o.Kind == kind && o.Metadata.Name == name {
+			if spec != nil {
+				if err := o.Spec.Decode(spec); err != nil {
+					t.Fatalf("%s %s: %v", kind, name, err)
+				}
+			}
+			return o
+		}
+	}
+	t.Fatalf("no %s %s in %s", kind, name, k8sBase)
+	return k8sObject{}
+}
+
+func (b *k8sBundle) deployment(t *testing.T, name string) deployment {
+	t.Helper()
+	var d deployment
+	if o := b.get(t, "Deployment", name, &d); o.APIVersion != "apps/v1" {
+		t.Errorf("Deployment %s: apiVersion %s", name, o.APIVersion)
+	}
+	return d
+}
+
+func matches(sel, labels map[string]string) bool {
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestKustomizeBase(t *testing.T) {
+	b := loadK8s(t)
+	if b.k.Namespace != "mintgate" {
+		t.Errorf("namespace %q", b.k.Namespace)
+	}
+	b.get(t, "Namespace", "mintgate", nil)
+	for _, name := range everyService {
+		b.get(t, "ServiceAccount", "mintgate-"+name, nil)
+		if !slices.ContainsFunc(b.k.Images, func(i kustomizeImage) bool {
+			return i.Name == "mintgate/"+name && i.NewTag != "" && i.NewTag != "latest"
+		}) {
+			t.Errorf("kustomization: no pinned tag for image mintgate/%s", name)
+		}
+	}
+}
+
+// TestKustomizeDeployments: each service runs non-root on a read-only root,
+// with no capabilities, bounded resources, and probes on its health routes.
+func TestKustomizeDeployments(t *testing.T) {
+	b := loadK8s(t)
+	for _, name := range everyService {
+		t.Run(name, func(t *testing.T) {
+			d := b.deployment(t, name)
+			pod := d.Template.Spec
+			if !matches(d.Selector.MatchLabels, d.Template.Metadata.Labels) {
+				t.Errorf("selector %v does not select the pod labels %v", d.Selector.MatchLabels, d.Template.Metadata.Labels)
+			}
+			if pod.ServiceAccountName != "mintgate-"+name {
+				t.Errorf("service account %q, want mintgate-%s (its own IAM role)", pod.ServiceAccountName, name)
+			}
+			if pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
+				t.Error("pod securityContext.runAsNonRoot is not true")
+			}
+			if pod.SecurityContext.SeccompProfile.Type != "RuntimeDefault" {
+				t.Error("pod seccompProfile is not RuntimeDefault")
+			}
+			if len(pod.Containers) != 1 {
+				t.Fatalf("%d containers, want 1", len(pod.Containers))
+			}
+			c := pod.Containers[0]
+			if c.Image != "mintgate/"+name {
+				t.Errorf("image %q, want mintgate/%s (tagged by the kustomization)", c.Image, name)
+			}
+			sc := c.Security
+			for what, ok := range map[string]bool{
+				"runAsNonRoot: true":              sc.RunAsNonRoot != nil && *sc.RunAsNonRoot,
+				"readOnlyRootFilesystem: true":    sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem,
+				"allowPrivilegeEscalation: false": sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation,
+				"capabilities.drop: [ALL]":        slices.Contains(sc.Capabilities.Drop, "ALL"),
+			} {
+				if !ok {
+					t.Errorf("container securityContext lacks %s", what)
+				}
+			}
+			for _, r := range []string{"cpu", "memory"} {
+				if c.Resources.Requests[r] == "" || c.Resources.Limits[r] == "" {
+					t.Errorf("resources: %s request %q, limit %q", r, c.Resources.Requests[r], c.Resources.Limits[r])
+				}
+			}
+
+			if len(c.Ports) != 1 || c.Ports[0].ContainerPort != httpPort[name] {
+				t.Fatalf("ports %+v, want %d", c.Ports, httpPort[name])
+			}
+			for path, p := range map[string]*probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
+				if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path {
+					t.Errorf("no httpGet probe on %s", path)
+					continue
+				}
+				if port := fmt.Sprint(p.HTTPGet.Port); port != c.Ports[0].Name && port != fmt.Sprint(httpPort[name]) {
+					t.Errorf("probe %s on port %q, the container listens on %s/%d", path, port, c.Ports[0].Name, httpPort[name])
+				}
+			}
+
+			// The environment as the pod gets it: the generated ConfigMaps, and
+			// secrets only by reference.
+			env := map[string]string{}
+			for _, from := range c.EnvFrom {
+				if from.ConfigMapRef == nil {
+					t.Errorf("envFrom %+v: only ConfigMaps (secrets by name, one key each)", from)
+					continue
+				}
+				vars, ok := b.envs[from.ConfigMapRef.Name]
+				if !ok {
+					t.Errorf("envFrom %s: no such configMapGenerator", from.ConfigMapRef.Name)
+				}
+				for k, v := range vars {
+					env[k] = v
+				}
+			}
+			for _, e := range c.Env {
+				switch {
+				case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
+					if e.ValueFrom.SecretKeyRef.Name != "mintgate-secrets" {
+						t.Errorf("%s from secret %s, want mintgate-secrets", e.Name, e.ValueFrom.SecretKeyRef.Name)
+					}
+					env[e.Name] = strings.Repeat("s", 32) // provided by the Secret at run time
+				case strings.Contains(e.Name, "SECRET"):
+					t.Errorf("%s is given in clear, not from the Secret", e.Name)
+				default:
+					env[e.Name] = e.Value
+				}
+			}
+			checkServiceEnv(t, k8sBase, name, env)
+		})
+	}
+	if d := b.deployment(t, signer); d.Replicas != nil {
+		t.Error("signer: replicas is set, but the HorizontalPodAutoscaler owns the count")
+	}
+}
+
+// TestKustomizeConfigHasNoSecrets: the ConfigMaps never carry a secret value.
+func TestKustomizeConfigHasNoSecrets(t *testing.T) {
+	for name, env := range loadK8s(t).envs {
+		for k := range env {
+			if strings.Contains(k, "SECRET") || strings.Contains(k, "AWS_ACCESS_KEY") {
+				t.Errorf("ConfigMap %s holds %s: it belongs in the Secret", name, k)
+			}
+		}
+	}
+}
+
+// TestKustomizeAvailability: the signer is reachable, keeps serving through
+// node drains, and scales on CPU; the consumers keep one replica through
+// drains.
+func TestKustomizeAvailability(t *testing.T) {
+	b := loadK8s(t)
+
+	var svc service
+	b.get(t, "Service", signer, &svc)
+	sd := b.deployment(t, signer)
+	if !matches(svc.Selector, sd.Template.Metadata.Labels) {
+		t.Errorf("Service signer selects %v, the pods are %v", svc.Selector, sd.Template.Metadata.Labels)
+	}
+	if len(svc.Ports) == 0 || (fmt.Sprint(svc.Ports[0].TargetPort) != "http" && fmt.Sprint(svc.Ports[0].TargetPort) != "8080") {
+		t.Errorf("Service signer ports %+v: want targetPort http", svc.Ports)
+	}
+
+	for _, name := range []string{signer, sweeper} {
+		var p pdb
+		o := b.get(t, "PodDisruptionBudget", name, &p)
+		if o.APIVersion != "policy/v1" {
+			t.Errorf("PodDisruptionBudget %s: apiVersion %s", name, o.APIVersion)
+		}
+		if (p.MinAvailable == nil) == (p.MaxUnavailable == nil) {
+			t.Errorf("PodDisruptionBudget %s: set one of minAvailable and maxUnavailable", name)
+		}
+		if !matches(p.Selector.MatchLabels, b.deployment(t, name).Template.Metadata.Labels) {
+			t.Errorf("PodDisruptionBudget %s selects %v, not the %s pods", name, p.Selector.MatchLabels, name)
+		}
+	}
+
+	var h hpa
+	if o := b.get(t, "HorizontalPodAutoscaler", signer, &h); o.APIVersion != "autoscaling/v2" {
+		t.Errorf("HorizontalPodAutoscaler signer: apiVersion %s, want autoscaling/v2", o.APIVersion)
+	}
+	if h.ScaleTargetRef.Kind != "Deployment" || h.ScaleTargetRef.Name != signer {
+		t.Errorf("HPA scales %+v", h.ScaleTargetRef)
+	}
+	if h.MinReplicas < 2 || h.MaxReplicas < h.MinReplicas {
+		t.Errorf("HPA replicas %d..%d: want at least 2 (one drain must not take the API down)", h.MinReplicas, h.MaxReplicas)
+	}
+	if len(h.Metrics) != 1 || h.Metrics[0].Type != "Resource" || h.Metrics[0].Resource.Name != "cpu" ||
+		h.Metrics[0].Resource.Target.Type != "Utilization" || h.Metrics[0].Resource.Target.AverageUtilization == 0 {
+		t.Errorf("HPA metrics %+v: want CPU utilisation", h.Metrics)
+	}
+}

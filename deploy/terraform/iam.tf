@@ -1,0 +1,111 @@
+# Least privilege, one role per service, assumed by its Kubernetes service
+# account (IRSA, deploy/k8s/base/serviceaccounts.yaml):
+#
+#   signer     s3:PutObject on <bucket>/incoming/* — what its presigned URLs
+#              do; a URL is authorised with the signer's own credentials, so
+#              this is also the most any URL can ever do.
+#   completer  sqs:ReceiveMessage, sqs:DeleteMessage (which also authorises
+#              DeleteMessageBatch) and sqs:GetQueueAttributes (its readiness
+#              check: a ReceiveMessage used as a probe would hide a message)
+#              on the one queue. No ChangeMessageVisibility: a message it
+#              cannot handle is left to time out and, in the end, to redrive;
+#              a per-receive visibility goes with ReceiveMessage itself.
+#   sweeper    no AWS access: it talks to NATS and Redis only.
+
+locals {
+  oidc_issuer = trimprefix(var.eks_oidc_issuer, "https://")
+}
+
+data "aws_iam_policy_document" "signer_trust" {
+  statement {
+    sid     = "SignerServiceAccount"
+    effect  = "Allow"
+    actions = ["sts:AssumeRoleWithWebIdentity"]
+
+    principals {
+      type        = "Federated"
+      identifiers = [var.eks_oidc_provider_arn]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "${local.oidc_issuer}:sub"
+      values   = ["system:serviceaccount:${var.k8s_namespace}:mintgate-signer"]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "${local.oidc_issuer}:aud"
+      values   = ["sts.amazonaws.com"]
+    }
+  }
+}
+
+data "aws_iam_policy_document" "signer" {
+  statement {
+    sid       = "PutIncomingObjects"
+    effect    = "Allow"
+    actions   = ["s3:PutObject"]
+    resources = ["${aws_s3_bucket.uploads.arn}/incoming/*"]
+  }
+}
+
+resource "aws_iam_role" "signer" {
+  name               = "${var.name_prefix}-signer"
+  assume_role_policy = data.aws_iam_policy_document.signer_trust.json
+}
+
+resource "aws_iam_role_policy" "signer" {
+  name   = "${var.name_prefix}-signer"
+  role   = aws_iam_role.signer.id
+  policy = data.aws_iam_policy_document.signer.json
+}
+
+data "aws_iam_policy_document" "completer_trust" {
+  statement {
+    sid     = "CompleterServiceAccount"
+    effect  = "Allow"
+    actions = ["sts:AssumeRoleWithWebIdentity"]
+
+    principals {
+      type        = "Federated"
+      identifiers = [var.eks_oidc_provider_arn]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "${local.oidc_issuer}:sub"
+      values   = ["system:serviceaccount:${var.k8s_namespace}:mintgate-completer"]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "${local.oidc_issuer}:aud"
+      values   = ["sts.amazonaws.com"]
+    }
+  }
+}
+
+data "aws_iam_policy_document" "completer" {
+  statement {
+    sid    = "ConsumeUploadEvents"
+    effect = "Allow"
+    actions = [
+      "sqs:ReceiveMessage",
+      "sqs:DeleteMessage",
+      "sqs:GetQueueAttributes",
+    ]
+    resources = [aws_sqs_queue.uploads.arn]
+  }
+}
+
+resource "aws_iam_role" "completer" {
+  name               = "${var.name_prefix}-completer"
+  assume_role_policy = data.aws_iam_policy_document.completer_trust.json
+}
+
+resource "aws_iam_role_policy" "completer" {
+  name   = "${var.name_prefix}-completer"
+  role   = aws_iam_role.completer.id
+  policy = data.aws_iam_policy_document.completer.json
+}

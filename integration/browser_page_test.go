@@ -1,0 +1,462 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/google/uuid"
+
+	"github.com/mintgate/mintgate/signer/demo"
+)
+
+// TestBrowserPage drives the demo page in real headless Chromium against a
+// fake signer (serving the page, signing, reporting status) and an S3 on
+// another origin — a fake one that checks what the browser sends, and a
+// real versitygw that checks the presigned signature and CORS itself. It
+// needs no stack, so it runs in seconds.
+func TestBrowserPage(t *testing.T) {
+	browser := newBrowser(t)
+	file := browserPNG(t)
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuidRE := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+	t.Run("upload completes", func(t *testing.T) {
+		fs3 := newPageFakeS3(t, true)
+		f := newPageSigner(t, fs3)
+		tab := browserTab(t, browser, 30*time.Second)
+		browserChoose(t, tab, f.pageURL(""), file)
+		browserWaitProgress(t, tab, 100, 10*time.Second)
+		if s := browserWaitState(t, tab, 10*time.Second, "completed", "error", "timeout"); s != "completed" {
+			t.Fatalf("state %s: %s", s, browserStatus(tab))
+		}
+		browserShot(t, tab, "page-completed")
+		if info := browserText(t, tab, "file-info"); !strings.Contains(info, "image/png") ||
+			!strings.Contains(info, strconv.Itoa(len(want))+" bytes") {
+			t.Errorf("file info %q lacks the type or the size", info)
+		}
+
+		signs := f.signCalls()
+		if len(signs) != 1 {
+			t.Fatalf("%d sign requests, want 1", len(signs))
+		}
+		s := signs[0]
+		if !uuidRE.MatchString(s.idemKey) {
+			t.Errorf("Idempotency-Key %q is not a random UUID", s.idemKey)
+		}
+		if s.tenant != "demo" || s.auth != "" {
+			t.Errorf("identity: X-Tenant-ID %q, Authorization %q; want demo and none", s.tenant, s.auth)
+		}
+		if wantBody := fmt.Sprintf(`{"contentType":"image/png","contentLength":%d}`, len(want)); s.body != wantBody {
+			t.Errorf("sign body %s, want %s", s.body, wantBody)
+		}
+
+		pre, puts := fs3.requests()
+		if len(pre) != 1 || pre[0].origin != f.origin() || pre[0].method != "PUT" ||
+			pre[0].headers != "content-type,if-none-match" {
+			t.Errorf("preflights %+v; want one from %s for PUT with content-type,if-none-match", pre, f.origin())
+		}
+		if len(puts) != 1 || !bytes.Equal(puts[0].body, want) {
+			t.Fatalf("S3 received %d PUTs; want the file once", len(puts))
+		}
+		if p := puts[0]; p.ifNoneMatch != "*" || p.contentType != "image/png" || p.contentLength != int64(len(want)) {
+			t.Errorf("PUT headers If-None-Match %q, Content-Type %q, length %d", p.ifNoneMatch, p.contentType, p.contentLength)
+		}
+	})
+
+	t.Run("429 counts down and retries the same key", func(t *testing.T) {
+		f := newPageSigner(t, newPageFakeS3(t, true),
+			pageReply{status: 429, retryAfter: 2, body: `{"error":"too_many_signing_requests","scope":"caller","retryAfter":2}`})
+		tab := browserTab(t, browser, 30*time.Second)
+		browserChoose(t, tab, f.pageURL(""), file)
+		if n := browserWaitCountdown(t, tab, 5*time.Second); n < 1 || n > 2 {
+			t.Errorf("countdown shows %d s; Retry-After was 2", n)
+		}
+		if s := browserWaitState(t, tab, time.Second, "rate-limited"); s != "rate-limited" {
+			t.Fatal(s)
+		}
+		if st := browserStatus(tab); !strings.Contains(st, "too_many_signing_requests") {
+			t.Errorf("status %q does not name the error code", st)
+		}
+		browserShot(t, tab, "page-countdown")
+		if s := browserWaitState(t, tab, 10*time.Second, "completed", "error", "timeout"); s != "completed" {
+			t.Fatalf("after the retry: %s", browserStatus(tab))
+		}
+		signs := f.signCalls()
+		if len(signs) != 2 || signs[0].idemKey != signs[1].idemKey {
+			t.Fatalf("sign requests %+v; want two with one idempotency key", signs)
+		}
+		// The retry waits the countdown plus 0–1 s of jitter.
+		if gap := signs[1].at.Sub(signs[0].at); gap < 2*time.Second || gap > 5*time.Second {
+			t.Errorf("retried after %v; want 2–3 s (plus latency)", gap)
+		}
+	})
+
+	t.Run("503 says so and retries the same key", func(t *testing.T) {
+		f := newPageSigner(t, newPageFakeS3(t, true),
+			pageReply{status: 503, retryAfter: 1, body: `{"error":"limiter_unavailable","message":"rate limiter unavailable"}`})
+		tab := browserTab(t, browser, 30*time.Second)
+		browserChoose(t, tab, f.pageURL(""), file)
+		browserWaitCountdown(t, tab, 5*time.Second)
+		if st := browserStatus(tab); !strings.Contains(st, "unavailable: ") || !strings.Contains(st, "limiter_unavailable") {
+			t.Errorf("status %q", st)
+		}
+		if s := browserWaitState(t, tab, 10*time.Second, "completed", "error", "timeout"); s != "completed" {
+			t.Fatalf("after the retry: %s", browserStatus(tab))
+		}
+		if signs := f.signCalls(); len(signs) != 2 || signs[0].idemKey != signs[1].idemKey {
+			t.Fatalf("sign requests %+v; want two with one idempotency key", signs)
+		}
+	})
+
+	t.Run("other errors show their code", func(t *testing.T) {
+		f := newPageSigner(t, newPageFakeS3(t, true),
+			pageReply{status: 415, body: `{"error":"unsupported_content_type","message":"image/png is not accepted"}`})
+		tab := browserTab(t, browser, 30*time.Second)
+		browserChoose(t, tab, f.pageURL(""), file)
+		browserWaitState(t, tab, 5*time.Second, "error")
+		if st := browserStatus(tab); !strings.Contains(st, "unsupported_content_type") {
+			t.Errorf("status %q does not name the code", st)
+		}
+		browserShot(t, tab, "page-error")
+		if len(f.signCalls()) != 1 {
+			t.Errorf("a 415 was retried")
+		}
+	})
+
+	t.Run("bearer token from the query string", func(t *testing.T) {
+		f := newPageSigner(t, newPageFakeS3(t, true))
+		tab := browserTab(t, browser, 30*time.Second)
+		browserChoose(t, tab, f.pageURL("?token=header.payload.sig"), file)
+		if s := browserWaitState(t, tab, 10*time.Second, "completed", "error", "timeout"); s != "completed" {
+			t.Fatalf("state %s", browserStatus(tab))
+		}
+		s := f.signCalls()[0]
+		if s.auth != "Bearer header.payload.sig" || s.tenant != "" {
+			t.Errorf("Authorization %q, X-Tenant-ID %q", s.auth, s.tenant)
+		}
+		if polls := f.statusAuth(); len(polls) == 0 || polls[0] != s.auth {
+			t.Errorf("status polls sent Authorization %q", polls)
+		}
+		if loc := browserLocation(t, tab); strings.Contains(loc, "token") {
+			t.Errorf("the token stayed in the address: %s", loc)
+		}
+	})
+
+	t.Run("S3 without CORS is reported", func(t *testing.T) {
+		fs3 := newPageFakeS3(t, false)
+		f := newPageSigner(t, fs3)
+		tab := browserTab(t, browser, 30*time.Second)
+		browserChoose(t, tab, f.pageURL(""), file)
+		browserWaitState(t, tab, 10*time.Second, "error")
+		if st := browserStatus(tab); !strings.Contains(st, "network_error") || !strings.Contains(st, "CORS") {
+			t.Errorf("status %q", st)
+		}
+		if _, puts := fs3.requests(); len(puts) != 0 {
+			t.Errorf("the browser sent the PUT although the preflight failed")
+		}
+	})
+
+	t.Run("versitygw checks the signature and CORS", func(t *testing.T) {
+		gw := browserStartVersityGW(t)
+		vs3 := &pageVersityS3{gw: gw}
+		f := newPageSigner(t, vs3)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := browserAllowOrigin(ctx, gw.Client, gw.Bucket, f.origin()); err != nil {
+			t.Fatal(err)
+		}
+		tab := browserTab(t, browser, 30*time.Second)
+		browserChoose(t, tab, f.pageURL(""), file)
+		browserWaitProgress(t, tab, 100, 10*time.Second)
+		if s := browserWaitState(t, tab, 10*time.Second, "completed", "error", "timeout"); s != "completed" {
+			t.Fatalf("state %s", browserStatus(tab))
+		}
+		key := browserText(t, tab, "detail-key")
+		obj, err := gw.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(gw.Bucket), Key: aws.String(key)})
+		if err != nil {
+			t.Fatalf("get %s: %v", key, err)
+		}
+		defer obj.Body.Close()
+		got, _ := io.ReadAll(obj.Body)
+		if !bytes.Equal(got, want) || aws.ToString(obj.ContentType) != "image/png" {
+			t.Errorf("S3 holds %d bytes of %s; want the %d-byte PNG", len(got), aws.ToString(obj.ContentType), len(want))
+		}
+	})
+}
+
+// browserLocation is the page's address.
+func browserLocation(t *testing.T, tab context.Context) string {
+	t.Helper()
+	return browserPoll[string](t, tab, "location", "location.href", time.Second)
+}
+
+// pageS3 is the S3 side of the fake signer: it presigns and tells whether
+// an object arrived.
+type pageS3 interface {
+	presign(t *testing.T, key, contentType string, size int64) (string, map[string]string)
+	exists(key string) bool
+}
+
+// pageReply is a scripted answer of the fake signer to one sign request.
+type pageReply struct {
+	status     int
+	retryAfter int
+	body       string
+}
+
+// pageSign is a sign request as the fake signer saw it.
+type pageSign struct {
+	at                    time.Time
+	idemKey, tenant, auth string
+	body                  string
+}
+
+// pageSigner mimics the signer's API (SPEC §2) and serves the real demo
+// page, on its own origin.
+type pageSigner struct {
+	t       *testing.T
+	s3      pageS3
+	srv     *httptest.Server
+	mu      sync.Mutex
+	replies []pageReply
+	signs   []pageSign
+	keys    map[string]string // urlId → object key
+	polls   []string          // Authorization of each status poll
+}
+
+// newPageSigner starts a fake signer that answers the sign requests with
+// the replies in turn, then with 201s presigned by s3.
+func newPageSigner(t *testing.T, s3 pageS3, replies ...pageReply) *pageSigner {
+	f := &pageSigner{t: t, s3: s3, replies: replies, keys: map[string]string{}}
+	mux := http.NewServeMux()
+	mux.Handle("GET /demo/", demo.Handler())
+	mux.HandleFunc("POST /uploads/sign", f.sign)
+	mux.HandleFunc("GET /uploads/{urlId}", f.status)
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(f.srv.Close)
+	if fs3, ok := s3.(*pageFakeS3); ok {
+		fs3.setOrigin(f.origin())
+	}
+	return f
+}
+
+func (f *pageSigner) origin() string { return f.srv.URL }
+
+func (f *pageSigner) pageURL(query string) string { return f.srv.URL + "/demo/" + query }
+
+func (f *pageSigner) signCalls() []pageSign {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]pageSign(nil), f.signs...)
+}
+
+func (f *pageSigner) statusAuth() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.polls...)
+}
+
+func (f *pageSigner) sign(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.signs = append(f.signs, pageSign{at: time.Now(), idemKey: r.Header.Get("Idempotency-Key"),
+		tenant: r.Header.Get("X-Tenant-ID"), auth: r.Header.Get("Authorization"), body: string(body)})
+	var reply *pageReply
+	if len(f.replies) > 0 {
+		reply = &f.replies[0]
+		f.replies = f.replies[1:]
+	}
+	remaining := 5 - len(f.signs)
+	f.mu.Unlock()
+
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("RateLimit-Limit", "5")
+	h.Set("RateLimit-Policy", "5;w=60")
+	if reply != nil {
+		if reply.retryAfter > 0 {
+			h.Set("Retry-After", strconv.Itoa(reply.retryAfter))
+		}
+		h.Set("RateLimit-Remaining", "0")
+		w.WriteHeader(reply.status)
+		io.WriteString(w, reply.body)
+		return
+	}
+	var req struct {
+		ContentType   string `json:"contentType"`
+		ContentLength int64  `json:"contentLength"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":"invalid_request","message":"bad JSON"}`)
+		return
+	}
+	urlID := uuid.NewString()
+	key := "incoming/demo/" + urlID
+	u, headers := f.s3.presign(f.t, key, req.ContentType, req.ContentLength)
+	f.mu.Lock()
+	f.keys[urlID] = key
+	f.mu.Unlock()
+	expires := time.Now().Add(2 * time.Minute).UTC()
+	h.Set("RateLimit-Remaining", strconv.Itoa(max(remaining, 0)))
+	w.WriteHeader(http.StatusCreated)
+	json.NewEncoder(w).Encode(map[string]any{
+		"url": u, "method": "PUT", "headers": headers, "urlId": urlID, "key": key,
+		"expiresAt": expires.Format(time.RFC3339), "expiresIn": 120,
+	})
+}
+
+func (f *pageSigner) status(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	key, ok := f.keys[r.PathValue("urlId")]
+	f.polls = append(f.polls, r.Header.Get("Authorization"))
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if !ok {
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"error":"not_found","message":"no such upload"}`)
+		return
+	}
+	status := "pending"
+	if f.s3.exists(key) {
+		status = "completed"
+	}
+	json.NewEncoder(w).Encode(map[string]string{"status": status})
+}
+
+// pageFakeS3 is an S3 stand-in on its own origin that answers the CORS
+// preflight like S3 (when cors is on) and checks the PUT's signed headers.
+type pageFakeS3 struct {
+	cors bool
+	srv  *httptest.Server
+	mu   sync.Mutex
+	orig string
+	pre  []pagePreflight
+	puts []pagePut
+	objs map[string]pagePut // path → upload
+}
+
+type pagePreflight struct{ origin, method, headers string }
+
+type pagePut struct {
+	path, ifNoneMatch, contentType string
+	contentLength                  int64
+	body                           []byte
+}
+
+func newPageFakeS3(t *testing.T, cors bool) *pageFakeS3 {
+	s := &pageFakeS3{cors: cors, objs: map[string]pagePut{}}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *pageFakeS3) setOrigin(o string) { s.mu.Lock(); s.orig = o; s.mu.Unlock() }
+
+func (s *pageFakeS3) requests() ([]pagePreflight, []pagePut) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]pagePreflight(nil), s.pre...), append([]pagePut(nil), s.puts...)
+}
+
+func (s *pageFakeS3) presign(_ *testing.T, key, contentType string, size int64) (string, map[string]string) {
+	return s.srv.URL + "/uploads/" + key + "?X-Amz-Signature=fake", map[string]string{
+		"If-None-Match": "*", "Content-Type": contentType, "Content-Length": strconv.FormatInt(size, 10),
+	}
+}
+
+func (s *pageFakeS3) exists(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.objs["/uploads/"+key]
+	return ok
+}
+
+func (s *pageFakeS3) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	origin := r.Header.Get("Origin")
+	allowed := s.cors && origin == s.orig
+	if allowed {
+		w.Header().Set("Access-Control-Allow-Origin", origin)
+		w.Header().Set("Vary", "Origin, Access-Control-Request-Headers, Access-Control-Request-Method")
+	}
+	switch r.Method {
+	case http.MethodOptions:
+		p := pagePreflight{origin, r.Header.Get("Access-Control-Request-Method"), r.Header.Get("Access-Control-Request-Headers")}
+		s.pre = append(s.pre, p)
+		for _, h := range strings.Split(p.headers, ",") {
+			if h = strings.ToLower(strings.TrimSpace(h)); h != "content-type" && h != "if-none-match" {
+				allowed = false
+			}
+		}
+		if !allowed || p.method != http.MethodPut {
+			w.Header().Del("Access-Control-Allow-Origin")
+			http.Error(w, "CORSResponse: this CORS request is not allowed", http.StatusForbidden)
+			return
+		}
+		w.Header().Set("Access-Control-Allow-Methods", "PUT")
+		w.Header().Set("Access-Control-Allow-Headers", p.headers)
+		w.Header().Set("Access-Control-Max-Age", "600")
+	case http.MethodPut:
+		body, _ := io.ReadAll(r.Body)
+		p := pagePut{r.URL.Path, r.Header.Get("If-None-Match"), r.Header.Get("Content-Type"), r.ContentLength, body}
+		s.puts = append(s.puts, p)
+		if _, ok := s.objs[p.path]; ok {
+			w.WriteHeader(http.StatusPreconditionFailed)
+			io.WriteString(w, "<Error><Code>PreconditionFailed</Code></Error>")
+			return
+		}
+		s.objs[p.path] = p
+		w.Header().Set("ETag", `"fake"`)
+	default:
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// pageVersityS3 presigns real URLs for a versitygw.
+type pageVersityS3 struct{ gw *browserVersityGW }
+
+func (s *pageVersityS3) presign(t *testing.T, key, contentType string, size int64) (string, map[string]string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := s3.NewPresignClient(s.gw.Client).PresignPutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(s.gw.Bucket), Key: aws.String(key),
+		ContentType: aws.String(contentType), ContentLength: aws.Int64(size), IfNoneMatch: aws.String("*"),
+	}, s3.WithPresignExpires(2*time.Minute))
+	if err != nil {
+		t.Errorf("presign: %v", err)
+		return "", nil
+	}
+	headers := map[string]string{}
+	for name, v := range req.SignedHeader {
+		if !strings.EqualFold(name, "Host") {
+			headers[name] = strings.Join(v, ",")
+		}
+	}
+	return req.URL, headers
+}
+
+func (s *pageVersityS3) exists(key string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := s.gw.Client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.gw.Bucket), Key: aws.String(key)})
+	return err == nil
+}

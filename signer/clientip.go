@@ -1,0 +1,88 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// clientIP finds the caller's address by the configured trust model
+// (MINTGATE_IP_SOURCE). Only anonymous callers need it: their bucket is
+// keyed by a hash of it.
+type clientIP struct {
+	source  string
+	trusted []netip.Prefix
+}
+
+// of returns the client address of r, never an error: when a header cannot
+// be trusted or parsed, the nearest address we can vouch for is used, which
+// at worst puts a spoofer in a shared bucket rather than a fresh one.
+func (ip clientIP) of(r *http.Request) netip.Addr {
+	peer := remoteAddr(r.RemoteAddr)
+	switch ip.source {
+	case ipCF:
+		if len(ip.trusted) > 0 && !ip.isTrusted(peer) {
+			return peer
+		}
+		if a, err := netip.ParseAddr(strings.TrimSpace(r.Header.Get(hdrCFConnectingIP))); err == nil {
+			return a.Unmap()
+		}
+		return peer
+	case ipXFF:
+		return ip.fromForwardedFor(peer, r.Header.Values(hdrForwardedFor))
+	default:
+		return peer
+	}
+}
+
+// fromForwardedFor walks the chain from the socket peer leftwards, past
+// every hop inside a trusted proxy range; the first hop outside them is the
+// client. Entries further left were written by the client and prove nothing.
+func (ip clientIP) fromForwardedFor(peer netip.Addr, headers []string) netip.Addr {
+	if !ip.isTrusted(peer) {
+		return peer
+	}
+	var hops []string
+	for _, h := range headers {
+		hops = append(hops, strings.Split(h, ",")...)
+	}
+	client := peer
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			// Garbage left of a trusted hop: keep the last address a
+			// trusted proxy vouched for.
+			return client
+		}
+		client = a.Unmap()
+		if !ip.isTrusted(client) {
+			return client
+		}
+	}
+	return client
+}
+
+func (ip clientIP) isTrusted(a netip.Addr) bool {
+	for _, p := range ip.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// remoteAddr parses a socket address ("ip:port", or a bare ip in tests).
+func remoteAddr(s string) netip.Addr {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap()
+	}
+	host, _, err := net.SplitHostPort(s)
+	if err != nil {
+		host = s
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap()
+	}
+	return netip.Addr{}
+}

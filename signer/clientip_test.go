@@ -1,0 +1,56 @@
+package main
+
+import (
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+)
+
+func TestClientIPTrustModels(t *testing.T) {
+	proxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ffff::/48")}
+	cases := []struct {
+		name   string
+		model  clientIP
+		remote string
+		cf     string
+		xff    []string
+		want   string
+	}{
+		{"remote ignores headers", clientIP{source: ipRemote}, "203.0.113.7:5000", "198.51.100.1", []string{"198.51.100.2"}, "203.0.113.7"},
+		{"remote unmaps IPv4-in-IPv6", clientIP{source: ipRemote}, "[::ffff:203.0.113.7]:5000", "", nil, "203.0.113.7"},
+		{"remote IPv6", clientIP{source: ipRemote}, "[2001:db8::1]:443", "", nil, "2001:db8::1"},
+
+		{"cf header", clientIP{source: ipCF}, "10.1.1.1:1", "198.51.100.1", nil, "198.51.100.1"},
+		{"cf header from a trusted edge", clientIP{source: ipCF, trusted: proxies}, "10.1.1.1:1", "198.51.100.1", nil, "198.51.100.1"},
+		{"cf header from an untrusted peer", clientIP{source: ipCF, trusted: proxies}, "203.0.113.9:1", "198.51.100.1", nil, "203.0.113.9"},
+		{"cf header missing", clientIP{source: ipCF}, "10.1.1.1:1", "", nil, "10.1.1.1"},
+		{"cf header garbage", clientIP{source: ipCF}, "10.1.1.1:1", "not-an-ip", nil, "10.1.1.1"},
+
+		{"xff one proxy", clientIP{source: ipXFF, trusted: proxies}, "10.0.0.2:1", "", []string{"198.51.100.1"}, "198.51.100.1"},
+		{"xff spoofed leftmost", clientIP{source: ipXFF, trusted: proxies}, "10.0.0.2:1", "", []string{"1.2.3.4, 198.51.100.1"}, "198.51.100.1"},
+		{"xff two proxies", clientIP{source: ipXFF, trusted: proxies}, "10.0.0.2:1", "", []string{"6.6.6.6, 198.51.100.1, 10.9.9.9"}, "198.51.100.1"},
+		{"xff split over headers", clientIP{source: ipXFF, trusted: proxies}, "10.0.0.2:1", "", []string{"6.6.6.6", "198.51.100.1, 10.9.9.9"}, "198.51.100.1"},
+		{"xff from an untrusted peer", clientIP{source: ipXFF, trusted: proxies}, "203.0.113.9:1", "", []string{"198.51.100.1"}, "203.0.113.9"},
+		{"xff all trusted", clientIP{source: ipXFF, trusted: proxies}, "10.0.0.2:1", "", []string{"10.3.3.3, 10.4.4.4"}, "10.3.3.3"},
+		{"xff missing", clientIP{source: ipXFF, trusted: proxies}, "10.0.0.2:1", "", nil, "10.0.0.2"},
+		{"xff garbage left of a trusted hop", clientIP{source: ipXFF, trusted: proxies}, "10.0.0.2:1", "", []string{"garbage, 10.9.9.9"}, "10.9.9.9"},
+		{"xff garbage at the right", clientIP{source: ipXFF, trusted: proxies}, "10.0.0.2:1", "", []string{"198.51.100.1, garbage"}, "10.0.0.2"},
+		{"xff IPv6 proxies", clientIP{source: ipXFF, trusted: proxies}, "[2001:db8:ffff::1]:1", "", []string{"2001:db8:1::7, 2001:db8:ffff::2"}, "2001:db8:1::7"},
+		{"xff mapped entry", clientIP{source: ipXFF, trusted: proxies}, "10.0.0.2:1", "", []string{"::ffff:198.51.100.1"}, "198.51.100.1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/uploads/sign", nil)
+			r.RemoteAddr = tc.remote
+			if tc.cf != "" {
+				r.Header.Set(hdrCFConnectingIP, tc.cf)
+			}
+			for _, v := range tc.xff {
+				r.Header.Add(hdrForwardedFor, v)
+			}
+			if got := tc.model.of(r); got.String() != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

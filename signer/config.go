@@ -1,0 +1,221 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/keys"
+)
+
+// IP trust models of MINTGATE_IP_SOURCE.
+const (
+	ipRemote = "remote"
+	ipCF     = "cf-connecting-ip"
+	ipXFF    = "xff"
+)
+
+// Rate-limit header forms of MINTGATE_RATELIMIT_HEADERS.
+const (
+	headersLegacy = "legacy" // RateLimit-Limit, -Remaining, -Reset, -Policy: 30;w=60
+	headersDraft  = "draft"  // RateLimit-Policy: "user";q=30;w=60 and RateLimit: "user";r=0;t=2
+)
+
+// maxPresignTTL is the longest expiry SigV4 presigning allows.
+const maxPresignTTL = 7 * 24 * time.Hour
+
+// maxPutBytes is the largest object one S3 PUT can create.
+const maxPutBytes = 5 << 30
+
+// minHS256Secret is the shortest HMAC key RFC 7518 §3.2 allows for HS256.
+const minHS256Secret = 32
+
+// cfg is the signer's configuration, read from SPEC §5's variables.
+type cfg struct {
+	HTTPAddr string
+	Redis    config.Redis
+	NATSURL  string
+
+	S3Bucket    string
+	S3Region    string
+	S3Endpoint  string
+	S3PathStyle bool
+	// AWS credentials given in the environment; empty means the SDK's chain.
+	AWSAccessKey, AWSSecretKey, AWSSessionToken string
+
+	URLTTL       time.Duration
+	MaxObject    int64
+	ContentTypes map[string]bool
+	Tiers        config.Tiers
+
+	JWTSecret      []byte
+	JWKSURL        string
+	JWTIssuer      string
+	JWTAudience    string
+	JWTTenantClaim string
+
+	AnonTenants    map[string]bool
+	IPSource       string
+	TrustedProxies []netip.Prefix
+	IPHashSecret   []byte
+
+	Degraded        bool
+	SweepGrace      time.Duration
+	RateLimitHeader string
+	// DemoPage serves the demo upload page at /demo/ (MINTGATE_DEMO_PAGE=on;
+	// an addition to SPEC §5, off by default, on in the local stack).
+	DemoPage bool
+}
+
+// loadConfig reads every variable and reports all bad values at once, each
+// naming its variable.
+func loadConfig(getenv func(string) string) (cfg, error) {
+	e := config.New(getenv)
+	c := cfg{
+		HTTPAddr: e.String("MINTGATE_HTTP_ADDR", ":8080"),
+		Redis:    e.Redis(),
+		NATSURL:  e.String("MINTGATE_NATS_URL", "nats://127.0.0.1:4222"),
+
+		S3Bucket:    e.Required("MINTGATE_S3_BUCKET"),
+		S3Region:    e.String("MINTGATE_S3_REGION", ""),
+		S3Endpoint:  e.URL("MINTGATE_S3_ENDPOINT", "", "http", "https"),
+		S3PathStyle: e.Bool("MINTGATE_S3_PATH_STYLE", false),
+
+		AWSAccessKey:    e.String("AWS_ACCESS_KEY_ID", ""),
+		AWSSecretKey:    e.String("AWS_SECRET_ACCESS_KEY", ""),
+		AWSSessionToken: e.String("AWS_SESSION_TOKEN", ""),
+
+		URLTTL:    e.Duration("MINTGATE_URL_TTL", 120*time.Second),
+		MaxObject: e.Int("MINTGATE_MAX_OBJECT_BYTES", 104857600),
+		Tiers:     e.Tiers("MINTGATE_TIERS", config.DefaultTiers),
+
+		JWTSecret:      []byte(e.String("MINTGATE_JWT_HS256_SECRET", "")),
+		JWKSURL:        e.URL("MINTGATE_JWT_JWKS_URL", "", "https", "http"),
+		JWTIssuer:      e.String("MINTGATE_JWT_ISSUER", ""),
+		JWTAudience:    e.String("MINTGATE_JWT_AUDIENCE", ""),
+		JWTTenantClaim: e.String("MINTGATE_JWT_TENANT_CLAIM", "tenant_id"),
+
+		IPSource:     e.OneOf("MINTGATE_IP_SOURCE", ipRemote, ipRemote, ipCF, ipXFF),
+		IPHashSecret: []byte(e.String("MINTGATE_IP_HASH_SECRET", "")),
+
+		Degraded:        e.OneOf("MINTGATE_DEGRADED_MODE", "off", "off", "local") == "local",
+		SweepGrace:      e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
+		RateLimitHeader: e.OneOf("MINTGATE_RATELIMIT_HEADERS", headersLegacy, headersLegacy, headersDraft),
+		DemoPage:        e.OneOf("MINTGATE_DEMO_PAGE", "off", "off", "on") == "on",
+	}
+
+	if c.URLTTL < time.Second || c.URLTTL > maxPresignTTL {
+		e.Fail("MINTGATE_URL_TTL", "%v must be between 1s and %v (the SigV4 presign limit)", c.URLTTL, maxPresignTTL)
+	}
+	if c.MaxObject > maxPutBytes {
+		e.Fail("MINTGATE_MAX_OBJECT_BYTES", "%d is above %d, the largest single S3 PUT", c.MaxObject, int64(maxPutBytes))
+	}
+
+	for _, u := range strings.Split(c.NATSURL, ",") {
+		if !validNATSURL(strings.TrimSpace(u)) {
+			e.Fail("MINTGATE_NATS_URL", "%q is not a nats:// or tls:// URL (a comma-separated list is fine)", u)
+		}
+	}
+
+	c.ContentTypes = map[string]bool{}
+	for _, ct := range e.List("MINTGATE_CONTENT_TYPES", []string{"image/jpeg", "image/png", "image/webp", "application/pdf"}) {
+		if !validContentType(ct) {
+			e.Fail("MINTGATE_CONTENT_TYPES", "%q is not a type/subtype media type", ct)
+		}
+		c.ContentTypes[ct] = true
+	}
+
+	c.AnonTenants = map[string]bool{}
+	for _, t := range e.List("MINTGATE_ANON_TENANTS", nil) {
+		if !keys.ValidTenant(t) {
+			e.Fail("MINTGATE_ANON_TENANTS", "%q is not a tenant id ([A-Za-z0-9_-]{1,64})", t)
+		}
+		c.AnonTenants[t] = true
+	}
+
+	for _, p := range e.List("MINTGATE_TRUSTED_PROXIES", nil) {
+		prefix, err := parsePrefix(p)
+		if err != nil {
+			e.Fail("MINTGATE_TRUSTED_PROXIES", "%q is not a CIDR or an IP address", p)
+			continue
+		}
+		c.TrustedProxies = append(c.TrustedProxies, prefix)
+	}
+
+	switch {
+	case len(c.JWTSecret) > 0 && c.JWKSURL != "":
+		e.Fail("MINTGATE_JWT_HS256_SECRET", "set either it or MINTGATE_JWT_JWKS_URL, not both")
+	case len(c.JWTSecret) > 0 && len(c.JWTSecret) < minHS256Secret:
+		e.Fail("MINTGATE_JWT_HS256_SECRET", "must be at least %d bytes", minHS256Secret)
+	case len(c.JWTSecret) == 0 && c.JWKSURL == "" && len(c.AnonTenants) == 0:
+		e.Fail("MINTGATE_JWT_HS256_SECRET", "no caller could ever authenticate: set it, MINTGATE_JWT_JWKS_URL or MINTGATE_ANON_TENANTS")
+	}
+	if !validClaimName(c.JWTTenantClaim) {
+		e.Fail("MINTGATE_JWT_TENANT_CLAIM", "%q is not a claim name", c.JWTTenantClaim)
+	}
+
+	if len(c.AnonTenants) > 0 && len(c.IPHashSecret) < 16 {
+		e.Fail("MINTGATE_IP_HASH_SECRET", "anonymous tenants need a secret of at least 16 bytes to key the IP hash")
+	}
+	if c.IPSource == ipXFF && len(c.TrustedProxies) == 0 {
+		// Without trusted proxies every X-Forwarded-For entry is untrusted
+		// and the socket address would be used: say so instead of guessing.
+		e.Fail("MINTGATE_TRUSTED_PROXIES", "required with MINTGATE_IP_SOURCE=xff: the proxy ranges whose X-Forwarded-For entries are trusted")
+	}
+	return c, e.Err()
+}
+
+// degradedLimit is the share of a tier each signer instance allows on its own
+// while Redis is unavailable: a quarter of capacity and rate, so four
+// instances together stay within the real limit.
+func degradedLimit(l bucket.Limit) bucket.Limit {
+	return bucket.Limit{Capacity: math.Max(1, l.Capacity/degradedShare), Rate: l.Rate / degradedShare}
+}
+
+// degradedShare divides every limit in degraded mode.
+const degradedShare = 4
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("parse %q: %w", s, err)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("parse %q: %w", s, err)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// validContentType accepts a bare type/subtype of visible ASCII: the value
+// is signed and must equal the browser's Content-Type byte for byte.
+func validContentType(s string) bool {
+	typ, sub, ok := strings.Cut(s, "/")
+	if !ok || typ == "" || sub == "" || strings.Contains(sub, "/") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= 0x20 || s[i] >= 0x7f || s[i] == ';' || s[i] == ',' {
+			return false
+		}
+	}
+	return true
+}
+
+func validClaimName(s string) bool {
+	return s != "" && len(s) <= 128 && !strings.ContainsAny(s, " \t\r\n")
+}
+
+func validNATSURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Host != "" && (u.Scheme == "nats" || u.Scheme == "tls" || u.Scheme == "ws" || u.Scheme == "wss")
+}

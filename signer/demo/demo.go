@@ -1,0 +1,66 @@
+// Package demo is the signer's demo upload page: plain HTML, JavaScript and
+// CSS, embedded in the binary, with no build step. The page signs a URL at
+// POST /uploads/sign, PUTs the file straight to S3 with it, and polls
+// GET /uploads/{urlId} until the completer has seen the object. It exists to
+// show the flow end to end (and to drive it from a headless browser in
+// integration tests); the signer mounts it only when MINTGATE_DEMO_PAGE=on.
+package demo
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+	"strings"
+)
+
+// Path is where the signer mounts the page.
+const Path = "/demo/"
+
+//go:embed static
+var static embed.FS
+
+// csp keeps the page to its own scripts and styles. connect-src must allow
+// any origin: the PUT goes to S3, whose origin only the signer's answer names.
+const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; " +
+	"connect-src 'self' http: https:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// Handler serves the page. It answers for paths under /demo/ as well as for
+// paths already stripped of that prefix, so it can be mounted as is
+// (echo: e.GET("/demo*", echo.WrapHandler(demo.Handler()))) or behind
+// http.StripPrefix. /demo redirects to /demo/.
+func Handler() http.Handler {
+	files, err := fs.Sub(static, "static")
+	if err != nil {
+		panic(err) // the embedded folder is fixed at build time
+	}
+	server := http.FileServerFS(files)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		p := r.URL.Path
+		if p == "/demo" || p == "" {
+			target := Path
+			if r.URL.RawQuery != "" {
+				target += "?" + r.URL.RawQuery
+			}
+			http.Redirect(w, r, target, http.StatusMovedPermanently)
+			return
+		}
+		if rest, ok := strings.CutPrefix(p, "/demo/"); ok {
+			p = "/" + rest
+		}
+		h := w.Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Content-Type-Options", "nosniff")
+		// A bearer token may sit in the query string: never leak it.
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-cache")
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = p
+		r2.URL.RawPath = ""
+		server.ServeHTTP(w, r2)
+	})
+}

@@ -1,0 +1,56 @@
+package demo_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mintgate/mintgate/signer/demo"
+)
+
+func TestHandler(t *testing.T) {
+	h := demo.Handler()
+	tests := []struct {
+		name, method, path string
+		status             int
+		contentType        string // prefix
+		body               string // substring
+		location           string
+	}{
+		{"page", "GET", "/demo/", 200, "text/html", `id="upload"`, ""},
+		{"page without prefix", "GET", "/", 200, "text/html", `id="progress"`, ""},
+		{"script", "GET", "/demo/app.js", 200, "text/javascript", "/uploads/sign", ""},
+		{"style", "GET", "/demo/style.css", 200, "text/css", "#progress", ""},
+		{"head", "HEAD", "/demo/app.js", 200, "text/javascript", "", ""},
+		{"bare prefix keeps the query", "GET", "/demo?tenant=acme", 301, "", "", "/demo/?tenant=acme"},
+		{"missing", "GET", "/demo/nope.js", 404, "", "", ""},
+		{"post", "POST", "/demo/", 405, "", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
+			res := rec.Result()
+			body, _ := io.ReadAll(res.Body)
+			if res.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", res.StatusCode, tt.status, body)
+			}
+			if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, tt.contentType) {
+				t.Errorf("Content-Type %q, want %q…", ct, tt.contentType)
+			}
+			if !strings.Contains(string(body), tt.body) {
+				t.Errorf("body lacks %q", tt.body)
+			}
+			if loc := res.Header.Get("Location"); loc != tt.location {
+				t.Errorf("Location %q, want %q", loc, tt.location)
+			}
+			if tt.status == http.StatusOK {
+				if res.Header.Get("Content-Security-Policy") == "" || res.Header.Get("Referrer-Policy") != "no-referrer" {
+					t.Errorf("security headers missing: %v", res.Header)
+				}
+			}
+		})
+	}
+}

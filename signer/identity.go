@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/keys"
+)
+
+// caller is who asks for a URL: the tenant, the bucket subject within it
+// ("u:<user>" or "a:<ip hash>") and the tier whose limit applies.
+type caller struct {
+	Tenant  string
+	Subject string
+	Tier    string // config.TierUser or config.TierAnonymous
+}
+
+// Bounds on what a bearer token may look like before any parsing.
+const (
+	maxTokenBytes = 8 << 10
+	jwtLeeway     = 10 * time.Second // clock skew tolerated on exp, nbf and iat
+	ipHashHexLen  = 32               // 128 bits of HMAC-SHA256, in hex
+)
+
+// identity authenticates callers: a JWT for users, or a tenant header and a
+// keyed hash of the client IP for anonymous callers of tenants that allow
+// them.
+type identity struct {
+	keyfunc     jwt.Keyfunc // nil when no JWT can be verified
+	methods     []string    // the only algs accepted: no "none", no HS/RS confusion
+	issuer      string
+	audience    string
+	tenantClaim string
+	anon        map[string]bool
+	ip          clientIP
+	ipSecret    []byte
+	now         func() time.Time
+}
+
+// authenticate names the caller of r or says why it cannot.
+func (id *identity) authenticate(r *http.Request) (caller, *apiError) {
+	authz := r.Header.Get("Authorization")
+	if authz == "" {
+		return id.anonymous(r)
+	}
+	scheme, token, _ := strings.Cut(authz, " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated, "Authorization must be a Bearer token")
+	}
+	return id.user(r, token)
+}
+
+func (id *identity) user(r *http.Request, token string) (caller, *apiError) {
+	if id.keyfunc == nil {
+		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated, "this signer accepts no bearer tokens")
+	}
+	if len(token) > maxTokenBytes {
+		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated, "token too long")
+	}
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods(id.methods),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(jwtLeeway),
+		jwt.WithTimeFunc(id.now),
+	}
+	if id.issuer != "" {
+		opts = append(opts, jwt.WithIssuer(id.issuer))
+	}
+	if id.audience != "" {
+		opts = append(opts, jwt.WithAudience(id.audience))
+	}
+	claims := jwt.MapClaims{}
+	if _, err := jwt.NewParser(opts...).ParseWithClaims(token, claims, id.keyfunc); err != nil {
+		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated, "invalid token: %s", tokenProblem(err))
+	}
+	sub, err := claims.GetSubject()
+	if err != nil || !keys.ValidUser(sub) {
+		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated, "token has no valid sub claim")
+	}
+	tenant, ok := claims[id.tenantClaim].(string)
+	if !ok {
+		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated, "token has no %s claim", id.tenantClaim)
+	}
+	if !keys.ValidTenant(tenant) {
+		return caller{}, newError(http.StatusForbidden, codeForbiddenTenant, "the token's tenant is not a valid tenant id")
+	}
+	if h := r.Header.Get(hdrTenant); h != "" && h != tenant {
+		return caller{}, newError(http.StatusForbidden, codeForbiddenTenant, "%s does not match the token's tenant", hdrTenant)
+	}
+	return caller{Tenant: tenant, Subject: keys.UserSubject(sub), Tier: config.TierUser}, nil
+}
+
+func (id *identity) anonymous(r *http.Request) (caller, *apiError) {
+	tenant := r.Header.Get(hdrTenant)
+	if tenant == "" {
+		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated,
+			"send a Bearer token, or %s naming a tenant open to anonymous uploads", hdrTenant)
+	}
+	if !keys.ValidTenant(tenant) || !id.anon[tenant] {
+		return caller{}, newError(http.StatusForbidden, codeForbiddenTenant, "this tenant does not accept anonymous uploads")
+	}
+	hash := ipHash(id.ipSecret, id.now(), id.ip.of(r))
+	return caller{Tenant: tenant, Subject: keys.AnonSubject(hash), Tier: config.TierAnonymous}, nil
+}
+
+// ipHash is the anonymous bucket subject: HMAC-SHA256 of the client address
+// under a salt derived from the secret and the UTC date. Every instance
+// computes the same value, the salt changes daily, and Redis holds no IP.
+// IPv6 callers are bucketed by /64, the block one subscriber usually holds,
+// so rotating through one's own addresses does not buy fresh buckets.
+func ipHash(secret []byte, now time.Time, ip netip.Addr) string {
+	day := hmac.New(sha256.New, secret)
+	day.Write([]byte("mintgate ip salt " + now.UTC().Format(time.DateOnly)))
+	m := hmac.New(sha256.New, day.Sum(nil))
+	if ip.Is6() && !ip.Is4In6() {
+		m.Write([]byte(netip.PrefixFrom(ip.WithZone(""), 64).Masked().String()))
+	} else {
+		m.Write([]byte(ip.String()))
+	}
+	return hex.EncodeToString(m.Sum(nil))[:ipHashHexLen]
+}
+
+// tokenProblem is a short reason for a failed verification, without
+// echoing anything of the token back.
+func tokenProblem(err error) string {
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return "expired"
+	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return "not valid yet"
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return "a required claim is missing"
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+		return "wrong issuer"
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return "wrong audience"
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
+		return "signature not verified"
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return "malformed"
+	}
+	return "not accepted"
+}
+
+// newIdentity builds the verifier the configuration asks for. A JWKS is
+// fetched in the background and refreshed until ctx ends; a signer whose
+// JWKS is unreachable at start still starts and answers 401 meanwhile.
+func newIdentity(ctx context.Context, c cfg, now func() time.Time) (*identity, error) {
+	id := &identity{
+		issuer:      c.JWTIssuer,
+		audience:    c.JWTAudience,
+		tenantClaim: c.JWTTenantClaim,
+		anon:        c.AnonTenants,
+		ip:          clientIP{source: c.IPSource, trusted: c.TrustedProxies},
+		ipSecret:    c.IPHashSecret,
+		now:         now,
+	}
+	switch {
+	case len(c.JWTSecret) > 0:
+		secret := c.JWTSecret
+		id.methods = []string{jwt.SigningMethodHS256.Alg()}
+		id.keyfunc = func(*jwt.Token) (any, error) { return secret, nil }
+	case c.JWKSURL != "":
+		k, err := keyfunc.NewDefaultCtx(ctx, []string{c.JWKSURL})
+		if err != nil {
+			return nil, fmt.Errorf("MINTGATE_JWT_JWKS_URL: %w", err)
+		}
+		id.methods = []string{jwt.SigningMethodRS256.Alg(), jwt.SigningMethodES256.Alg()}
+		id.keyfunc = k.Keyfunc
+	}
+	return id, nil
+}

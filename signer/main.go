@@ -1,0 +1,138 @@
+// Command signer issues presigned S3 upload URLs, rate-limited per caller and
+// per tenant (SPEC §2): POST /uploads/sign, GET /uploads/{urlId}, and the
+// operational /healthz, /readyz and /metrics.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ops"
+)
+
+// shutdownTimeout is how long in-flight requests get to finish on SIGTERM.
+const shutdownTimeout = 15 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "signer:", err)
+		os.Exit(1)
+	}
+}
+
+// run starts the signer with the environment getenv reads and serves until
+// ctx ends. A bad configuration value stops it before it listens.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	_ = args // the signer takes no flags; everything is SPEC §5's environment
+	return runWith(ctx, getenv, stdout)
+}
+
+// option changes a dependency run would build; tests use them to fix the
+// clock or to stand in for the ledger.
+type option func(*deps)
+
+func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, opts ...option) error {
+	log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "signer")
+	c, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	warnRisky(log, c)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the JWKS refresh
+
+	d := deps{cfg: c, log: log, now: time.Now}
+	for _, o := range opts {
+		o(&d)
+	}
+	d.reg = ops.NewRegistry()
+	d.metrics = newMetrics(d.reg)
+
+	// Redis connects lazily: a signer started while Redis is down serves
+	// 503 limiter_unavailable (and /readyz says why) until it is back.
+	rdb, err := c.Redis.Client()
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	d.rdb = rdb
+	d.gate = newGate(rdb, c.Redis.Timeout, c.Degraded, d.metrics, log)
+	d.checks = append(d.checks, ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
+
+	if d.ident, err = newIdentity(ctx, c, d.now); err != nil {
+		return err
+	}
+	if d.presign, err = newPresigner(ctx, c); err != nil {
+		return err
+	}
+	if d.ledger == nil {
+		led, err := grant.Dial(ctx, c.NATSURL, grant.LedgerConfig{Grace: c.SweepGrace})
+		if err != nil {
+			return fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
+		}
+		defer led.Close()
+		d.ledger = led
+		d.checks = append(d.checks, ops.Check{Name: "nats", Ping: led.Ping})
+	}
+	return serve(ctx, log, c.HTTPAddr, newServer(d))
+}
+
+// warnRisky logs configurations that start but are likely mistakes.
+func warnRisky(log *slog.Logger, c cfg) {
+	if len(c.AnonTenants) > 0 && c.IPSource == ipRemote {
+		log.Warn("!!! MINTGATE_IP_SOURCE=remote with anonymous tenants: behind a load balancer or CDN every anonymous visitor " +
+			"has the proxy's address and shares ONE bucket. Set MINTGATE_IP_SOURCE to cf-connecting-ip or xff (with MINTGATE_TRUSTED_PROXIES) " +
+			"unless clients really connect directly.")
+	}
+	if len(c.AnonTenants) > 0 && c.IPSource == ipCF && len(c.TrustedProxies) == 0 {
+		log.Warn("MINTGATE_IP_SOURCE=cf-connecting-ip without MINTGATE_TRUSTED_PROXIES: the header is trusted from any peer; " +
+			"only safe when nothing but the edge can reach the signer")
+	}
+	if c.Degraded {
+		log.Warn("MINTGATE_DEGRADED_MODE=local: while Redis is unavailable each instance grants from in-process buckets at a quarter of the limits, without idempotency")
+	}
+}
+
+// serve runs h on addr until ctx ends, then drains in-flight requests.
+func serve(ctx context.Context, log *slog.Logger, addr string, h http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("MINTGATE_HTTP_ADDR: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("signer listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

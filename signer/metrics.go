@@ -1,0 +1,46 @@
+package main
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the signer's own series, on the run's registry.
+type metrics struct {
+	signs         *prometheus.CounterVec   // by outcome
+	limited       *prometheus.CounterVec   // 429s by tenant and scope
+	scriptSeconds *prometheus.HistogramVec // Redis script latency, by script
+	ledgerSeconds *prometheus.HistogramVec // grant ledger latency, by result
+	degraded      prometheus.Counter       // decisions made without Redis
+	finishFailed  prometheus.Counter       // URLs issued whose done record could not be stored
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		signs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mintgate_signer_signs_total",
+			Help: "Sign requests by outcome: issued, issued_degraded, replayed, rate_limited, reused, in_progress, limiter_unavailable, ledger_unavailable, presign_unavailable, rejected.",
+		}, []string{"outcome"}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mintgate_signer_rate_limited_total",
+			Help: "Sign requests answered 429, by tenant and the scope that was short (caller or tenant).",
+		}, []string{"tenant", "scope"}),
+		scriptSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mintgate_signer_redis_script_seconds",
+			Help:    "Latency of the signer's Redis scripts (sign, refund, complete), errors included.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .15, .25, .5},
+		}, []string{"script"}),
+		ledgerSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mintgate_signer_ledger_seconds",
+			Help:    "Latency of recording a grant in the ledger until its ack, by result (ok, error).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"result"}),
+		degraded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_signer_degraded_decisions_total",
+			Help: "Sign decisions made by the in-process buckets while Redis was unavailable (MINTGATE_DEGRADED_MODE=local); idempotency is not guaranteed for them.",
+		}),
+		finishFailed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_signer_finish_failures_total",
+			Help: "URLs issued whose completed idempotency record or grant record could not be stored in Redis.",
+		}),
+	}
+	reg.MustRegister(m.signs, m.limited, m.scriptSeconds, m.ledgerSeconds, m.degraded, m.finishFailed)
+	return m
+}

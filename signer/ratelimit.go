@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/config"
+)
+
+// Scopes of a 429: which bucket was short.
+const (
+	scopeCaller = "caller"
+	scopeTenant = "tenant"
+)
+
+// scope names the bucket that denied: index 0 is the caller's, 1 the tenant's.
+func scope(res bucket.Result) string {
+	if res.Blocked == 1 {
+		return scopeTenant
+	}
+	return scopeCaller
+}
+
+// setRateHeaders describes the scarcest bucket of a decision, in the
+// form MINTGATE_RATELIMIT_HEADERS asks for:
+//
+//	legacy: RateLimit-Limit: 30, RateLimit-Remaining: 0, RateLimit-Reset: 2, RateLimit-Policy: 30;w=60
+//	draft:  RateLimit-Policy: "user";q=30;w=60, RateLimit: "user";r=0;t=2
+func setRateHeaders(h http.Header, form string, who caller, res bucket.Result, buckets []bucket.Bucket) {
+	i := res.Scarcest
+	if i < 0 || i >= len(buckets) {
+		i = 0
+	}
+	lim := buckets[i].Limit
+	name := who.Tier
+	if i == 1 {
+		name = config.TierTenant
+	}
+	reset := int64(res.Reset / time.Second)
+	if form == headersDraft {
+		h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d;w=%d", name, res.Limit, lim.Window()))
+		h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", name, res.Remaining, reset))
+		return
+	}
+	h.Set("RateLimit-Limit", strconv.FormatInt(res.Limit, 10))
+	h.Set("RateLimit-Remaining", strconv.FormatInt(res.Remaining, 10))
+	h.Set("RateLimit-Reset", strconv.FormatInt(reset, 10))
+	h.Set("RateLimit-Policy", fmt.Sprintf("%d;w=%d", res.Limit, lim.Window()))
+}
+
+// tooMany is the 429 of a denied decision.
+func tooMany(res bucket.Result) *apiError {
+	s := scope(res)
+	msg := "you have asked for too many upload URLs; retry later"
+	if s == scopeTenant {
+		msg = "your organisation has asked for too many upload URLs; retry later"
+	}
+	retry := max(res.RetryAfter, time.Second)
+	return &apiError{
+		Status:     http.StatusTooManyRequests,
+		Code:       codeTooMany,
+		Message:    msg,
+		Scope:      s,
+		RetryAfter: retrySeconds(retry),
+		retry:      retry,
+	}
+}

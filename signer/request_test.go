@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Every malformed or unauthorised request gets its own 4xx code, never a
+// 500, and never spends a token.
+func TestBadRequestsGetTheirCodes(t *testing.T) {
+	env := newStack(t).env(t)
+	env["MINTGATE_JWT_ISSUER"] = testIssuer
+	env["MINTGATE_JWT_AUDIENCE"] = testAudience
+	s := start(t, env)
+	now := s.clock.Now()
+	good := s.token("acme", "alice")
+	claims := func(change func(jwt.MapClaims)) string {
+		c := jwt.MapClaims{"sub": "alice", "tenant_id": "acme", "exp": now.Add(time.Hour).Unix(), "iss": testIssuer, "aud": testAudience}
+		change(c)
+		return hs256(t, c)
+	}
+	none, err := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"sub": "alice", "tenant_id": "acme", "exp": now.Add(time.Hour).Unix(), "iss": testIssuer, "aud": testAudience}).
+		SignedString(jwt.UnsafeAllowNoneSignatureType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherKey, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "tenant_id": "acme", "exp": now.Add(time.Hour).Unix(), "iss": testIssuer, "aud": testAudience}).
+		SignedString([]byte("another-secret-of-at-least-32-bytes-xx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := good[:len(good)-4] + "AAAA"
+	if tampered == good {
+		tampered = good[:len(good)-4] + "BBBB"
+	}
+
+	cases := []struct {
+		name   string
+		token  string
+		key    string
+		body   string
+		header []string
+		status int
+		code   string
+	}{
+		{"missing key", good, "", pngBody, nil, 400, codeKeyRequired},
+		{"overlong key", good, strings.Repeat("k", 256), pngBody, nil, 400, codeKeyInvalid},
+		{"key with a space", good, "my key", pngBody, nil, 400, codeKeyInvalid},
+		{"key with a tab", good, "my\tkey", pngBody, nil, 400, codeKeyInvalid},
+		{"non-ASCII key", good, "ключ", pngBody, nil, 400, codeKeyInvalid},
+		{"bad JSON", good, newKey(), `{"contentType":`, nil, 400, codeInvalidRequest},
+		{"empty body", good, newKey(), ``, nil, 400, codeInvalidRequest},
+		{"not an object", good, newKey(), `["image/png",5]`, nil, 400, codeInvalidRequest},
+		{"unknown field", good, newKey(), `{"contentType":"image/png","contentLength":5,"key":"x"}`, nil, 400, codeInvalidRequest},
+		{"length as string", good, newKey(), `{"contentType":"image/png","contentLength":"5"}`, nil, 400, codeInvalidRequest},
+		{"type as number", good, newKey(), `{"contentType":7,"contentLength":5}`, nil, 400, codeInvalidRequest},
+		{"fractional length", good, newKey(), `{"contentType":"image/png","contentLength":1.5}`, nil, 400, codeInvalidRequest},
+		{"two JSON values", good, newKey(), pngBody + pngBody, nil, 400, codeInvalidRequest},
+		{"missing type", good, newKey(), `{"contentLength":5}`, nil, 400, codeInvalidRequest},
+		{"missing length", good, newKey(), `{"contentType":"image/png"}`, nil, 400, codeInvalidRequest},
+		{"size 0", good, newKey(), `{"contentType":"image/png","contentLength":0}`, nil, 400, codeInvalidRequest},
+		{"negative size", good, newKey(), `{"contentType":"image/png","contentLength":-1}`, nil, 400, codeInvalidRequest},
+		{"disallowed type", good, newKey(), `{"contentType":"text/html","contentLength":5}`, nil, 415, codeUnsupportedType},
+		{"type with parameters", good, newKey(), `{"contentType":"image/png; x=1","contentLength":5}`, nil, 415, codeUnsupportedType},
+		{"size above max", good, newKey(), `{"contentType":"image/png","contentLength":104857601}`, nil, 413, codeTooLarge},
+		{"body above 4 KiB", good, newKey(), `{"contentType":"image/png","contentLength":5}` + strings.Repeat(" ", 5000), nil, 413, codeTooLarge},
+		{"no credentials", "", newKey(), pngBody, nil, 401, codeUnauthenticated},
+		{"basic auth", "", newKey(), pngBody, []string{"Authorization", "Basic YWxpY2U6cHc="}, 401, codeUnauthenticated},
+		{"bad signature", tampered, newKey(), pngBody, nil, 401, codeUnauthenticated},
+		{"other secret", otherKey, newKey(), pngBody, nil, 401, codeUnauthenticated},
+		{"expired", claims(func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Hour).Unix() }), newKey(), pngBody, nil, 401, codeUnauthenticated},
+		{"no exp", claims(func(c jwt.MapClaims) { delete(c, "exp") }), newKey(), pngBody, nil, 401, codeUnauthenticated},
+		{"not yet valid", claims(func(c jwt.MapClaims) { c["nbf"] = now.Add(time.Hour).Unix() }), newKey(), pngBody, nil, 401, codeUnauthenticated},
+		{"alg none", none, newKey(), pngBody, nil, 401, codeUnauthenticated},
+		{"wrong issuer", claims(func(c jwt.MapClaims) { c["iss"] = "https://evil.test" }), newKey(), pngBody, nil, 401, codeUnauthenticated},
+		{"wrong audience", claims(func(c jwt.MapClaims) { c["aud"] = "someone-else" }), newKey(), pngBody, nil, 401, codeUnauthenticated},
+		{"no sub", claims(func(c jwt.MapClaims) { delete(c, "sub") }), newKey(), pngBody, nil, 401, codeUnauthenticated},
+		{"no tenant claim", claims(func(c jwt.MapClaims) { delete(c, "tenant_id") }), newKey(), pngBody, nil, 401, codeUnauthenticated},
+		{"tenant breaking the key scheme", claims(func(c jwt.MapClaims) { c["tenant_id"] = "a}:b" }), newKey(), pngBody, nil, 403, codeForbiddenTenant},
+		{"header names another tenant", good, newKey(), pngBody, []string{hdrTenant, "globex"}, 403, codeForbiddenTenant},
+		{"anonymous on a closed tenant", "", newKey(), pngBody, []string{hdrTenant, "acme"}, 403, codeForbiddenTenant},
+		{"anonymous on an unknown tenant", "", newKey(), pngBody, []string{hdrTenant, "nobody"}, 403, codeForbiddenTenant},
+		{"anonymous on an invalid tenant", "", newKey(), pngBody, []string{hdrTenant, "{t:x}"}, 403, codeForbiddenTenant},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.sign(tc.token, tc.key, tc.body, tc.header...)
+			mustStatus(t, r, tc.status, tc.code)
+			if r.str("message") == "" {
+				t.Errorf("no message: %s", r.raw)
+			}
+			if tc.status == 401 && r.header.Get(hdrWWWAuthenticate) == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+		})
+	}
+	if got := s.tokens("rl:{t:acme}:sign:u:alice"); got != "" {
+		t.Errorf("rejected requests touched the bucket: t=%q", got)
+	}
+	// The boundaries themselves are fine.
+	if r := s.sign(good, strings.Repeat("k", 255), `{"contentType":"application/pdf","contentLength":104857600}`); r.status != http.StatusCreated {
+		t.Errorf("255-char key and the maximum size: %d %s", r.status, r.raw)
+	}
+	if r := s.sign(good, "!~", `  {"contentLength":1,"contentType":"image/webp"}  `); r.status != http.StatusCreated {
+		t.Errorf("visible ASCII key: %d %s", r.status, r.raw)
+	}
+}
+
+func TestRouteErrorsAreJSON(t *testing.T) {
+	s := start(t, newStack(t).env(t))
+	mustStatus(t, s.do(http.MethodGet, "/nowhere", nil, ""), http.StatusNotFound, codeNotFound)
+	mustStatus(t, s.do(http.MethodDelete, "/uploads/sign", nil, ""), http.StatusMethodNotAllowed, codeMethodNotAllowed)
+	mustStatus(t, s.do(http.MethodPut, "/healthz", nil, ""), http.StatusMethodNotAllowed, codeMethodNotAllowed)
+}
+
+var fuzzPolicy = signPolicy{maxObject: 104857600, contentTypes: map[string]bool{"image/png": true, "application/pdf": true}}
+
+func FuzzDecodeSignRequest(f *testing.F) {
+	f.Add("k", []byte(pngBody))
+	f.Add("", []byte(pngBody))
+	f.Add(strings.Repeat("k", 256), []byte(pngBody))
+	f.Add("k", []byte(`{"contentType":"image/png","contentLength":0}`))
+	f.Add("k", []byte(`{"contentType":"image/png","contentLength":"5"}`))
+	f.Add("k", []byte(`{"contentType":"image/png","contentLength":5,"x":1}`))
+	f.Add("k", []byte(`{}{}`))
+	f.Add("k", []byte(`null`))
+	f.Add("k", bytes.Repeat([]byte(" "), maxBodyBytes+1))
+	f.Fuzz(func(t *testing.T, key string, body []byte) {
+		req, err := decodeSignRequest(key, bytes.NewReader(body), fuzzPolicy)
+		if err != nil {
+			if err.Status < 400 || err.Status > 499 || err.Code == "" || err.Message == "" {
+				t.Fatalf("error %+v for key %q body %q", err, key, body)
+			}
+			return
+		}
+		if !validIdempotencyKey(req.Key) || req.Key != key {
+			t.Fatalf("accepted key %q", key)
+		}
+		if !fuzzPolicy.contentTypes[req.ContentType] || req.ContentLength < 1 || req.ContentLength > fuzzPolicy.maxObject {
+			t.Fatalf("accepted %+v from %q", req, body)
+		}
+		if len(body) > maxBodyBytes {
+			t.Fatalf("accepted a body of %d bytes", len(body))
+		}
+	})
+}

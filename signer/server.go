@@ -1,0 +1,58 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/ops"
+)
+
+// deps is everything the handlers use; run builds it from the
+// configuration, tests may swap the clock or the ledger.
+type deps struct {
+	cfg     cfg
+	log     *slog.Logger
+	now     func() time.Time
+	ident   *identity
+	gate    *gate
+	presign *presigner
+	ledger  recorder
+	rdb     redis.UniversalClient
+	metrics *metrics
+	reg     *prometheus.Registry
+	checks  []ops.Check // what /readyz pings
+}
+
+// newServer returns the signer's HTTP handler.
+func newServer(d deps) http.Handler {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(d.log)
+	e.Use(recoverJSON(d.log))
+	addRoutes(e, d)
+	return e
+}
+
+// recoverJSON turns a panic into a logged internal_error, never a stack
+// trace in a response.
+func recoverJSON(log *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					if p == http.ErrAbortHandler {
+						panic(p)
+					}
+					log.Error("handler panicked", "path", c.Path(), "panic", p)
+					err = &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error"}
+				}
+			}()
+			return next(c)
+		}
+	}
+}

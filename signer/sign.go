@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/mintgate/mintgate/shared/grant"
+)
+
+// signBudget bounds the work after the decision. It runs detached from the
+// client's connection: once a token is spent, the request either issues a
+// URL (replayable by its key) or refunds the token, even if the client left.
+const signBudget = 10 * time.Second
+
+// signResponse is the 201 body, and what a replay returns verbatim.
+type signResponse struct {
+	URL       string            `json:"url"`
+	Method    string            `json:"method"`
+	Headers   map[string]string `json:"headers"`
+	URLID     string            `json:"urlId"`
+	Key       string            `json:"key"`
+	ExpiresAt time.Time         `json:"expiresAt"`
+	ExpiresIn int64             `json:"expiresIn"`
+}
+
+// handleSign is POST /uploads/sign (SPEC §2): validate, decide in one
+// script, then presign, record in the ledger and complete.
+func handleSign(d deps) echo.HandlerFunc {
+	policy := signPolicy{maxObject: d.cfg.MaxObject, contentTypes: d.cfg.ContentTypes}
+	return func(c echo.Context) error {
+		r := c.Request()
+		who, aerr := d.ident.authenticate(r)
+		if aerr != nil {
+			d.count("rejected")
+			return aerr
+		}
+		req, aerr := decodeSignRequest(r.Header.Get(hdrIdempotencyKey), r.Body, policy)
+		if aerr != nil {
+			d.count("rejected")
+			return aerr
+		}
+
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), signBudget)
+		defer cancel()
+		a := newAttempt(who, req, d.cfg.Tiers)
+		now := d.now()
+		dec, err := d.gate.decide(ctx, a, now)
+		if err != nil {
+			d.count("limiter_unavailable")
+			return unavailable(codeLimiterDown, "the rate limiter is unavailable; no URL was issued", retryLimiter, err)
+		}
+		switch dec.outcome {
+		case replay:
+			d.count("replayed")
+			c.Response().Header().Set(hdrReplayed, "true")
+			return c.JSONBlob(http.StatusOK, dec.body)
+		case reused:
+			d.count("reused")
+			return newError(http.StatusUnprocessableEntity, codeKeyReused, "this %s was used for a different request", hdrIdempotencyKey)
+		case pending:
+			d.count("in_progress")
+			return newError(http.StatusConflict, codeInProgress, "a request with this %s is still in progress", hdrIdempotencyKey)
+		case denied:
+			d.count("rate_limited")
+			d.metrics.limited.WithLabelValues(who.Tenant, scope(dec.result)).Inc()
+			setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
+			return tooMany(dec.result)
+		}
+
+		body, aerr := d.issue(ctx, a, dec, now)
+		if aerr != nil {
+			return aerr
+		}
+		setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
+		return c.JSONBlob(http.StatusCreated, body)
+	}
+}
+
+// issue turns an allowed decision into a URL: presign, record the grant
+// and wait for the ledger's ack, then store the completed record. A URL
+// leaves only once its grant is recorded; on any failure before that the
+// token is refunded and the key freed.
+func (d deps) issue(ctx context.Context, a attempt, dec decision, now time.Time) ([]byte, *apiError) {
+	who := a.who
+	urlID := uuid.NewString()
+	key := "incoming/" + who.Tenant + "/" + urlID
+	// SigV4 dates are whole seconds, so the URL dies no later than this.
+	expiresAt := now.Add(d.cfg.URLTTL).UTC().Truncate(time.Second)
+
+	up, err := d.presign.put(ctx, key, a.req.ContentType, a.req.ContentLength, d.cfg.URLTTL)
+	if err != nil {
+		d.refund(ctx, a, dec)
+		d.count("presign_unavailable")
+		return nil, unavailable(codePresignDown, "upload URLs cannot be signed right now; nothing was charged", retryPresign, err)
+	}
+	g := grant.Grant{
+		URLID: urlID, Tenant: who.Tenant, Tier: who.Tier, Subject: who.Subject, Key: key,
+		IssuedAt: now.UTC(), ExpiresAt: expiresAt,
+	}
+	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
+		d.refund(ctx, a, dec)
+		d.count("ledger_unavailable")
+		return nil, unavailable(codeLedgerDown, "the grant ledger is unavailable; no URL was issued and nothing was charged", retryLedger, err)
+	}
+
+	body, err := json.Marshal(signResponse{
+		URL: up.URL, Method: http.MethodPut, Headers: up.Headers,
+		URLID: urlID, Key: key, ExpiresAt: expiresAt, ExpiresIn: int64(d.cfg.URLTTL / time.Second),
+	})
+	if err != nil {
+		return nil, &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error", cause: fmt.Errorf("encode sign response: %w", err)}
+	}
+	switch {
+	case dec.degraded:
+		// Redis was unavailable a moment ago: this URL gets no replay record
+		// and no status; its ledger record still refunds it if unused.
+		d.count("issued_degraded")
+	default:
+		if err := d.gate.finish(ctx, a, urlID, body, expiresAt, d.cfg.URLTTL, d.cfg.SweepGrace); err != nil {
+			// The URL is paid for and in the ledger, so it is still issued;
+			// only a replay of this key and its status lookup are lost.
+			d.metrics.finishFailed.Inc()
+			d.log.Error("storing the completed sign failed; issuing the URL anyway", "tenant", who.Tenant, "urlId", urlID, "err", err)
+		}
+		d.count("issued")
+	}
+	return body, nil
+}
+
+// refund gives back the token of a sign that issues no URL.
+func (d deps) refund(ctx context.Context, a attempt, dec decision) {
+	if err := d.gate.undo(ctx, a, dec, d.now()); err != nil {
+		d.log.Error("refunding a sign that issued no URL failed: a token is lost until the bucket refills, and the key stays in flight until its mark expires",
+			"tenant", a.who.Tenant, "err", err)
+	}
+}
+
+// count adds one sign request to its outcome's series.
+func (d deps) count(outcome string) { d.metrics.signs.WithLabelValues(outcome).Inc() }

@@ -1,0 +1,432 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+func TestSequentialSignsStopAtTheUserLimit(t *testing.T) {
+	s := start(t, newStack(t).env(t))
+	tok := s.token("acme", "alice")
+	var created, limited []reply
+	for range 34 {
+		r := s.sign(tok, newKey(), pngBody)
+		switch r.status {
+		case http.StatusCreated:
+			created = append(created, r)
+		case http.StatusTooManyRequests:
+			limited = append(limited, r)
+		default:
+			t.Fatalf("sign: %d %s", r.status, r.raw)
+		}
+	}
+	if len(created) != 30 || len(limited) != 4 {
+		t.Fatalf("%d created, %d limited; want 30 and 4", len(created), len(limited))
+	}
+	if got := created[0].header.Get("RateLimit-Remaining"); got != "29" {
+		t.Errorf("first 201 RateLimit-Remaining %q, want 29", got)
+	}
+	r := limited[0]
+	for h, want := range map[string]string{
+		"RateLimit-Limit":     "30",
+		"RateLimit-Remaining": "0",
+		"RateLimit-Policy":    "30;w=60",
+		"RateLimit-Reset":     "60",
+		"Retry-After":         "2", // one token at 0.5/s
+	} {
+		if got := r.header.Get(h); got != want {
+			t.Errorf("429 %s: %q, want %q", h, got, want)
+		}
+	}
+	retryAfter(t, r)
+	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+	if r.str("scope") != scopeCaller || r.body["retryAfter"] != float64(2) || r.str("message") == "" {
+		t.Errorf("429 body %s", r.raw)
+	}
+	if _, ok := r.body["url"]; ok {
+		t.Error("a 429 carries a url")
+	}
+
+	// Two seconds later exactly one more token has dripped in.
+	s.clock.Add(2 * time.Second)
+	if r := s.sign(tok, newKey(), pngBody); r.status != http.StatusCreated {
+		t.Fatalf("after refill: %d %s", r.status, r.raw)
+	}
+	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusTooManyRequests, codeTooMany)
+}
+
+func TestConcurrentSignsSpendExactlyTheBucket(t *testing.T) {
+	s := start(t, newStack(t).env(t))
+	tok := s.token("acme", "alice")
+	var mu sync.Mutex
+	count := map[int]int{}
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			r := s.sign(tok, newKey(), pngBody)
+			mu.Lock()
+			count[r.status]++
+			mu.Unlock()
+			if r.status != http.StatusCreated && r.status != http.StatusTooManyRequests {
+				t.Logf("%d %s", r.status, r.raw)
+			}
+		})
+	}
+	wg.Wait()
+	if count[http.StatusCreated] != 30 || count[http.StatusTooManyRequests] != 20 {
+		t.Fatalf("statuses %v; want 30 × 201 and 20 × 429\n%s", count, s.log)
+	}
+}
+
+func TestReplayReturnsTheSameBodyAndSpendsNothing(t *testing.T) {
+	s := start(t, newStack(t).env(t))
+	tok := s.token("acme", "alice")
+	userBucket := keys.Bucket("acme", keys.UserSubject("alice"))
+	key := newKey()
+
+	first := s.sign(tok, key, pngBody)
+	if first.status != http.StatusCreated || first.header.Get(hdrReplayed) != "" {
+		t.Fatalf("first: %d %v %s", first.status, first.header, first.raw)
+	}
+	before := s.tokens(userBucket)
+	s.clock.Add(10 * time.Second) // a refill would show if the bucket were touched
+	again := s.sign(tok, key, pngBody)
+	if again.status != http.StatusOK || again.header.Get(hdrReplayed) != "true" {
+		t.Fatalf("replay: %d replayed=%q %s", again.status, again.header.Get(hdrReplayed), again.raw)
+	}
+	if string(again.raw) != string(first.raw) {
+		t.Errorf("replay body differs:\n%s\n%s", again.raw, first.raw)
+	}
+	if after := s.tokens(userBucket); after != before || before != "29.000000" {
+		t.Errorf("bucket t %q → %q; want 29.000000 unchanged", before, after)
+	}
+
+	other := `{"contentType":"image/png","contentLength":2048}`
+	mustStatus(t, s.sign(tok, key, other), http.StatusUnprocessableEntity, codeKeyReused)
+	// The same key of another user is another record.
+	if r := s.sign(s.token("acme", "bob"), key, other); r.status != http.StatusCreated {
+		t.Errorf("bob with alice's key: %d %s", r.status, r.raw)
+	}
+}
+
+func TestKeyInFlightConflicts(t *testing.T) {
+	s := start(t, newStack(t).env(t))
+	tok := s.token("acme", "alice")
+	key := newKey()
+	// A first request holding the key: its in-flight mark, as the sign
+	// script leaves it between the decision and the ledger's ack.
+	req := signRequest{Key: key, ContentType: "image/png", ContentLength: 1024}
+	a := newAttempt(caller{Tenant: "acme", Subject: keys.UserSubject("alice"), Tier: "user"}, req, nil)
+	ctx := context.Background()
+	if err := s.rdb.HSet(ctx, a.idem, "state", "pending", "fp", a.fp).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.rdb.PExpire(ctx, a.idem, inFlightTTL)
+
+	mustStatus(t, s.sign(tok, key, pngBody), http.StatusConflict, codeInProgress)
+	mustStatus(t, s.sign(tok, key, `{"contentType":"image/png","contentLength":1}`), http.StatusUnprocessableEntity, codeKeyReused)
+	if got := s.tokens(keys.Bucket("acme", keys.UserSubject("alice"))); got != "" {
+		t.Errorf("a conflicting request touched the bucket: t=%q", got)
+	}
+	if ttl := s.rdb.PTTL(ctx, a.idem).Val(); ttl <= 0 || ttl > inFlightTTL {
+		t.Errorf("in-flight mark TTL %v", ttl)
+	}
+}
+
+func TestTenantLimitLeavesTheUserBucketAlone(t *testing.T) {
+	env := newStack(t).env(t)
+	env["MINTGATE_TIERS"] = "anonymous=5:5/60s,user=30:0.5,tenant=3:0.1"
+	s := start(t, env)
+	alice := s.token("acme", "alice")
+	for _, tok := range []string{alice, s.token("acme", "bob"), s.token("acme", "carol")} {
+		if r := s.sign(tok, newKey(), pngBody); r.status != http.StatusCreated {
+			t.Fatalf("sign: %d %s", r.status, r.raw)
+		}
+	}
+	aliceBucket := keys.Bucket("acme", keys.UserSubject("alice"))
+	before := s.tokens(aliceBucket)
+	r := s.sign(alice, newKey(), pngBody)
+	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+	if r.str("scope") != scopeTenant {
+		t.Errorf("scope %q, want tenant", r.str("scope"))
+	}
+	if r.header.Get("RateLimit-Limit") != "3" || r.header.Get("RateLimit-Policy") != "3;w=30" || retryAfter(t, r) != 10 {
+		t.Errorf("headers describe the wrong bucket: %v", r.header)
+	}
+	if after := s.tokens(aliceBucket); after != before || before != "29.000000" {
+		t.Errorf("alice's bucket %q → %q; a tenant-level 429 must not charge her", before, after)
+	}
+	m := string(s.do(http.MethodGet, "/metrics", nil, "").raw)
+	if !strings.Contains(m, `mintgate_signer_rate_limited_total{scope="tenant",tenant="acme"} 1`) {
+		t.Error("the tenant-level 429 is not counted by tenant and scope")
+	}
+	// Another tenant is not affected.
+	if r := s.sign(s.token("other", "alice"), newKey(), pngBody); r.status != http.StatusCreated {
+		t.Errorf("other tenant: %d %s", r.status, r.raw)
+	}
+}
+
+func TestRedisDownFailsClosedAndRecovers(t *testing.T) {
+	st := newStack(t)
+	env := st.env(t)
+	env["MINTGATE_REDIS_TIMEOUT"] = "150ms" // SPEC's default: the bound under test
+	s := start(t, env)
+	tok := s.token("acme", "alice")
+	if r := s.sign(tok, newKey(), pngBody); r.status != http.StatusCreated {
+		t.Fatalf("sign: %d %s", r.status, r.raw)
+	}
+
+	st.redis.Stop()
+	began := time.Now()
+	r := s.sign(tok, newKey(), pngBody)
+	took := time.Since(began)
+	mustStatus(t, r, http.StatusServiceUnavailable, codeLimiterDown)
+	retryAfter(t, r)
+	if took >= 300*time.Millisecond {
+		t.Errorf("503 took %v; the bound is 300ms", took)
+	}
+	t.Logf("503 limiter_unavailable after %v", took)
+	if _, ok := r.body["url"]; ok || strings.Contains(string(r.raw), "X-Amz") {
+		t.Errorf("a URL left while Redis was down: %s", r.raw)
+	}
+	if r := s.do(http.MethodGet, "/readyz", nil, ""); r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.raw), "redis") {
+		t.Errorf("readyz with Redis down: %d %s", r.status, r.raw)
+	}
+
+	st.redis.Start()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := s.sign(tok, newKey(), pngBody)
+		if r.status == http.StatusCreated {
+			break
+		}
+		if r.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("after Redis came back: %d %s", r.status, r.raw)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestScriptFlushIsInvisible(t *testing.T) {
+	s := start(t, newStack(t).env(t))
+	tok := s.token("acme", "alice")
+	ctx := context.Background()
+	key := newKey()
+	first := s.sign(tok, key, pngBody)
+	if first.status != http.StatusCreated {
+		t.Fatalf("sign: %d %s", first.status, first.raw)
+	}
+	for i := range 3 {
+		if err := s.rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if r := s.sign(tok, newKey(), pngBody); r.status != http.StatusCreated {
+			t.Fatalf("sign %d after SCRIPT FLUSH: %d %s", i, r.status, r.raw)
+		}
+		if err := s.rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if r := s.sign(tok, key, pngBody); r.status != http.StatusOK {
+			t.Fatalf("replay %d after SCRIPT FLUSH: %d %s", i, r.status, r.raw)
+		}
+	}
+}
+
+func TestClusterSignsReplaysAndLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-master cluster")
+	}
+	env := newStack(t).env(t)
+	env["MINTGATE_REDIS_CLUSTER_ADDRS"] = strings.Join(testenv.StartRedisCluster(t), ",")
+	s := start(t, env)
+
+	for _, tenant := range []string{"acme", "globex", "initech"} { // spread over slots
+		tok := s.token(tenant, "alice")
+		key := newKey()
+		first := s.sign(tok, key, pngBody)
+		if first.status != http.StatusCreated {
+			t.Fatalf("%s: %d %s", tenant, first.status, first.raw)
+		}
+		if r := s.sign(tok, key, pngBody); r.status != http.StatusOK || string(r.raw) != string(first.raw) {
+			t.Fatalf("%s replay: %d %s", tenant, r.status, r.raw)
+		}
+		for range 29 {
+			if r := s.sign(tok, newKey(), pngBody); r.status != http.StatusCreated {
+				t.Fatalf("%s: %d %s", tenant, r.status, r.raw)
+			}
+		}
+		r := s.sign(tok, newKey(), pngBody)
+		mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+		if got := s.tokens(keys.Bucket(tenant, keys.UserSubject("alice"))); got != "0.000000" {
+			t.Errorf("%s: user bucket t=%q", tenant, got)
+		}
+		if st := s.do(http.MethodGet, "/uploads/"+first.str("urlId"), map[string]string{"Authorization": "Bearer " + tok}, ""); st.str("status") != statusPending {
+			t.Errorf("%s status: %d %s", tenant, st.status, st.raw)
+		}
+	}
+	if strings.Contains(s.log.String(), "CROSSSLOT") {
+		t.Errorf("CROSSSLOT in the log:\n%s", s.log)
+	}
+}
+
+func TestLedgerDownRefundsAndFreesTheKey(t *testing.T) {
+	st := newStack(t)
+	s := start(t, st.env(t))
+	tok := s.token("acme", "alice")
+	ctx := context.Background()
+	if r := s.sign(tok, newKey(), pngBody); r.status != http.StatusCreated {
+		t.Fatalf("sign: %d %s", r.status, r.raw)
+	}
+	userBucket := keys.Bucket("acme", keys.UserSubject("alice"))
+	tenantBucket := keys.TenantBucket("acme")
+	userBefore, tenantBefore := s.tokens(userBucket), s.tokens(tenantBucket)
+
+	st.nats.Stop()
+	key := newKey()
+	r := s.sign(tok, key, pngBody)
+	mustStatus(t, r, http.StatusServiceUnavailable, codeLedgerDown)
+	retryAfter(t, r)
+	if _, ok := r.body["url"]; ok {
+		t.Errorf("a URL left without its ledger record: %s", r.raw)
+	}
+	if u, tn := s.tokens(userBucket), s.tokens(tenantBucket); u != userBefore || tn != tenantBefore {
+		t.Errorf("buckets after the refund: user %q → %q, tenant %q → %q", userBefore, u, tenantBefore, tn)
+	}
+	if n := s.rdb.Exists(ctx, keys.Idempotency("acme", keys.UserSubject("alice"), key)).Val(); n != 0 {
+		t.Error("the idempotency key is still held after the refund")
+	}
+
+	if r := s.do(http.MethodGet, "/readyz", nil, ""); r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.raw), "nats") {
+		t.Errorf("readyz with NATS down: %d %s", r.status, r.raw)
+	}
+
+	st.nats.Start()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r := s.sign(tok, key, pngBody)
+		if r.status == http.StatusCreated {
+			break
+		}
+		if r.code() != codeLedgerDown || time.Now().After(deadline) {
+			t.Fatalf("retry with the same key once the ledger is back: %d %s", r.status, r.raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := s.tokens(userBucket); got != "28.000000" {
+		t.Errorf("user bucket %q after two issued URLs, want 28.000000", got)
+	}
+}
+
+func TestDegradedModeGrantsALocalShare(t *testing.T) {
+	st := newStack(t)
+	env := st.env(t)
+	env["MINTGATE_DEGRADED_MODE"] = "local"
+	env["MINTGATE_REDIS_TIMEOUT"] = "150ms"
+	s := start(t, env)
+	tok := s.token("acme", "alice")
+	st.redis.Stop()
+
+	var created int
+	for range 10 {
+		r := s.sign(tok, newKey(), pngBody)
+		switch r.status {
+		case http.StatusCreated:
+			created++
+		case http.StatusTooManyRequests:
+			if r.header.Get("RateLimit-Limit") != "7" {
+				t.Errorf("degraded 429 RateLimit-Limit %q, want 7", r.header.Get("RateLimit-Limit"))
+			}
+		default:
+			t.Fatalf("degraded sign: %d %s", r.status, r.raw)
+		}
+	}
+	// A quarter of 30 is 7.5 tokens: seven whole URLs.
+	if created != 7 {
+		t.Errorf("%d URLs issued without Redis, want 7 (a quarter of the user limit)", created)
+	}
+	m := s.do(http.MethodGet, "/metrics", nil, "")
+	if !strings.Contains(string(m.raw), "mintgate_signer_degraded_decisions_total 10") {
+		t.Errorf("degraded decisions not counted")
+	}
+}
+
+func TestRateLimitDraftHeaders(t *testing.T) {
+	env := newStack(t).env(t)
+	env["MINTGATE_RATELIMIT_HEADERS"] = "draft"
+	s := start(t, env)
+	tok := s.token("acme", "alice")
+	r := s.sign(tok, newKey(), pngBody)
+	if got := r.header.Get("RateLimit-Policy"); got != `"user";q=30;w=60` {
+		t.Errorf("RateLimit-Policy %q", got)
+	}
+	if got := r.header.Get("RateLimit"); got != `"user";r=29;t=2` {
+		t.Errorf("RateLimit %q", got)
+	}
+	if r.header.Get("RateLimit-Limit") != "" {
+		t.Error("draft form also sends RateLimit-Limit")
+	}
+}
+
+func TestSignResponseAndMetrics(t *testing.T) {
+	s := start(t, newStack(t).env(t))
+	key := newKey()
+	r := s.sign(s.token("acme", "alice"), key, pngBody)
+	if r.status != http.StatusCreated {
+		t.Fatalf("sign: %d %s", r.status, r.raw)
+	}
+	var body signResponse
+	if err := json.Unmarshal(r.raw, &body); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"If-None-Match": "*", "Content-Type": "image/png", "Content-Length": "1024"}
+	for k, v := range want {
+		if body.Headers[k] != v {
+			t.Errorf("headers[%s] = %q, want %q", k, body.Headers[k], v)
+		}
+	}
+	if len(body.Headers) != len(want) || body.Method != http.MethodPut || body.ExpiresIn != 120 {
+		t.Errorf("body %s", r.raw)
+	}
+	if want := s.clock.Now().Add(120 * time.Second).UTC(); !body.ExpiresAt.Equal(want) {
+		t.Errorf("expiresAt %v, want %v", body.ExpiresAt, want)
+	}
+	if body.Key != "incoming/acme/"+body.URLID {
+		t.Errorf("key %q for urlId %q", body.Key, body.URLID)
+	}
+	// The completed record lives as long as the URL; the grant record
+	// outlives the sweeper's check by an hour.
+	ctx := context.Background()
+	idem := keys.Idempotency("acme", keys.UserSubject("alice"), key)
+	if state := s.rdb.HGet(ctx, idem, "state").Val(); state != "done" {
+		t.Errorf("idempotency state %q, want done", state)
+	}
+	if ttl := s.rdb.PTTL(ctx, idem).Val(); ttl <= 110*time.Second || ttl > 120*time.Second {
+		t.Errorf("idempotency record TTL %v, want the URL's 120s", ttl)
+	}
+	grantKey := keys.Grant("acme", body.URLID)
+	if ttl := s.rdb.PTTL(ctx, grantKey).Val(); ttl <= 3700*time.Second || ttl > 3750*time.Second {
+		t.Errorf("grant record TTL %v, want 120s + 30s grace + 1h", ttl)
+	}
+	if sub := s.rdb.HGet(ctx, grantKey, "subject").Val(); sub != "u:alice" {
+		t.Errorf("grant record subject %q", sub)
+	}
+	m := string(s.do(http.MethodGet, "/metrics", nil, "").raw)
+	for _, series := range []string{
+		`mintgate_signer_signs_total{outcome="issued"} 1`,
+		`mintgate_signer_redis_script_seconds_count{script="sign"} 1`,
+		`mintgate_signer_redis_script_seconds_count{script="complete"} 1`,
+		`mintgate_signer_ledger_seconds_count{result="ok"} 1`,
+	} {
+		if !strings.Contains(m, series) {
+			t.Errorf("metrics lack %s", series)
+		}
+	}
+}
