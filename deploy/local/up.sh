@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Runs the whole mintgate stack on loopback, without Docker: Redis, nats-server
+# (≥ 2.12, JetStream with sync_interval: always), versitygw (S3), fauxqs (SQS,
+# with a dead-letter queue), the S3→SQS bridge, then signer, completer and
+# sweeper. Installs what is missing (cached in .tools/), waits until every
+# part is ready, prints one ready line, and stops everything it started, by
+# PID, on Ctrl-C. State lives in .stack/ and is wiped at each start.
+#
+# Ports can be moved with MINTGATE_PORT_<NAME> (REDIS NATS S3 SQS BRIDGE
+# SIGNER COMPLETER SWEEPER).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+export MINTGATE_TOOLS=${MINTGATE_TOOLS:-$root/.tools}
+stack=$root/.stack
+tools=$MINTGATE_TOOLS
+
+p_redis=${MINTGATE_PORT_REDIS:-16379}
+p_nats=${MINTGATE_PORT_NATS:-14222}
+p_s3=${MINTGATE_PORT_S3:-17070}
+p_sqs=${MINTGATE_PORT_SQS:-14566}
+p_bridge=${MINTGATE_PORT_BRIDGE:-17071}
+p_signer=${MINTGATE_PORT_SIGNER:-8080}
+p_completer=${MINTGATE_PORT_COMPLETER:-8081}
+p_sweeper=${MINTGATE_PORT_SWEEPER:-8082}
+
+log() { echo "up: $*" >&2; }
+
+pids=()
+cleanup() {
+  trap - INT TERM EXIT
+  if ((${#pids[@]})); then
+    log "stopping ${#pids[@]} processes"
+    # Reverse order: services first, then the servers they need.
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[i]}" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -KILL "$pid" 2>/dev/null || true
+    done
+  fi
+  rm -f "$stack/pids"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# A stack left over from a run that was killed hard: end it by its PIDs.
+if [ -f "$stack/pids" ]; then
+  while read -r pid; do kill -TERM "$pid" 2>/dev/null || true; done <"$stack/pids"
+  sleep 1
+fi
+
+for p in $p_redis $p_nats $p_s3 $p_sqs $p_bridge $p_signer $p_completer $p_sweeper; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+    log "port $p is already in use; set MINTGATE_PORT_<NAME> to move a part"; exit 1
+  fi
+done
+
+"$root/deploy/local/tools.sh" redis nats versitygw fauxqs
+export PATH=$tools/bin:$PATH
+
+rm -rf "$stack"
+mkdir -p "$stack/bin" "$stack/logs" "$stack/nats" "$stack/s3/data" "$stack/s3/meta"
+log "building the services"
+go build -o "$stack/bin/" ./signer ./completer ./sweeper ./deploy/s3bridge ./deploy/local/devtoken
+
+# start NAME CMD...: runs CMD in the background with its output in logs/NAME.log.
+start() {
+  local name=$1; shift
+  "$@" >"$stack/logs/$name.log" 2>&1 &
+  pids+=($!)
+  echo $! >>"$stack/pids"
+}
+
+# wait_for NAME CHECK...: retries CHECK for up to 60 s.
+wait_for() {
+  local name=$1; shift
+  for _ in $(seq 600); do
+    if "$@" >/dev/null 2>&1; then return; fi
+    sleep 0.1
+  done
+  log "$name did not become ready; its log:"; tail -n 30 "$stack/logs/$name.log" >&2; exit 1
+}
+tcp() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+http_ok() { curl -fsS -o /dev/null "$1"; }
+
+# Credentials of the local S3 and SQS servers only; never real AWS.
+export AWS_ACCESS_KEY_ID=mintgate-local AWS_SECRET_ACCESS_KEY=mintgate-local-secret AWS_REGION=us-east-1
+bucket=uploads
+
+start redis redis-server --port "$p_redis" --bind 127.0.0.1 --save "" --appendonly no
+wait_for redis tcp "$p_redis"
+
+cat >"$stack/nats.conf" <<CONF
+listen: "127.0.0.1:$p_nats"
+http: "127.0.0.1:$((p_nats + 1))"
+jetstream {
+  store_dir: "$stack/nats"
+  sync_interval: always
+}
+CONF
+start nats nats-server -c "$stack/nats.conf"
+wait_for nats http_ok "http://127.0.0.1:$((p_nats + 1))/healthz?js-enabled-only=true"
+
+. "$root/deploy/local/s3sqs.sh"
+start_s3sqs
+
+secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+common=(
+  MINTGATE_REDIS_URL="redis://127.0.0.1:$p_redis/0"
+  MINTGATE_NATS_URL="nats://127.0.0.1:$p_nats"
+  MINTGATE_URL_TTL=120s
+  MINTGATE_SWEEP_GRACE=30s
+)
+start signer env "${common[@]}" \
+  MINTGATE_HTTP_ADDR="127.0.0.1:$p_signer" \
+  MINTGATE_S3_BUCKET="$bucket" MINTGATE_S3_ENDPOINT="http://127.0.0.1:$p_s3" \
+  MINTGATE_S3_PATH_STYLE=true MINTGATE_S3_REGION=us-east-1 \
+  MINTGATE_JWT_HS256_SECRET="$secret" MINTGATE_ANON_TENANTS=demo \
+  MINTGATE_IP_HASH_SECRET="$secret" MINTGATE_DEMO_PAGE=on \
+  "$stack/bin/signer"
+start completer env "${common[@]}" \
+  MINTGATE_HTTP_ADDR="127.0.0.1:$p_completer" \
+  MINTGATE_SQS_QUEUE_URL="$queue_url" MINTGATE_SQS_ENDPOINT="http://127.0.0.1:$p_sqs" \
+  "$stack/bin/completer"
+start sweeper env "${common[@]}" \
+  MINTGATE_HTTP_ADDR="127.0.0.1:$p_sweeper" \
+  "$stack/bin/sweeper"
+wait_for signer http_ok "http://127.0.0.1:$p_signer/readyz"
+wait_for completer http_ok "http://127.0.0.1:$p_completer/readyz"
+wait_for sweeper http_ok "http://127.0.0.1:$p_sweeper/readyz"
+
+token=$("$stack/bin/devtoken" -secret "$secret" -tenant acme -sub alice -ttl 24h)
+cat <<MSG
+
+mintgate is ready: signer http://127.0.0.1:$p_signer  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  (S3 http://127.0.0.1:$p_s3, SQS http://127.0.0.1:$p_sqs, Redis 127.0.0.1:$p_redis, NATS 127.0.0.1:$p_nats; logs in .stack/logs)
+
+Try it (a dev JWT for tenant acme, user alice, valid 24 h):
+  curl -s -X POST http://127.0.0.1:$p_signer/uploads/sign \\
+    -H 'Authorization: Bearer $token' \\
+    -H "Idempotency-Key: \$(date +%s%N)" -H 'Content-Type: application/json' \\
+    -d '{"contentType":"image/png","contentLength":5}'
+then PUT 5 bytes to the returned url with the returned headers.
+Ctrl-C stops everything.
+MSG
+echo "$token" >"$stack/devtoken"
+wait -n "${pids[@]}" || true
+log "a process exited; see .stack/logs"
