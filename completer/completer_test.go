@@ -15,11 +15,13 @@ import (
 )
 
 const (
-	received    = "mintgate_completer_messages_received_total"
-	deleted     = "mintgate_completer_messages_deleted_total"
-	recordsDone = "mintgate_completer_records_done_total"
-	unparseable = "mintgate_completer_unparseable_total"
-	handleErrs  = `mintgate_completer_errors_total{op="handle"}`
+	received     = "mintgate_completer_messages_received_total"
+	deleted      = "mintgate_completer_messages_deleted_total"
+	recordsDone  = "mintgate_completer_records_done_total"
+	unparseable  = "mintgate_completer_unparseable_total"
+	handleErrs   = `mintgate_completer_errors_total{op="handle"}`
+	messagesHeld = "mintgate_completer_messages_held"
+	extensions   = "mintgate_completer_visibility_extensions_total"
 )
 
 func ignored(reason string) string {
@@ -144,14 +146,18 @@ func TestRedisOutage(t *testing.T) {
 		s.send(t, fixture(t, "direct-put.json", ids[i]))
 	}
 	eventually(t, "a failed handle", func() bool { return s.metric(t, handleErrs) >= 1 })
-	// The receivers stop receiving while they probe Redis with backoff:
-	// twenty probes span several visibility timeouts (1 s), so a receiver
-	// that kept receiving would have taken some message a second time.
+	// The receivers stop receiving while they probe Redis with backoff, and
+	// those holding messages keep them invisible: twenty probes span several
+	// visibility timeouts (1 s), so a receiver that kept receiving, or a
+	// held message that was let go, would have been received a second time.
 	eventually(t, "receivers probing Redis instead of receiving", func() bool {
-		return strings.Count(s.log.String(), "store unavailable, not receiving") >= 20
+		return strings.Count(s.log.String(), "store unavailable, ") >= 20
 	})
 	if got := s.metric(t, received); got > float64(len(ids)) {
 		t.Fatalf("%v receives of %d messages while Redis was down", got, len(ids))
+	}
+	if s.metric(t, messagesHeld) < 1 || s.metric(t, extensions) < 1 {
+		t.Fatalf("held %v, visibility extensions %v during the outage", s.metric(t, messagesHeld), s.metric(t, extensions))
 	}
 	if got := s.metric(t, deleted); got != 0 {
 		t.Fatalf("%v messages deleted while Redis was down", got)
@@ -166,6 +172,12 @@ func TestRedisOutage(t *testing.T) {
 	eventually(t, "all deleted", func() bool { return s.metric(t, deleted) == float64(len(ids)) && s.inQueue(t, s.q.URL) == 0 })
 	if n := s.inQueue(t, s.q.DLQURL); n != 0 {
 		t.Errorf("%d messages went to the DLQ during the outage", n)
+	}
+	if got := s.metric(t, received); got != float64(len(ids)) {
+		t.Errorf("%v receives of %d messages: the outage added receives", got, len(ids))
+	}
+	if got := s.metric(t, messagesHeld); got != 0 {
+		t.Errorf("%v messages still held after Redis came back", got)
 	}
 	resp, err := http.Get("http://" + s.addr + "/readyz")
 	if err != nil {

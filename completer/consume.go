@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,6 +21,7 @@ import (
 type queue interface {
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
 // Receive parameters: the longest long poll, the largest batch.
@@ -27,9 +30,26 @@ const (
 	maxMessages = 10
 )
 
+// Holding defaults: a held message is kept invisible for holdVisibility,
+// renewed every holdVisibility/3, so a held message whose holder died
+// reappears within 30 s.
+const holdVisibility = 30 * time.Second
+
 // consumer is the loop around a handler: it receives, parses, hands each
 // notification to handle, deletes what was handled, leaves what was not,
-// and backs off when handling fails. It knows nothing of Redis or uploads.
+// and holds what it could not handle while handle's store is down. It
+// knows nothing of Redis or uploads.
+//
+// SQS counts every receive toward the queue's maxReceiveCount, and an
+// outage of the store must not move good messages to the dead-letter queue.
+// So a store outage adds no receive beyond the first of each message: the
+// receiver that holds a message keeps it invisible (ChangeMessageVisibility)
+// until the store answers and the message is handled, and no receiver
+// starts a long poll while the gate is down. A long poll already in flight
+// is never cut short for the gate: SQS would still complete it server-side
+// (a "ghost" receive: messages taken, a receive counted, hidden for the
+// visibility timeout, never seen by us); it runs to its end and what it
+// returns is held too.
 type consumer struct {
 	q          queue
 	queueURL   string
@@ -42,10 +62,21 @@ type consumer struct {
 	m       *metrics
 	log     *slog.Logger
 	backoff backoff
+	// hold is the visibility timeout (whole seconds) given to held
+	// messages, renewed every extendEvery; 0 means holdVisibility and a
+	// third of it.
+	hold, extendEvery time.Duration
+}
+
+// pending is a parsed message not yet handled.
+type pending struct {
+	msg types.Message
+	n   s3event.Notification
 }
 
 // run starts receivers concurrent long-polling loops and returns when ctx
-// ends and each has finished the batch in its hands.
+// ends and each has finished the batch in its hands (or, holding messages
+// for the store, left them to reappear).
 func (c *consumer) run(ctx context.Context, receivers int) {
 	var wg sync.WaitGroup
 	for i := range receivers {
@@ -54,7 +85,8 @@ func (c *consumer) run(ctx context.Context, receivers int) {
 	wg.Wait()
 }
 
-// loop is one receiver: long poll, handle the batch, delete, repeat.
+// loop is one receiver: long poll, handle the batch, delete, hold what
+// could not be handled until it can, repeat.
 func (c *consumer) loop(ctx context.Context, id int) {
 	log := c.log.With("receiver", id)
 	failures := 0
@@ -64,6 +96,9 @@ func (c *consumer) loop(ctx context.Context, id int) {
 		}
 		if c.gate.isDown() {
 			if err := c.ready(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
 				failures++
 				log.Warn("store unavailable, not receiving", "err", err)
 				continue
@@ -71,107 +106,78 @@ func (c *consumer) loop(ctx context.Context, id int) {
 			c.gate.up()
 			log.Info("store available again, receiving")
 		}
-		// A long poll in flight when another receiver finds the store down
-		// is cut short, so it does not take (and count a receive of)
-		// messages it could not handle.
-		rctx, stop := c.gate.whileUp(ctx)
-		out, err := c.q.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
+		// Only shutdown cuts a long poll short. SQS may still complete
+		// it server-side: up to ten messages get one receive counted and
+		// stay hidden for the visibility timeout without our seeing them.
+		// That is one such receive per receiver per shutdown, which the
+		// redrive policy's maxReceiveCount must leave room for.
+		out, err := c.q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(c.queueURL),
 			MaxNumberOfMessages:         maxMessages,
 			WaitTimeSeconds:             waitSeconds,
 			VisibilityTimeout:           int32(c.visibility / time.Second),
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
 		})
-		stop()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
-			}
-			if rctx.Err() != nil {
-				continue // the gate closed; wait for the store above
 			}
 			c.m.errors.WithLabelValues(opReceive).Inc()
 			failures++
 			log.Error("receive failed", "err", err)
 			continue
 		}
+		failures = 0
 		c.m.received.Add(float64(len(out.Messages)))
-		// A batch in hand is finished even during shutdown: deleting what
-		// was handled saves a redelivery.
+		c.work(ctx, log, out.Messages)
+	}
+}
+
+// work handles a received batch, or holds it while the store is down. A
+// batch in hand is finished even during shutdown: deleting what was
+// handled saves a redelivery.
+func (c *consumer) work(ctx context.Context, log *slog.Logger, msgs []types.Message) {
+	var rest []pending
+	if c.gate.isDown() {
+		// Another receiver found the store down while this poll was in
+		// flight: trying would only fail; hold the messages instead.
+		rest = c.parse(log, msgs)
+	} else {
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		ok := c.batch(bctx, log, out.Messages)
+		rest = c.batch(bctx, log, msgs)
 		cancel()
-		if ok {
-			failures = 0
-		} else {
-			failures++
+		if len(rest) > 0 {
 			c.gate.down()
 		}
+	}
+	if len(rest) > 0 {
+		c.holdUntilHandled(ctx, log, rest)
 	}
 }
 
 // gate is shared by the receivers: closed while handle's store is down, so
-// none of them receives (SQS counts every receive toward the queue's
-// maxReceiveCount, and an outage must not move good messages to the
-// dead-letter queue).
-type gate struct {
-	mu     sync.Mutex
-	closed bool
-	cut    context.Context // canceled when the gate closes
-	cancel context.CancelFunc
-}
+// none of them starts a long poll (it could only take messages it cannot
+// handle).
+type gate struct{ closed atomic.Bool }
 
-func newGate() *gate {
-	g := &gate{}
-	g.cut, g.cancel = context.WithCancel(context.Background())
-	return g
-}
+func newGate() *gate { return &gate{} }
 
-func (g *gate) isDown() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.closed
-}
+func (g *gate) isDown() bool { return g.closed.Load() }
 
-// down closes the gate and cuts the long polls in flight.
-func (g *gate) down() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.closed = true
-	g.cancel()
-}
+// down closes the gate. Long polls in flight go on: see consumer.
+func (g *gate) down() { g.closed.Store(true) }
 
 // up opens the gate again.
-func (g *gate) up() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		g.closed = false
-		g.cut, g.cancel = context.WithCancel(context.Background())
-	}
-}
+func (g *gate) up() { g.closed.Store(false) }
 
-// whileUp is ctx, also canceled when the gate closes.
-func (g *gate) whileUp(ctx context.Context) (context.Context, context.CancelFunc) {
-	g.mu.Lock()
-	cut := g.cut
-	g.mu.Unlock()
-	rctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(cut, cancel)
-	return rctx, func() { stop(); cancel() }
-}
-
-// batch handles msgs in order and deletes those fully handled. It stops at
-// the first failure of handle (the store is likely down; the rest come
-// back after the visibility timeout) and reports whether there was one.
-func (c *consumer) batch(ctx context.Context, log *slog.Logger, msgs []types.Message) bool {
-	ok := true
-	var handled []types.Message
+// parse keeps the messages that are S3 event notifications. The others are
+// not deleted: they come back until the redrive policy moves them to the
+// dead-letter queue, where a person can look at them.
+func (c *consumer) parse(log *slog.Logger, msgs []types.Message) []pending {
+	ps := make([]pending, 0, len(msgs))
 	for _, msg := range msgs {
 		n, err := s3event.Parse([]byte(aws.ToString(msg.Body)))
 		if err != nil {
-			// Not deleted: it comes back until the redrive policy moves it
-			// to the dead-letter queue, where a person can look at it.
 			c.m.unparseable.Inc()
 			log.Warn("unparseable message left for the dead-letter queue", "err", err,
 				"messageId", aws.ToString(msg.MessageId),
@@ -179,16 +185,157 @@ func (c *consumer) batch(ctx context.Context, log *slog.Logger, msgs []types.Mes
 				"body", truncate(aws.ToString(msg.Body), 512))
 			continue
 		}
-		if err := c.handle(ctx, n); err != nil {
-			c.m.errors.WithLabelValues(opHandle).Inc()
-			log.Error("handle failed; message left in the queue", "err", err, "messageId", aws.ToString(msg.MessageId))
-			ok = false
-			break
-		}
-		handled = append(handled, msg)
+		ps = append(ps, pending{msg: msg, n: n})
 	}
+	return ps
+}
+
+// batch parses msgs, handles them in order and deletes those fully
+// handled. It stops at the first failure of handle (the store is likely
+// down) and returns the messages from there on, not handled.
+func (c *consumer) batch(ctx context.Context, log *slog.Logger, msgs []types.Message) []pending {
+	handled, rest := c.handleAll(ctx, log, c.parse(log, msgs))
 	c.delete(ctx, log, handled)
-	return ok
+	return rest
+}
+
+// handleAll handles ps in order up to the first failure: it returns the
+// messages handled and the ones not.
+func (c *consumer) handleAll(ctx context.Context, log *slog.Logger, ps []pending) (handled []types.Message, rest []pending) {
+	for i, p := range ps {
+		if err := c.handle(ctx, p.n); err != nil {
+			c.m.errors.WithLabelValues(opHandle).Inc()
+			log.Error("handle failed; message held until the store answers", "err", err, "messageId", aws.ToString(p.msg.MessageId))
+			return handled, ps[i:]
+		}
+		handled = append(handled, p.msg)
+	}
+	return handled, nil
+}
+
+// held is the messages a receiver holds, shared with its extender.
+type held struct {
+	mu sync.Mutex // held across a visibility change, so none races a delete
+	ps []pending
+}
+
+// holdUntilHandled keeps ps, which the store's outage kept from being
+// handled, in this receiver's hands: it extends their visibility while it
+// waits for the store (ping with capped backoff and jitter), then handles
+// and deletes them. The gate stays closed meanwhile. On shutdown it stops
+// extending and leaves the messages not handled: they reappear after their
+// visibility timeout, and nothing is deleted that was not handled.
+//
+// SQS limits a message's visibility to 12 h from its receipt: in a longer
+// outage the extensions fail and the messages reappear; no receiver polls
+// while the gate is down, so they are received again only once the store is
+// back.
+func (c *consumer) holdUntilHandled(ctx context.Context, log *slog.Logger, ps []pending) {
+	h := &held{ps: ps}
+	c.m.held.Add(float64(len(ps)))
+	var wg sync.WaitGroup
+	ectx, stopExtending := context.WithCancel(ctx)
+	defer func() {
+		stopExtending()
+		wg.Wait()
+		if n := len(h.ps); n > 0 {
+			c.m.held.Sub(float64(n))
+			log.Warn("shutting down; held messages left to reappear after their visibility timeout", "messages", n)
+		}
+	}()
+	if ctx.Err() != nil {
+		return
+	}
+	log.Warn("holding messages until the store answers", "messages", len(ps))
+	wg.Go(func() { c.extendWhileHeld(ectx, log, h) })
+	failures := 0
+	for {
+		if failures > 0 && !sleep(ctx, c.backoff.wait(failures)) {
+			return
+		}
+		if err := c.ready(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			log.Warn("store unavailable, holding messages", "messages", len(ps), "err", err)
+			continue
+		}
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		handled, rest := c.handleAll(bctx, log, ps)
+		h.mu.Lock()
+		h.ps, ps = rest, rest
+		h.mu.Unlock()
+		c.m.held.Sub(float64(len(handled)))
+		c.delete(bctx, log, handled)
+		cancel()
+		if len(rest) == 0 {
+			c.gate.up()
+			log.Info("store available again, held messages handled", "messages", len(handled))
+			return
+		}
+		c.gate.down()
+		failures++
+	}
+}
+
+// extendWhileHeld renews the visibility of h's messages at once and then
+// every extendEvery until ctx ends.
+func (c *consumer) extendWhileHeld(ctx context.Context, log *slog.Logger, h *held) {
+	vis, every := c.hold, c.extendEvery
+	if vis == 0 {
+		vis = holdVisibility
+	}
+	if every == 0 {
+		every = vis / 3
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		h.mu.Lock()
+		if len(h.ps) > 0 {
+			cctx, cancel := context.WithTimeout(ctx, every)
+			c.extend(cctx, log, h.ps, vis)
+			cancel()
+		}
+		h.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// extend sets the visibility timeout of ps to vis from now, in batches of
+// at most ten. A failed extension is counted and logged; the message stays
+// held (if it reappears and is received again, handling it twice is safe).
+func (c *consumer) extend(ctx context.Context, log *slog.Logger, ps []pending, vis time.Duration) {
+	for len(ps) > 0 {
+		chunk := ps[:min(len(ps), maxMessages)]
+		ps = ps[len(chunk):]
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+		for i, p := range chunk {
+			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
+				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: p.msg.ReceiptHandle, VisibilityTimeout: int32(vis / time.Second),
+			}
+		}
+		out, err := c.q.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(c.queueURL), Entries: entries})
+		if err != nil {
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return // shutdown
+			}
+			c.m.errors.WithLabelValues(opExtend).Add(float64(len(chunk)))
+			log.Error("visibility extension failed; held messages may reappear", "err", err, "messages", len(chunk))
+			continue
+		}
+		for _, f := range out.Failed {
+			c.m.errors.WithLabelValues(opExtend).Inc()
+			log.Error("visibility extension failed; the held message may reappear", "id", aws.ToString(f.Id),
+				"code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
+		}
+		c.m.extended.Add(float64(len(out.Successful)))
+	}
 }
 
 // delete removes handled messages in batches of at most ten. A failed

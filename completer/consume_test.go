@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,17 +23,34 @@ import (
 	"github.com/mintgate/mintgate/shared/s3event"
 )
 
-// fakeQueue records deletions; some receipt handles fail to delete.
+// fakeQueue records deletions and visibility changes; some receipt
+// handles fail to delete. A receive returns the next batch sent on deliver
+// (never, when deliver is nil) or ends with its context.
 type fakeQueue struct {
-	mu       sync.Mutex
-	deleted  []string
-	failing  map[string]bool
-	batchLen []int
+	mu         sync.Mutex
+	deleted    []string
+	failing    map[string]bool
+	batchLen   []int
+	extended   []string // receipt handles, once per extension
+	visibility []int32
+	deliver    chan []types.Message
+	receives   int // ReceiveMessage calls
+	cut        int // of which ended by their context
 }
 
 func (f *fakeQueue) ReceiveMessage(ctx context.Context, _ *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	<-ctx.Done()
-	return nil, ctx.Err()
+	f.mu.Lock()
+	f.receives++
+	f.mu.Unlock()
+	select {
+	case msgs := <-f.deliver:
+		return &sqs.ReceiveMessageOutput{Messages: msgs}, nil
+	case <-ctx.Done():
+		f.mu.Lock()
+		f.cut++
+		f.mu.Unlock()
+		return nil, ctx.Err()
+	}
 }
 
 func (f *fakeQueue) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
@@ -52,6 +70,31 @@ func (f *fakeQueue) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageB
 	return out, nil
 }
 
+func (f *fakeQueue) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &sqs.ChangeMessageVisibilityBatchOutput{}
+	for _, e := range in.Entries {
+		f.extended = append(f.extended, aws.ToString(e.ReceiptHandle))
+		f.visibility = append(f.visibility, e.VisibilityTimeout)
+		out.Successful = append(out.Successful, types.ChangeMessageVisibilityBatchResultEntry{Id: e.Id})
+	}
+	return out, nil
+}
+
+// state is a copy of what f saw.
+func (f *fakeQueue) state() (deleted, extended []string, receives, cut int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.deleted), slices.Clone(f.extended), f.receives, f.cut
+}
+
+func (f *fakeQueue) visibilitySeen() []int32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.visibility)
+}
+
 func msg(handle, body string) types.Message {
 	return types.Message{ReceiptHandle: aws.String(handle), MessageId: aws.String(handle), Body: aws.String(body)}
 }
@@ -66,8 +109,8 @@ func newTestConsumer(q queue, handle func(context.Context, s3event.Notification)
 const goodBody = `{"Records":[{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"incoming/acme/7c9e6679-7425-40de-944b-e07fc1f90ae7"}}}]}`
 
 // TestBatchDeletesOnlyHandledMessages: unparseable messages stay for the
-// DLQ; a handle failure stops the batch and leaves the rest; what was
-// handled before it is deleted in one batch call.
+// DLQ; a handle failure stops the batch and returns the rest (to hold); what
+// was handled before it is deleted in one batch call.
 func TestBatchDeletesOnlyHandledMessages(t *testing.T) {
 	q := &fakeQueue{}
 	calls := 0
@@ -78,11 +121,11 @@ func TestBatchDeletesOnlyHandledMessages(t *testing.T) {
 		}
 		return nil
 	})
-	ok := c.batch(context.Background(), c.log, []types.Message{
+	rest := c.batch(context.Background(), c.log, []types.Message{
 		msg("a", goodBody), msg("junk", "not json"), msg("b", goodBody), msg("fails", goodBody), msg("after", goodBody),
 	})
-	if ok {
-		t.Error("batch reported success despite a failed handle")
+	if len(rest) != 2 || aws.ToString(rest[0].msg.ReceiptHandle) != "fails" || aws.ToString(rest[1].msg.ReceiptHandle) != "after" {
+		t.Errorf("not handled: %v, want fails and after", rest)
 	}
 	if !slices.Equal(q.deleted, []string{"a", "b"}) || !slices.Equal(q.batchLen, []int{2}) {
 		t.Errorf("deleted %v in batches %v", q.deleted, q.batchLen)
@@ -99,34 +142,179 @@ func TestBatchDeletesOnlyHandledMessages(t *testing.T) {
 func TestFailedDeletesAreCounted(t *testing.T) {
 	q := &fakeQueue{failing: map[string]bool{"b": true}}
 	c, m := newTestConsumer(q, func(context.Context, s3event.Notification) error { return nil })
-	if !c.batch(context.Background(), c.log, []types.Message{msg("a", goodBody), msg("b", goodBody)}) {
-		t.Fatal("batch failed")
+	if rest := c.batch(context.Background(), c.log, []types.Message{msg("a", goodBody), msg("b", goodBody)}); len(rest) != 0 {
+		t.Fatalf("batch left %v", rest)
 	}
 	if testutil.ToFloat64(m.deleted) != 1 || testutil.ToFloat64(m.errors.WithLabelValues(opDelete)) != 1 {
 		t.Errorf("deleted %v, delete errors %v", testutil.ToFloat64(m.deleted), testutil.ToFloat64(m.errors.WithLabelValues(opDelete)))
 	}
 }
 
-// TestGateCutsLongPolls: when one receiver finds the store down, the long
-// polls of the others end instead of taking messages they cannot handle.
-func TestGateCutsLongPolls(t *testing.T) {
-	g := newGate()
-	ctx, stop := g.whileUp(context.Background())
-	defer stop()
-	g.down()
-	select {
-	case <-ctx.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("a long poll outlived the gate")
+// store is a fake Redis for the consumer: handle and ready fail while
+// it is down; handle records what it marked.
+type store struct {
+	down   atomic.Bool
+	mu     sync.Mutex
+	tries  int
+	marked []string
+}
+
+func (s *store) handle(_ context.Context, n s3event.Notification) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tries++
+	if s.down.Load() {
+		return errors.New("connection refused")
 	}
-	if !g.isDown() {
-		t.Fatal("gate open")
+	key, _ := n.Records[0].ObjectKey()
+	s.marked = append(s.marked, key)
+	return nil
+}
+
+func (s *store) ready(context.Context) error {
+	if s.down.Load() {
+		return errors.New("connection refused")
 	}
-	g.up()
-	ctx2, stop2 := g.whileUp(context.Background())
-	defer stop2()
-	if ctx2.Err() != nil || g.isDown() {
-		t.Fatal("gate did not open again")
+	return nil
+}
+
+func (s *store) state() (tries int, marked []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tries, slices.Clone(s.marked)
+}
+
+// startHolding runs one receiver against q and st with fast extensions,
+// until the test ends or stop is called.
+func startHolding(t *testing.T, q *fakeQueue, st *store) (*consumer, *metrics, func()) {
+	t.Helper()
+	c, m := newTestConsumer(q, st.handle)
+	c.ready = st.ready
+	c.hold, c.extendEvery = 30*time.Second, 5*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.run(ctx, 1) }()
+	stop := func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("consumer did not stop")
+		}
+	}
+	t.Cleanup(stop)
+	return c, m, stop
+}
+
+// TestOutageHoldsAndExtends: a message whose handling fails because the
+// store is down stays with its receiver, its visibility extended, not
+// released for a second receive; the receiver starts no new poll; once the
+// store answers it is handled once and deleted, and the extensions stop.
+func TestOutageHoldsAndExtends(t *testing.T) {
+	q := &fakeQueue{deliver: make(chan []types.Message)}
+	st := &store{}
+	st.down.Store(true)
+	c, m, _ := startHolding(t, q, st)
+	q.deliver <- []types.Message{msg("a", goodBody), msg("junk", "not json")}
+
+	eventually(t, "held message extended several times", func() bool {
+		_, ext, _, _ := q.state()
+		return len(ext) >= 5
+	})
+	deleted, ext, receives, _ := q.state()
+	if len(deleted) != 0 || receives != 1 {
+		t.Fatalf("during the outage: deleted %v, %d receives; want none deleted and no new poll", deleted, receives)
+	}
+	for _, h := range ext {
+		if h != "a" {
+			t.Fatalf("extended %q; only the held message (not the unparseable one) is extended", h)
+		}
+	}
+	if got := slices.Compact(q.visibilitySeen()); !slices.Equal(got, []int32{30}) {
+		t.Errorf("visibility timeouts %v, want 30", got)
+	}
+	if !c.gate.isDown() || testutil.ToFloat64(m.held) != 1 || testutil.ToFloat64(m.extended) < 5 {
+		t.Errorf("gate down %v, held %v, extended %v", c.gate.isDown(), testutil.ToFloat64(m.held), testutil.ToFloat64(m.extended))
+	}
+
+	st.down.Store(false)
+	eventually(t, "held message handled and deleted", func() bool {
+		deleted, _, _, _ := q.state()
+		return slices.Equal(deleted, []string{"a"})
+	})
+	eventually(t, "receiving again", func() bool {
+		_, _, receives, _ := q.state()
+		return receives == 2
+	})
+	_, ext, _, _ = q.state()
+	time.Sleep(50 * time.Millisecond)
+	if _, ext2, _, _ := q.state(); len(ext2) != len(ext) {
+		t.Errorf("%d extensions after the message was deleted", len(ext2)-len(ext))
+	}
+	if _, marked := st.state(); len(marked) != 1 {
+		t.Errorf("marked %v, want the one upload once", marked)
+	}
+	if c.gate.isDown() || testutil.ToFloat64(m.held) != 0 || testutil.ToFloat64(m.unparseable) != 1 || testutil.ToFloat64(m.deleted) != 1 {
+		t.Errorf("gate down %v, held %v, unparseable %v, deleted %v", c.gate.isDown(), testutil.ToFloat64(m.held),
+			testutil.ToFloat64(m.unparseable), testutil.ToFloat64(m.deleted))
+	}
+}
+
+// TestPollInFlightWhenGateCloses: a long poll in flight when the gate
+// closes is not cut short (SQS would complete it server-side anyway); what
+// it returns is held without trying the store, and handled once it answers.
+func TestPollInFlightWhenGateCloses(t *testing.T) {
+	q := &fakeQueue{deliver: make(chan []types.Message)}
+	st := &store{}
+	c, m, _ := startHolding(t, q, st)
+	eventually(t, "poll in flight", func() bool {
+		_, _, receives, _ := q.state()
+		return receives == 1
+	})
+	st.down.Store(true)
+	c.gate.down() // another receiver found the store down
+	time.Sleep(20 * time.Millisecond)
+	q.deliver <- []types.Message{msg("a", goodBody)}
+	eventually(t, "message held", func() bool {
+		_, ext, _, _ := q.state()
+		return len(ext) >= 2
+	})
+	if tries, _ := st.state(); tries != 0 {
+		t.Errorf("handle tried %d times while the gate was down", tries)
+	}
+	if _, _, receives, cut := q.state(); receives != 1 || cut != 0 {
+		t.Errorf("%d receives, %d cut short; want the one poll, run to its end", receives, cut)
+	}
+	st.down.Store(false)
+	eventually(t, "held message handled and deleted", func() bool {
+		deleted, _, _, _ := q.state()
+		return slices.Equal(deleted, []string{"a"})
+	})
+	if tries, marked := st.state(); tries != 1 || len(marked) != 1 || testutil.ToFloat64(m.held) != 0 {
+		t.Errorf("handle tried %d times, marked %v, held %v", tries, marked, testutil.ToFloat64(m.held))
+	}
+}
+
+// TestShutdownWhileHolding: on shutdown a holder stops extending and leaves
+// its messages to reappear; nothing not handled is deleted.
+func TestShutdownWhileHolding(t *testing.T) {
+	q := &fakeQueue{deliver: make(chan []types.Message)}
+	st := &store{}
+	st.down.Store(true)
+	_, m, stop := startHolding(t, q, st)
+	q.deliver <- []types.Message{msg("a", goodBody), msg("b", goodBody)}
+	eventually(t, "messages held", func() bool {
+		_, ext, _, _ := q.state()
+		return len(ext) >= 4
+	})
+	stop()
+	deleted, ext, _, _ := q.state()
+	time.Sleep(30 * time.Millisecond)
+	if _, ext2, _, _ := q.state(); len(deleted) != 0 || len(ext2) != len(ext) {
+		t.Errorf("after shutdown: deleted %v, %d more extensions", deleted, len(ext2)-len(ext))
+	}
+	if testutil.ToFloat64(m.held) != 0 {
+		t.Errorf("held %v after shutdown", testutil.ToFloat64(m.held))
 	}
 }
 

@@ -54,8 +54,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 
-	// Redis connects lazily: a completer started while Redis is down
-	// receives nothing until it answers (and /readyz says why).
+	// Redis connects lazily: a completer started while Redis is down holds
+	// what its first receives bring, and receives nothing more, until it
+	// answers (and /readyz says why).
 	rdb, err := c.Redis.Client()
 	if err != nil {
 		return err

@@ -18,7 +18,9 @@ type metrics struct {
 	done         prometheus.Counter
 	ignored      *prometheus.CounterVec // by reason
 	unparseable  prometheus.Counter
-	errors       *prometheus.CounterVec // by op: receive, handle, delete
+	held         prometheus.Gauge
+	extended     prometheus.Counter
+	errors       *prometheus.CounterVec // by op: receive, handle, delete, extend
 	redisSeconds prometheus.Histogram
 }
 
@@ -44,9 +46,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mintgate_completer_unparseable_total",
 			Help: "Messages that are not S3 event notifications, left in the queue for its redrive policy to move to the dead-letter queue.",
 		}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mintgate_completer_messages_held",
+			Help: "SQS messages received but not handled because Redis is down, held (kept invisible) until it answers.",
+		}),
+		extended: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_completer_visibility_extensions_total",
+			Help: "Visibility timeout extensions of held messages (one per message per extension).",
+		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_completer_errors_total",
-			Help: "Failures by operation: receive (SQS), handle (Redis), delete (SQS).",
+			Help: "Failures by operation: receive (SQS), handle (Redis), delete (SQS), extend (SQS visibility of held messages).",
 		}, []string{"op"}),
 		redisSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "mintgate_completer_redis_seconds",
@@ -57,10 +67,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{ignoredTestEvent, ignoredNotCreated, ignoredOutside, ignoredTenant, ignoredURLID} {
 		m.ignored.WithLabelValues(r)
 	}
-	for _, op := range []string{opReceive, opHandle, opDelete} {
+	for _, op := range []string{opReceive, opHandle, opDelete, opExtend} {
 		m.errors.WithLabelValues(op)
 	}
-	reg.MustRegister(m.received, m.deleted, m.done, m.ignored, m.unparseable, m.errors, m.redisSeconds)
+	reg.MustRegister(m.received, m.deleted, m.done, m.ignored, m.unparseable, m.held, m.extended, m.errors, m.redisSeconds)
 	return m
 }
 
@@ -69,4 +79,5 @@ const (
 	opReceive = "receive"
 	opHandle  = "handle"
 	opDelete  = "delete"
+	opExtend  = "extend"
 )

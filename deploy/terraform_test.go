@@ -444,15 +444,17 @@ func TestTerraformLeastPrivilege(t *testing.T) {
 		t.Fatalf("completer policy: want one statement, got %d", len(completerSt))
 	}
 	s := completerSt[0]
-	// DeleteMessageBatch is authorised by sqs:DeleteMessage; GetQueueAttributes
-	// is the completer's read-only readiness check.
-	allowed := []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+	// DeleteMessageBatch is authorised by sqs:DeleteMessage and
+	// ChangeMessageVisibilityBatch (extending the messages it holds while
+	// Redis is down) by sqs:ChangeMessageVisibility; GetQueueAttributes is
+	// the completer's read-only readiness check.
+	allowed := []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}
 	for _, a := range s.actions {
 		if !slices.Contains(allowed, a) {
-			t.Errorf("completer policy allows %s; the completer only receives and deletes (%v)", a, allowed)
+			t.Errorf("completer policy allows %s; the completer only receives, deletes and extends visibility (%v)", a, allowed)
 		}
 	}
-	for _, need := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage"} {
+	for _, need := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} {
 		if !slices.Contains(s.actions, need) {
 			t.Errorf("completer policy lacks %s", need)
 		}

@@ -5,11 +5,14 @@
 #              do; a URL is authorised with the signer's own credentials, so
 #              this is also the most any URL can ever do.
 #   completer  sqs:ReceiveMessage, sqs:DeleteMessage (which also authorises
-#              DeleteMessageBatch) and sqs:GetQueueAttributes (its readiness
-#              check: a ReceiveMessage used as a probe would hide a message)
-#              on the one queue. No ChangeMessageVisibility: a message it
-#              cannot handle is left to time out and, in the end, to redrive;
-#              a per-receive visibility goes with ReceiveMessage itself.
+#              DeleteMessageBatch), sqs:ChangeMessageVisibility (which also
+#              authorises ChangeMessageVisibilityBatch: while Redis is down
+#              it keeps the messages it holds invisible instead of letting
+#              them be received again and pushed to the DLQ by an outage)
+#              and sqs:GetQueueAttributes (its readiness check: a
+#              ReceiveMessage used as a probe would hide a message) on the
+#              one queue. A message it cannot parse is left to time out and,
+#              in the end, to redrive.
 #   sweeper    no AWS access: it talks to NATS and Redis only.
 
 locals {
@@ -93,6 +96,7 @@ data "aws_iam_policy_document" "completer" {
     actions = [
       "sqs:ReceiveMessage",
       "sqs:DeleteMessage",
+      "sqs:ChangeMessageVisibility",
       "sqs:GetQueueAttributes",
     ]
     resources = [aws_sqs_queue.uploads.arn]
