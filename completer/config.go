@@ -30,12 +30,15 @@ type cfg struct {
 	AWSAccessKey, AWSSecretKey, AWSSessionToken string
 }
 
+// defaultHTTPAddr is where the completer listens without MINTGATE_HTTP_ADDR.
+const defaultHTTPAddr = ":8081"
+
 // loadConfig reads every variable and reports all bad values at once, each
 // naming its variable.
 func loadConfig(getenv func(string) string) (cfg, error) {
 	e := config.New(getenv)
 	c := cfg{
-		HTTPAddr:    e.String("MINTGATE_HTTP_ADDR", ":8081"),
+		HTTPAddr:    e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
 		Redis:       e.Redis(),
 		QueueURL:    e.URL("MINTGATE_SQS_QUEUE_URL", "", "https", "http"),
 		SQSEndpoint: e.URL("MINTGATE_SQS_ENDPOINT", "", "https", "http"),

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/ops"
 )
 
@@ -37,8 +38,13 @@ func main() {
 
 // run starts the completer with the environment getenv reads and works
 // until ctx ends. A bad configuration value stops it before it starts.
-// The one flag, -receivers, sets how many long polls run at once.
+// The one flag, -receivers, sets how many long polls run at once;
+// -healthcheck instead probes the completer already listening on
+// MINTGATE_HTTP_ADDR (the container healthcheck).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 1 && (args[1] == "-healthcheck" || args[1] == "healthcheck") {
+		return ops.Probe(ctx, config.New(getenv).String("MINTGATE_HTTP_ADDR", defaultHTTPAddr))
+	}
 	fs := flag.NewFlagSet("completer", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	receivers := fs.Int("receivers", 4, "concurrent SQS long polls")

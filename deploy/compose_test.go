@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
@@ -100,18 +102,41 @@ func TestComposeImagesPinned(t *testing.T) {
 	}
 }
 
-// TestComposeHealth: nothing of ours starts before what it talks to is
-// healthy. Our images are distroless (no shell, no curl), so they have no
-// healthcheck of their own; everything they depend on has one.
+// TestComposeHealth: every service has a healthcheck, and nothing of ours
+// starts before what it talks to is healthy. Our images are distroless (no
+// shell, no curl), so each of our services checks itself by running its own
+// binary, the image's ENTRYPOINT, with -healthcheck.
 func TestComposeHealth(t *testing.T) {
 	p := loadCompose(t)
 	healthy := func(name string) bool {
 		hc := p.Services[name].HealthCheck
 		return hc != nil && !hc.Disable && len(hc.Test) > 1 && hc.Test[0] != "NONE"
 	}
-	for _, name := range []string{"redis", "nats", objectStore} {
+	for name := range p.Services {
 		if !healthy(name) {
 			t.Errorf("%s: no healthcheck", name)
+		}
+	}
+	var entrypoint []string
+	for _, in := range dockerInstructions(readFile(t, "deploy/Dockerfile")) {
+		if in.cmd == "ENTRYPOINT" {
+			if err := json.Unmarshal([]byte(in.args), &entrypoint); err != nil {
+				t.Fatalf("deploy/Dockerfile: ENTRYPOINT %s: %v", in.args, err)
+			}
+		}
+	}
+	want := append(append([]string{"CMD"}, entrypoint...), "-healthcheck")
+	for _, name := range everyService {
+		hc := p.Services[name].HealthCheck
+		if hc == nil {
+			continue
+		}
+		if !slices.Equal(hc.Test, want) {
+			t.Errorf("%s: healthcheck %q, want %q (the image has no shell or curl)", name, hc.Test, want)
+		}
+		// The probe gives up after 2 s; a shorter timeout would kill it first.
+		if hc.Timeout == nil || time.Duration(*hc.Timeout) <= 2*time.Second {
+			t.Errorf("%s: healthcheck timeout %v, want more than the probe's 2s", name, hc.Timeout)
 		}
 	}
 	wantDeps := map[string][]string{

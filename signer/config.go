@@ -72,12 +72,15 @@ type cfg struct {
 	DemoPage bool
 }
 
+// defaultHTTPAddr is where the signer listens without MINTGATE_HTTP_ADDR.
+const defaultHTTPAddr = ":8080"
+
 // loadConfig reads every variable and reports all bad values at once, each
 // naming its variable.
 func loadConfig(getenv func(string) string) (cfg, error) {
 	e := config.New(getenv)
 	c := cfg{
-		HTTPAddr: e.String("MINTGATE_HTTP_ADDR", ":8080"),
+		HTTPAddr: e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
 		Redis:    e.Redis(),
 		NATSURL:  e.String("MINTGATE_NATS_URL", "nats://127.0.0.1:4222"),
 

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/ops"
 )
@@ -33,9 +34,14 @@ func main() {
 }
 
 // run starts the signer with the environment getenv reads and serves until
-// ctx ends. A bad configuration value stops it before it listens.
+// ctx ends. A bad configuration value stops it before it listens. Its one
+// argument, -healthcheck, instead probes the signer already listening on
+// MINTGATE_HTTP_ADDR (the container healthcheck); otherwise everything is
+// SPEC §5's environment.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	_ = args // the signer takes no flags; everything is SPEC §5's environment
+	if len(args) > 1 && (args[1] == "-healthcheck" || args[1] == "healthcheck") {
+		return ops.Probe(ctx, config.New(getenv).String("MINTGATE_HTTP_ADDR", defaultHTTPAddr))
+	}
 	return runWith(ctx, getenv, stdout)
 }
 

@@ -18,6 +18,9 @@ type settings struct {
 	Grace    time.Duration
 }
 
+// defaultHTTPAddr is where the sweeper listens without MINTGATE_HTTP_ADDR.
+const defaultHTTPAddr = ":8082"
+
 // loadSettings reads the environment; every bad value is reported at once,
 // each by its variable's name.
 func loadSettings(getenv func(string) string) (settings, error) {
@@ -25,7 +28,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	s := settings{
 		Redis:    e.Redis(),
 		NATSURL:  natsURL(e, "MINTGATE_NATS_URL", "nats://127.0.0.1:4222"),
-		HTTPAddr: e.String("MINTGATE_HTTP_ADDR", ":8082"),
+		HTTPAddr: e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
 		Tiers:    e.Tiers("MINTGATE_TIERS", config.DefaultTiers),
 		Grace:    e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
 	}

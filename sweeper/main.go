@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/ops"
 )
@@ -32,12 +33,17 @@ func main() {
 }
 
 // run is the whole service: it returns when ctx ends or on SIGTERM/SIGINT,
-// after the grants in hand are finished or released.
+// after the grants in hand are finished or released. Its one argument,
+// -healthcheck, instead probes the sweeper already listening on
+// MINTGATE_HTTP_ADDR (the container healthcheck).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 1 && (args[1] == "-healthcheck" || args[1] == "healthcheck") {
+		return ops.Probe(ctx, config.New(getenv).String("MINTGATE_HTTP_ADDR", defaultHTTPAddr))
+	}
 	fs := flag.NewFlagSet("sweeper", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.Usage = func() {
-		fmt.Fprintln(stdout, "usage: sweeper (configured by MINTGATE_* environment variables, see SPEC §5)")
+		fmt.Fprintln(stdout, "usage: sweeper [-healthcheck] (configured by MINTGATE_* environment variables, see SPEC §5)")
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

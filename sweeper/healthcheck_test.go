@@ -1,0 +1,30 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"strconv"
+	"testing"
+
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+// TestHealthcheck: `sweeper -healthcheck`, the image's container
+// healthcheck, passes against a running sweeper (listening on a wildcard
+// address, as in a container) and fails when no sweeper listens.
+func TestHealthcheck(t *testing.T) {
+	in := newStack(t, false).start()
+	_, port, _ := net.SplitHostPort(in.addr)
+	probe := func(arg, addr string) error {
+		return run(context.Background(), []string{"sweeper", arg}, func(k string) string { return map[string]string{"MINTGATE_HTTP_ADDR": addr}[k] }, io.Discard)
+	}
+	for _, arg := range []string{"-healthcheck", "healthcheck"} {
+		if err := probe(arg, ":"+port); err != nil {
+			t.Errorf("%s, sweeper running: %v", arg, err)
+		}
+		if err := probe(arg, "127.0.0.1:"+strconv.Itoa(testenv.FreePort(t))); err == nil {
+			t.Errorf("%s, no sweeper listening: no error", arg)
+		}
+	}
+}
