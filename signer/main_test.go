@@ -79,14 +79,14 @@ type stack struct {
 	nats  *testenv.NATS
 }
 
-func newStack(t *testing.T) stack {
+func newStack(t testing.TB) stack {
 	t.Helper()
 	return stack{redis: testenv.StartRedis(t), nats: testenv.StartNATS(t)}
 }
 
 // env is a complete signer environment on the stack; S3 is never called
 // (presigning is local), so its endpoint needs no server.
-func (s stack) env(t *testing.T) map[string]string {
+func (s stack) env(t testing.TB) map[string]string {
 	t.Helper()
 	return map[string]string{
 		"MINTGATE_REDIS_URL": s.redis.URL(),
@@ -109,7 +109,7 @@ func (s stack) env(t *testing.T) map[string]string {
 
 // signer is a signer running in-process through run's code path.
 type signer struct {
-	t     *testing.T
+	t     testing.TB
 	base  string
 	log   *syncBuffer
 	clock *clock
@@ -118,7 +118,7 @@ type signer struct {
 
 // start runs the signer with env until the test ends and waits for /healthz.
 // Unless opts set one, the clock is a fixed one the test moves by hand.
-func start(t *testing.T, env map[string]string, opts ...option) *signer {
+func start(t testing.TB, env map[string]string, opts ...option) *signer {
 	t.Helper()
 	s := &signer{t: t, base: "http://" + env["MINTGATE_HTTP_ADDR"], log: &syncBuffer{}, clock: newClock()}
 	opts = append([]option{withClock(s.clock)}, opts...)
@@ -153,7 +153,7 @@ func start(t *testing.T, env map[string]string, opts ...option) *signer {
 
 func mapEnv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
-func waitHealthy(t *testing.T, base string, errc chan error, log *syncBuffer) {
+func waitHealthy(t testing.TB, base string, errc chan error, log *syncBuffer) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
@@ -246,7 +246,7 @@ func (s *signer) token(tenant, user string) string {
 	})
 }
 
-func hs256(t *testing.T, claims jwt.MapClaims) string {
+func hs256(t testing.TB, claims jwt.MapClaims) string {
 	t.Helper()
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(testSecret))
 	if err != nil {
