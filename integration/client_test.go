@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +130,27 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("%s: not within %v", what, within)
+}
+
+// metric sums every sample of a counter or gauge a service exposes on
+// /metrics (0 when it has none yet).
+func metric(t *testing.T, baseURL, name string) float64 {
+	t.Helper()
+	resp, err := httpc.Get(baseURL + "/metrics")
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	sum := 0.0
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
 }

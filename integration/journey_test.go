@@ -191,3 +191,45 @@ func queueDepth(ctx context.Context, t *testing.T, c *sqs.Client, queueURL strin
 	b, _ := strconv.Atoi(out.Attributes["ApproximateNumberOfMessagesNotVisible"])
 	return a + b
 }
+
+// TestDuplicateEventDeliveries: S3 delivers at least once. The same
+// ObjectCreated event arriving twice more, as AWS would send it, leaves one
+// done marker and no completer error.
+func TestDuplicateEventDeliveries(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	ctx := ctxT(t)
+	rdb := s.redis(t)
+	sq := sqsClient(s)
+	tok := s.token(t, "acme", "dup")
+	body := []byte("dup!")
+
+	g := s.mustSign(t, tok, len(body))
+	if code := put(t, g, body); code != http.StatusOK {
+		t.Fatalf("PUT: %d", code)
+	}
+	s.waitStatus(t, tok, g.URLID, "completed", 30*time.Second)
+	event := `{"Records":[{"eventVersion":"2.1","eventSource":"aws:s3","awsRegion":"us-east-1",` +
+		`"eventTime":"2026-11-29T12:00:00.000Z","eventName":"ObjectCreated:Put",` +
+		`"s3":{"s3SchemaVersion":"1.0","bucket":{"name":"` + s.Bucket + `","arn":"arn:aws:s3:::` + s.Bucket + `"},` +
+		`"object":{"key":"` + g.Key + `","size":4,"eTag":"0","sequencer":"01"}}}]}`
+	for range 2 {
+		if _, err := sq.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(s.Queue.URL), MessageBody: aws.String(event)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "duplicates handled", func() bool {
+		return metric(t, s.CompleterURL, "mintgate_completer_records_done_total") >= 3
+	})
+	if n := rdb.Exists(ctx, keys.Done("acme", g.URLID)).Val(); n != 1 {
+		t.Fatalf("done markers: %d", n)
+	}
+	if ttl := rdb.TTL(ctx, keys.Done("acme", g.URLID)).Val(); ttl <= 14*time.Minute {
+		t.Fatalf("done marker TTL %v, want about MINTGATE_DONE_TTL (15m)", ttl)
+	}
+	if e := metric(t, s.CompleterURL, "mintgate_completer_errors_total"); e != 0 {
+		t.Fatalf("completer errors: %v", e)
+	}
+	if st := s.status(t, tok, g.URLID); st != "completed" {
+		t.Fatalf("status %q", st)
+	}
+}
