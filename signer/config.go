@@ -51,7 +51,9 @@ type cfg struct {
 	URLTTL       time.Duration
 	MaxObject    int64
 	ContentTypes map[string]bool
-	Tiers        config.Tiers
+	// Tiers is MINTGATE_TIERS with MINTGATE_TENANT_TIERS' per-tenant
+	// overrides (an addition to SPEC §5, empty by default).
+	Tiers config.TierSet
 
 	JWTSecret      []byte
 	JWKSURL        string
@@ -95,7 +97,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 
 		URLTTL:    e.Duration("MINTGATE_URL_TTL", 120*time.Second),
 		MaxObject: e.Int("MINTGATE_MAX_OBJECT_BYTES", 104857600),
-		Tiers:     e.Tiers("MINTGATE_TIERS", config.DefaultTiers),
+		Tiers:     e.TenantTiers("MINTGATE_TENANT_TIERS", e.Tiers("MINTGATE_TIERS", config.DefaultTiers)),
 
 		JWTSecret:      []byte(e.String("MINTGATE_JWT_HS256_SECRET", "")),
 		JWKSURL:        e.URL("MINTGATE_JWT_JWKS_URL", "", "https", "http"),

@@ -54,7 +54,10 @@ type attempt struct {
 	buckets []bucket.Bucket // the caller's tier, then the tenant
 }
 
-func newAttempt(who caller, req signRequest, tiers config.Tiers) attempt {
+func newAttempt(who caller, req signRequest, tiers config.TierSet) attempt {
+	// ParseTiers guarantees the caller tiers and the tenant tier exist.
+	callerLimit, _ := tiers.For(who.Tenant, who.Tier)
+	tenantLimit, _ := tiers.For(who.Tenant, config.TierTenant)
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", who.Tenant, who.Subject, req.ContentType, req.ContentLength)
 	return attempt{
@@ -63,8 +66,8 @@ func newAttempt(who caller, req signRequest, tiers config.Tiers) attempt {
 		fp:   hex.EncodeToString(h.Sum(nil)),
 		idem: keys.Idempotency(who.Tenant, who.Subject, req.Key),
 		buckets: []bucket.Bucket{
-			{Key: keys.Bucket(who.Tenant, who.Subject), Limit: tiers[who.Tier]},
-			{Key: keys.TenantBucket(who.Tenant), Limit: tiers[config.TierTenant]},
+			{Key: keys.Bucket(who.Tenant, who.Subject), Limit: callerLimit},
+			{Key: keys.TenantBucket(who.Tenant), Limit: tenantLimit},
 		},
 	}
 }

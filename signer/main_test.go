@@ -303,6 +303,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{"ttl beyond sigv4", "MINTGATE_URL_TTL", map[string]string{"MINTGATE_URL_TTL": "200h"}},
 		{"bad max", "MINTGATE_MAX_OBJECT_BYTES", map[string]string{"MINTGATE_MAX_OBJECT_BYTES": "0"}},
 		{"bad tiers", "MINTGATE_TIERS", map[string]string{"MINTGATE_TIERS": "user=30:0.5"}},
+		{"bad tenant tiers", "MINTGATE_TENANT_TIERS", map[string]string{"MINTGATE_TENANT_TIERS": "acme:gold=60:1"}},
 		{"bad ip source", "MINTGATE_IP_SOURCE", map[string]string{"MINTGATE_IP_SOURCE": "x-real-ip"}},
 		{"xff without proxies", "MINTGATE_TRUSTED_PROXIES", map[string]string{"MINTGATE_IP_SOURCE": "xff"}},
 		{"bad proxy", "MINTGATE_TRUSTED_PROXIES", map[string]string{"MINTGATE_TRUSTED_PROXIES": "10.0.0.0/99"}},

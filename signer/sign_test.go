@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
@@ -124,7 +125,7 @@ func TestKeyInFlightConflicts(t *testing.T) {
 	// A first request holding the key: its in-flight mark, as the sign
 	// script leaves it between the decision and the ledger's ack.
 	req := signRequest{Key: key, ContentType: "image/png", ContentLength: 1024}
-	a := newAttempt(caller{Tenant: "acme", Subject: keys.UserSubject("alice"), Tier: "user"}, req, nil)
+	a := newAttempt(caller{Tenant: "acme", Subject: keys.UserSubject("alice"), Tier: "user"}, req, config.TierSet{})
 	ctx := context.Background()
 	if err := s.rdb.HSet(ctx, a.idem, "state", "pending", "fp", a.fp).Err(); err != nil {
 		t.Fatal(err)
@@ -171,6 +172,36 @@ func TestTenantLimitLeavesTheUserBucketAlone(t *testing.T) {
 	// Another tenant is not affected.
 	if r := s.sign(s.token("other", "alice"), newKey(), pngBody); r.status != http.StatusCreated {
 		t.Errorf("other tenant: %d %s", r.status, r.raw)
+	}
+}
+
+// MINTGATE_TENANT_TIERS: a tenant's override shapes its callers' buckets
+// and headers; every other tenant keeps the defaults.
+func TestTenantTierOverride(t *testing.T) {
+	env := newStack(t).env(t)
+	env["MINTGATE_TENANT_TIERS"] = "small:user=2:0.1"
+	s := start(t, env)
+	small := s.token("small", "alice")
+	for i := range 2 {
+		if r := s.sign(small, newKey(), pngBody); r.status != http.StatusCreated {
+			t.Fatalf("sign %d: %d %s", i+1, r.status, r.raw)
+		}
+	}
+	r := s.sign(small, newKey(), pngBody)
+	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+	if r.str("scope") != scopeCaller || r.header.Get("RateLimit-Limit") != "2" || r.header.Get("RateLimit-Policy") != "2;w=20" || retryAfter(t, r) != 10 {
+		t.Errorf("429 does not describe the overridden user bucket: %s %v", r.raw, r.header)
+	}
+
+	other := s.token("acme", "alice")
+	for i := range 3 {
+		r := s.sign(other, newKey(), pngBody)
+		if r.status != http.StatusCreated {
+			t.Fatalf("other tenant sign %d: %d %s", i+1, r.status, r.raw)
+		}
+		if i == 0 && (r.header.Get("RateLimit-Limit") != "30" || r.header.Get("RateLimit-Policy") != "30;w=60") {
+			t.Errorf("other tenant headers %v; want the default user tier", r.header)
+		}
 	}
 }
 

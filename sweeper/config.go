@@ -14,7 +14,7 @@ type settings struct {
 	Redis    config.Redis
 	NATSURL  string
 	HTTPAddr string
-	Tiers    config.Tiers
+	Tiers    config.TierSet // MINTGATE_TIERS with MINTGATE_TENANT_TIERS' overrides
 	Grace    time.Duration
 }
 
@@ -29,7 +29,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		Redis:    e.Redis(),
 		NATSURL:  natsURL(e, "MINTGATE_NATS_URL", "nats://127.0.0.1:4222"),
 		HTTPAddr: e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
-		Tiers:    e.Tiers("MINTGATE_TIERS", config.DefaultTiers),
+		Tiers:    e.TenantTiers("MINTGATE_TENANT_TIERS", e.Tiers("MINTGATE_TIERS", config.DefaultTiers)),
 		Grace:    e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
 	}
 	if _, _, err := net.SplitHostPort(s.HTTPAddr); err != nil {

@@ -35,7 +35,7 @@ const (
 // refunder runs the refund script for one due grant.
 type refunder struct {
 	rdb   redis.Scripter
-	tiers config.Tiers
+	tiers config.TierSet
 	now   func() time.Time
 }
 
@@ -51,13 +51,15 @@ func (r *refunder) refund(ctx context.Context, g grant.Grant) (string, error) {
 	if g.Tier != config.TierUser && g.Tier != config.TierAnonymous {
 		return "", fmt.Errorf("%w: tier %q is not an issuing tier", grant.ErrMalformed, g.Tier)
 	}
-	caller, ok := r.tiers[g.Tier]
+	// Both capped by this tenant's limits: its overrides, else the defaults.
+	caller, ok := r.tiers.For(g.Tenant, g.Tier)
 	if !ok {
 		return "", fmt.Errorf("%w: tier %q is not configured", grant.ErrMalformed, g.Tier)
 	}
+	tenantLimit, _ := r.tiers.For(g.Tenant, config.TierTenant) // ParseTiers requires it
 	buckets := []bucket.Bucket{
 		{Key: keys.Bucket(g.Tenant, g.Subject), Limit: caller},
-		{Key: keys.TenantBucket(g.Tenant), Limit: r.tiers[config.TierTenant]},
+		{Key: keys.TenantBucket(g.Tenant), Limit: tenantLimit},
 	}
 	ks := []string{keys.Done(g.Tenant, g.URLID), keys.Refunded(g.Tenant, g.URLID), buckets[0].Key, buckets[1].Key}
 	args := bucket.Args([]any{strconv.FormatInt(refundedTTL.Milliseconds(), 10)}, r.now(), -1, buckets)

@@ -24,7 +24,7 @@ func newRefunder(t *testing.T) (*refunder, *redis.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &refunder{rdb: rdb, tiers: tiers, now: time.Now}, rdb
+	return &refunder{rdb: rdb, tiers: config.TierSet{Default: tiers}, now: time.Now}, rdb
 }
 
 func TestRefundScript(t *testing.T) {
@@ -88,6 +88,44 @@ func TestRefundIsCappedByTheIssuingTier(t *testing.T) {
 	}
 }
 
+// MINTGATE_TENANT_TIERS: a refund for an overridden tenant stops at that
+// tenant's capacities; another tenant's stops at the defaults.
+func TestRefundIsCappedByTheTenantOverride(t *testing.T) {
+	r, rdb := newRefunder(t)
+	vars := map[string]string{
+		"MINTGATE_TIERS":        testTiers,
+		"MINTGATE_TENANT_TIERS": tenant + ":user=3:0.001,tenant=7:0.001",
+	}
+	cfg, err := loadSettings(func(k string) string { return vars[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.tiers = cfg.Tiers
+	s := &stack{t: t, rdb: rdb}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		tenant               string
+		wantUser, wantTenant float64
+	}{
+		{tenant, 3, 7},       // the override's capacities
+		{"globex", 4.5, 8.5}, // the defaults (1000 and 100000): not capped
+	} {
+		user, ten := keys.Bucket(tc.tenant, "u:alice"), keys.TenantBucket(tc.tenant)
+		s.setTokens(user, 2.5)
+		s.setTokens(ten, 6.5)
+		for _, id := range []string{"o1", "o2"} {
+			g := newGrant(id, config.TierUser, "u:alice", time.Now())
+			g.Tenant = tc.tenant
+			if out, err := r.refund(ctx, g); err != nil || out != outcomeRefunded {
+				t.Fatalf("%s %s: %q, %v", tc.tenant, id, out, err)
+			}
+		}
+		if u, tn := s.tokens(user), s.tokens(ten); u < tc.wantUser || u > tc.wantUser+0.01 || tn < tc.wantTenant || tn > tc.wantTenant+0.01 {
+			t.Errorf("%s: user %v, tenant %v after two refunds; want %v and %v", tc.tenant, u, tn, tc.wantUser, tc.wantTenant)
+		}
+	}
+}
+
 func TestRefundRefusesWhatCanNeverApply(t *testing.T) {
 	r, _ := newRefunder(t)
 	for name, g := range map[string]grant.Grant{
@@ -133,7 +171,7 @@ func TestRefundOnRedisCluster(t *testing.T) {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { rdb.Close() })
 	tiers, _ := config.ParseTiers(testTiers)
-	r := &refunder{rdb: rdb, tiers: tiers, now: time.Now}
+	r := &refunder{rdb: rdb, tiers: config.TierSet{Default: tiers}, now: time.Now}
 	for _, tn := range []string{"acme", "globex", "initech"} { // different slots
 		g := newGrant("cl-"+tn, config.TierUser, "u:zed", time.Now())
 		g.Tenant = tn

@@ -276,6 +276,7 @@ func TestBadConfigNamesTheVariable(t *testing.T) {
 		"MINTGATE_HTTP_ADDR":     "8082",
 		"MINTGATE_SWEEP_GRACE":   "soon",
 		"MINTGATE_TIERS":         "user=30:0.5",
+		"MINTGATE_TENANT_TIERS":  "acme:gold=60:1",
 		"MINTGATE_REDIS_URL":     "http://x",
 		"MINTGATE_REDIS_TIMEOUT": "-1s",
 	} {

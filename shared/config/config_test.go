@@ -56,3 +56,94 @@ func TestTierForms(t *testing.T) {
 		}
 	}
 }
+
+func TestTenantTiers(t *testing.T) {
+	defaults, err := config.ParseTiers(config.DefaultTiers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		tenant, tier string
+		capacity     float64
+		rate         float64
+	}
+	good := []struct {
+		in   string
+		want []want
+	}{
+		{"", []want{{"acme", "user", 30, 0.5}, {"acme", "tenant", 600, 10}}},
+		{"acme:user=60:1,tenant=1200:20;bigco:tenant=6000:100", []want{
+			{"acme", "user", 60, 1}, {"acme", "tenant", 1200, 20}, {"acme", "anonymous", 5, 5.0 / 60},
+			{"bigco", "tenant", 6000, 100}, {"bigco", "user", 30, 0.5},
+			{"other", "user", 30, 0.5}, {"other", "tenant", 600, 10},
+		}},
+		{" acme : anonymous=10:10/60s , ; ", []want{{"acme", "anonymous", 10, 10.0 / 60}, {"acme", "user", 30, 0.5}}},
+		{"Big_Co-2:user=2:1/1h", []want{{"Big_Co-2", "user", 2, 1.0 / 3600}}},
+	}
+	for _, tc := range good {
+		e := env(map[string]string{"MINTGATE_TENANT_TIERS": tc.in})
+		set := e.TenantTiers("MINTGATE_TENANT_TIERS", defaults)
+		if err := e.Err(); err != nil {
+			t.Errorf("%q: %v", tc.in, err)
+			continue
+		}
+		for _, w := range tc.want {
+			l, ok := set.For(w.tenant, w.tier)
+			if !ok || l.Capacity != w.capacity || l.Rate != w.rate {
+				t.Errorf("%q: For(%s, %s) = %+v, %v; want capacity %v, rate %v", tc.in, w.tenant, w.tier, l, ok, w.capacity, w.rate)
+			}
+		}
+		if _, ok := set.For("acme", "gold"); ok {
+			t.Errorf("%q: an undefined tier was found", tc.in)
+		}
+	}
+
+	bad := map[string]string{
+		"missing tenant":         "user=60:1",
+		"no colon":               "acme",
+		"no tiers":               "acme:",
+		"empty tenant":           ":user=60:1",
+		"tenant with brace":      "ac{me}:user=60:1",
+		"tenant too long":        strings.Repeat("a", 65) + ":user=60:1",
+		"tenant twice":           "acme:user=60:1;acme:tenant=1200:20",
+		"tier twice":             "acme:user=60:1,user=70:1",
+		"undefined tier":         "acme:gold=60:1",
+		"bad item":               "acme:user=60",
+		"capacity not a number":  "acme:user=lots:1",
+		"capacity below one":     "acme:user=0.5:1",
+		"zero refill":            "acme:user=60:0",
+		"bad refill duration":    "acme:user=60:1/0s",
+		"second tenant bad item": "acme:user=60:1;bigco:tenant",
+	}
+	for name, in := range bad {
+		if _, err := config.ParseTenantTiers(in, defaults); err == nil {
+			t.Errorf("%s: %q accepted", name, in)
+		}
+		e := env(map[string]string{"MINTGATE_TENANT_TIERS": in})
+		set := e.TenantTiers("MINTGATE_TENANT_TIERS", defaults)
+		if err := e.Err(); err == nil || !strings.Contains(err.Error(), "MINTGATE_TENANT_TIERS") {
+			t.Errorf("%s: %q: error %v does not name MINTGATE_TENANT_TIERS", name, in, err)
+		}
+		if l, _ := set.For("acme", config.TierUser); l != defaults[config.TierUser] {
+			t.Errorf("%s: a rejected value still overrides: %+v", name, l)
+		}
+	}
+}
+
+// An override names only tiers of MINTGATE_TIERS, including custom ones.
+func TestTenantTiersFollowTheDefaults(t *testing.T) {
+	defaults, err := config.ParseTiers("anonymous=5:0.5,user=30:0.5,tenant=600:10,gold=100:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := env(map[string]string{"MINTGATE_TENANT_TIERS": "acme:gold=200:2"}).TenantTiers("MINTGATE_TENANT_TIERS", defaults)
+	if l, ok := set.For("acme", "gold"); !ok || l.Capacity != 200 {
+		t.Errorf("acme gold %+v, %v", l, ok)
+	}
+	if l, ok := set.For("bigco", "gold"); !ok || l.Capacity != 100 {
+		t.Errorf("bigco gold %+v, %v", l, ok)
+	}
+	if got, want := set.String(), "anonymous=5:0.5,gold=100:1,tenant=600:10,user=30:0.5 acme:gold=200:2"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/keys"
 )
 
 // The tiers every service expects in MINTGATE_TIERS.
@@ -27,33 +28,9 @@ type Tiers map[string]bucket.Limit
 // ("0.5") or tokens per duration ("5/60s"). The anonymous, user and tenant
 // tiers must all be present.
 func ParseTiers(s string) (Tiers, error) {
-	tiers := Tiers{}
-	for item := range strings.SplitSeq(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		name, spec, ok := strings.Cut(item, "=")
-		capS, refill, ok2 := strings.Cut(spec, ":")
-		if !ok || !ok2 || name == "" {
-			return nil, fmt.Errorf("%q: want name=capacity:refill", item)
-		}
-		if _, dup := tiers[name]; dup {
-			return nil, fmt.Errorf("tier %q given twice", name)
-		}
-		capacity, err := strconv.ParseFloat(capS, 64)
-		if err != nil {
-			return nil, fmt.Errorf("tier %q: capacity %q is not a number", name, capS)
-		}
-		rate, err := parseRate(refill)
-		if err != nil {
-			return nil, fmt.Errorf("tier %q: %w", name, err)
-		}
-		l := bucket.Limit{Capacity: capacity, Rate: rate}
-		if err := l.Validate(); err != nil {
-			return nil, fmt.Errorf("tier %q: %w", name, err)
-		}
-		tiers[name] = l
+	tiers, err := parseTierList(s)
+	if err != nil {
+		return nil, err
 	}
 	for _, need := range []string{TierAnonymous, TierUser, TierTenant} {
 		if _, ok := tiers[need]; !ok {
@@ -61,6 +38,48 @@ func ParseTiers(s string) (Tiers, error) {
 		}
 	}
 	return tiers, nil
+}
+
+// parseTierList reads a comma-separated list of tier items, each named once.
+func parseTierList(s string) (Tiers, error) {
+	tiers := Tiers{}
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, l, err := parseTierItem(item)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := tiers[name]; dup {
+			return nil, fmt.Errorf("tier %q given twice", name)
+		}
+		tiers[name] = l
+	}
+	return tiers, nil
+}
+
+// parseTierItem reads one "name=capacity:refill".
+func parseTierItem(item string) (string, bucket.Limit, error) {
+	name, spec, ok := strings.Cut(item, "=")
+	capS, refill, ok2 := strings.Cut(spec, ":")
+	if !ok || !ok2 || name == "" {
+		return "", bucket.Limit{}, fmt.Errorf("%q: want name=capacity:refill", item)
+	}
+	capacity, err := strconv.ParseFloat(capS, 64)
+	if err != nil {
+		return "", bucket.Limit{}, fmt.Errorf("tier %q: capacity %q is not a number", name, capS)
+	}
+	rate, err := parseRate(refill)
+	if err != nil {
+		return "", bucket.Limit{}, fmt.Errorf("tier %q: %w", name, err)
+	}
+	l := bucket.Limit{Capacity: capacity, Rate: rate}
+	if err := l.Validate(); err != nil {
+		return "", bucket.Limit{}, fmt.Errorf("tier %q: %w", name, err)
+	}
+	return name, l, nil
 }
 
 func parseRate(s string) (float64, error) {
@@ -81,11 +100,7 @@ func parseRate(s string) (float64, error) {
 
 // String writes the tiers back in the form ParseTiers reads.
 func (t Tiers) String() string {
-	names := make([]string, 0, len(t))
-	for n := range t {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := t.sorted()
 	parts := make([]string, len(names))
 	for i, n := range names {
 		parts[i] = fmt.Sprintf("%s=%g:%g", n, t[n].Capacity, t[n].Rate)
@@ -101,4 +116,103 @@ func (e *Env) Tiers(name, def string) Tiers {
 		t, _ = ParseTiers(DefaultTiers)
 	}
 	return t
+}
+
+// TierSet is the default tiers with per-tenant overrides of some of them
+// (MINTGATE_TIERS and MINTGATE_TENANT_TIERS).
+type TierSet struct {
+	Default Tiers
+	// Tenants holds, per tenant id, only the tiers that tenant overrides.
+	Tenants map[string]Tiers
+}
+
+// For is the tenant's limit for tier: its override, else the default. It
+// is false when tier is not configured at all.
+func (s TierSet) For(tenant, tier string) (bucket.Limit, bool) {
+	if l, ok := s.Tenants[tenant][tier]; ok {
+		return l, true
+	}
+	l, ok := s.Default[tier]
+	return l, ok
+}
+
+// String writes the defaults in the form ParseTiers reads, then, after a
+// space, the overrides in the form ParseTenantTiers reads.
+func (s TierSet) String() string {
+	if len(s.Tenants) == 0 {
+		return s.Default.String()
+	}
+	ids := make([]string, 0, len(s.Tenants))
+	for id := range s.Tenants {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = id + ":" + s.Tenants[id].String()
+	}
+	return s.Default.String() + " " + strings.Join(parts, ";")
+}
+
+// ParseTenantTiers reads "tenant:name=capacity:refill[,name=…][;tenant:…]":
+// per tenant, the tiers it overrides, in ParseTiers' item form. Tenant ids
+// must be valid and given once; every tier must be one of defaults.
+func ParseTenantTiers(s string, defaults Tiers) (map[string]Tiers, error) {
+	out := map[string]Tiers{}
+	for entry := range strings.SplitSeq(s, ";") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		id, list, ok := strings.Cut(entry, ":")
+		id = strings.TrimSpace(id)
+		if !ok {
+			return nil, fmt.Errorf("%q: want tenant:name=capacity:refill[,…]", entry)
+		}
+		if !keys.ValidTenant(id) {
+			return nil, fmt.Errorf("%q is not a tenant id ([A-Za-z0-9_-]{1,64})", id)
+		}
+		if _, dup := out[id]; dup {
+			return nil, fmt.Errorf("tenant %q given twice", id)
+		}
+		tiers, err := parseTierList(list)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %q: %w", id, err)
+		}
+		if len(tiers) == 0 {
+			return nil, fmt.Errorf("tenant %q: no tiers given", id)
+		}
+		for name := range tiers {
+			if _, ok := defaults[name]; !ok {
+				return nil, fmt.Errorf("tenant %q: tier %q is not defined in MINTGATE_TIERS (%s)", id, name, strings.Join(defaults.sorted(), ", "))
+			}
+		}
+		out[id] = tiers
+	}
+	return out, nil
+}
+
+// sorted is the tier names in order.
+func (t Tiers) sorted() []string {
+	names := make([]string, 0, len(t))
+	for n := range t {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// TenantTiers reads MINTGATE_TENANT_TIERS-style variables (default: no
+// overrides) on top of defaults.
+func (e *Env) TenantTiers(name string, defaults Tiers) TierSet {
+	set := TierSet{Default: defaults}
+	tenants, err := ParseTenantTiers(e.String(name, ""), defaults)
+	if err != nil {
+		e.Fail(name, "%v", err)
+		return set
+	}
+	if len(tenants) > 0 {
+		set.Tenants = tenants
+	}
+	return set
 }
