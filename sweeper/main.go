@@ -25,6 +25,10 @@ import (
 // durable is the JetStream consumer every sweeper shares.
 const durable = "sweeper"
 
+// trimInterval is how often a sweeper purges the ledger messages of the
+// grants swept (tests shorten it).
+var trimInterval = 10 * time.Second
+
 func main() {
 	if err := run(context.Background(), os.Args, os.Getenv, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "sweeper:", err)
@@ -85,6 +89,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	stop, err := ledger.Consume(ctx, durable, sw.handle,
 		grant.WithLogger(log),
 		grant.WithObserver(m.observe),
+		grant.WithTrimInterval(trimInterval),
+		grant.WithTrimObserver(m.trimmed),
 		// A handler call is one script bounded by the Redis timeout; this
 		// only caps how long a shutdown waits for the ones in flight.
 		grant.WithHandleTimeout(max(5*time.Second, 10*cfg.Redis.Timeout)),

@@ -17,6 +17,7 @@ type metrics struct {
 	alreadyRefunded prometheus.Counter
 	lateness        prometheus.Histogram
 	errors          *prometheus.CounterVec
+	trimFailures    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -46,8 +47,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mintgate_sweeper_errors_total",
 			Help: "Deliveries not applied: kind=redis (retried with backoff) or malformed (terminated).",
 		}, []string{"kind"}),
+		trimFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_sweeper_ledger_trim_failures_total",
+			Help: "Failed purges of the swept grants' ledger messages: they stay in the stream until a later purge (or its max age). Disk, not refunds.",
+		}),
 	}
-	reg.MustRegister(m.swept, m.refunds, m.alreadyDone, m.alreadyRefunded, m.lateness, m.errors)
+	reg.MustRegister(m.swept, m.refunds, m.alreadyDone, m.alreadyRefunded, m.lateness, m.errors, m.trimFailures)
 	m.errors.WithLabelValues("redis")
 	m.errors.WithLabelValues("malformed")
 	return m
@@ -64,6 +69,13 @@ func (m *metrics) observe(o grant.Outcome) {
 		if errors.Is(o.Err, grant.ErrMalformed) {
 			m.errors.WithLabelValues("malformed").Inc()
 		}
+	}
+}
+
+// trimmed counts what the consume loop's purges of finished grants did.
+func (m *metrics) trimmed(t grant.Trim) {
+	if t.Err != nil {
+		m.trimFailures.Inc()
 	}
 }
 

@@ -22,7 +22,8 @@ var ErrMalformed = errors.New("grant: malformed due grant")
 
 // Handler applies one due grant. Returning nil acks it; an error wrapping
 // ErrMalformed terminates it; any other error redelivers it later. A handler
-// must be idempotent: a grant can arrive more than once.
+// must be idempotent: a grant can arrive more than once. What was acked or
+// terminated is later removed from the stream (see WithTrimInterval).
 type Handler func(ctx context.Context, g Grant) error
 
 // Outcome is what the consume loop did with one delivery, for metrics.
@@ -67,9 +68,14 @@ type consumeOptions struct {
 	minBackoff    time.Duration
 	maxBackoff    time.Duration
 	handleTimeout time.Duration
+	trimInterval  time.Duration
 	log           *slog.Logger
 	observe       func(Outcome)
+	observeTrim   func(Trim)
 }
+
+// trimTimeout bounds one trim (a consumer info and a purge).
+const trimTimeout = 5 * time.Second
 
 // ConsumeOption tunes Consume.
 type ConsumeOption func(*consumeOptions)
@@ -100,6 +106,29 @@ func WithHandleTimeout(d time.Duration) ConsumeOption {
 	return func(o *consumeOptions) { o.handleTimeout = d }
 }
 
+// WithTrimInterval sets how often the loop removes from the stream the due
+// messages the durable has acked or terminated (default 10s; 0 or less
+// turns trimming off). Every instance trims; a repeat is harmless.
+func WithTrimInterval(d time.Duration) ConsumeOption {
+	return func(o *consumeOptions) { o.trimInterval = d }
+}
+
+// Trim is one attempt to remove what the durable has finished with.
+type Trim struct {
+	// Floor is the durable's ack floor: every due message at or below
+	// this stream sequence was acked or terminated; 0 if unknown.
+	Floor uint64
+	// Err is why nothing was removed; the messages stay until the next
+	// trim, or until MaxAge.
+	Err error
+}
+
+// WithTrimObserver is called after each trim that did (or failed to do)
+// something, from the trimming goroutine.
+func WithTrimObserver(f func(Trim)) ConsumeOption {
+	return func(o *consumeOptions) { o.observeTrim = f }
+}
+
 // WithLogger sets the loop's logger (default slog.Default()).
 func WithLogger(l *slog.Logger) ConsumeOption { return func(o *consumeOptions) { o.log = l } }
 
@@ -108,7 +137,10 @@ func WithObserver(f func(Outcome)) ConsumeOption { return func(o *consumeOptions
 
 // Consume delivers due grants to handle through the durable pull consumer
 // durable, shared by every process that names it, until ctx ends or stop is
-// called. A grant is acked only after handle returned nil.
+// called. A grant is acked only after handle returned nil. Every trim
+// interval, the due messages the durable has acked or terminated are
+// purged from the stream (see trimLoop): a handled grant leaves nothing
+// behind, and nothing is removed that was not applied or terminated.
 //
 // Stopping (either way) stops pulling, lets the handlers in flight finish
 // (their context is not cancelled by ctx, only bounded by the handle
@@ -118,7 +150,7 @@ func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, op
 	o := consumeOptions{
 		workers: 4, batch: 32, ackWait: 30 * time.Second, maxAckPending: 1000,
 		minBackoff: time.Second, maxBackoff: 30 * time.Second, handleTimeout: 10 * time.Second,
-		log: slog.Default(),
+		trimInterval: 10 * time.Second, log: slog.Default(),
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -135,6 +167,10 @@ func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, op
 		MaxDeliver:    -1, // a refund is retried until it is applied, never dropped
 		Replicas:      0,  // the stream's
 	}
+	stream, err := l.js.Stream(ctx, l.cfg.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("%w: stream %s: %w", ErrUnavailable, l.cfg.Stream, err)
+	}
 	cons, err := l.js.CreateOrUpdateConsumer(ctx, l.cfg.Stream, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer %s: %w", ErrUnavailable, durable, err)
@@ -145,7 +181,7 @@ func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, op
 	}
 
 	c := &consumeLoop{
-		l: l, o: o, cfg: cfg, handle: handle,
+		l: l, o: o, cfg: cfg, handle: handle, stream: stream,
 		hctx:     context.WithoutCancel(ctx),
 		stopping: make(chan struct{}),
 		jobs:     make(chan jetstream.Msg),
@@ -156,6 +192,9 @@ func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, op
 	var workers sync.WaitGroup
 	for range o.workers {
 		workers.Go(c.work)
+	}
+	if o.trimInterval > 0 {
+		workers.Go(c.trimLoop)
 	}
 	var once sync.Once
 	stop = func() {
@@ -180,6 +219,7 @@ type consumeLoop struct {
 	o        consumeOptions
 	cfg      jetstream.ConsumerConfig
 	handle   Handler
+	stream   jetstream.Stream // for trimming; its methods need only the name
 	hctx     context.Context
 	stopping chan struct{}
 	stopOnce sync.Once
@@ -317,6 +357,86 @@ func (c *consumeLoop) deliver(m jetstream.Msg) {
 		_ = m.NakWithDelay(delay)
 		c.observe(Outcome{Grant: g, Attempt: n, Action: Retried, Err: err, Retry: delay})
 	}
+}
+
+// trimLoop removes, every trim interval until the loop stops, the due
+// messages the durable has finished with.
+//
+// Why: the stream keeps limits retention (see LedgerConfig.StreamConfig),
+// so nothing else removes a handled grant before MaxAge, days later. The
+// schedule message needs no removing: nats-server purges a fired one-shot
+// "@at" schedule itself, in the same write that stores its due message
+// (which carries "Nats-Schedule-Next: purge"). Only the due message stays,
+// and only the durable knows when it was applied.
+//
+// How: one purge of SubjectDue below the durable's ack floor. Every due
+// message at or below the floor was acked, after its handler returned nil
+// (applied), or terminated (can never apply; its body was logged), so the
+// purge removes nothing unapplied. A grant that keeps failing holds the
+// floor, and the messages after it wait for it (at worst until MaxAge).
+//
+// Why not a delete per message after its ack: with sync_interval always,
+// every stream write is fsynced on its own (docs/production.md measures
+// about a thousand a second per stream, shared with the signer's Record),
+// so a delete per grant would take a third of that budget and cap the
+// sweep rate near it; one purge per interval costs one write however many
+// it removes. Why not Nats-Schedule-TTL: the due message is stored when
+// the schedule fires and MaxAge ages it from then, so a TTL equal to
+// MaxAge removes nothing sooner, and a shorter one would drop grants no
+// sweeper applied during a long outage; it would also need allow_msg_ttl,
+// which a stream can never turn off again.
+func (c *consumeLoop) trimLoop() {
+	t := time.NewTicker(c.o.trimInterval)
+	defer t.Stop()
+	var trimmed uint64 // the floor of the last purge that worked
+	for {
+		select {
+		case <-c.stopping:
+			return
+		case <-t.C:
+		}
+		floor, err := c.trim(trimmed)
+		if err == nil && floor == trimmed {
+			continue // nothing new finished: no write
+		}
+		if err != nil {
+			c.o.log.Warn("due grants: removing the finished ones failed; they stay until the next try", "floor", floor, "err", err)
+		} else {
+			trimmed = floor
+		}
+		if c.o.observeTrim != nil {
+			c.o.observeTrim(Trim{Floor: floor, Err: err})
+		}
+	}
+}
+
+// trim purges the due messages at or below the durable's ack floor, unless
+// the floor is 0 or done (already purged). A floor below done (the stream
+// or the durable was recreated) is purged too. It returns the floor.
+func (c *consumeLoop) trim(done uint64) (uint64, error) {
+	ctx, cancel := context.WithTimeout(c.hctx, trimTimeout)
+	defer cancel()
+	go func() { // a stop does not wait for a slow server
+		select {
+		case <-c.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	// A fresh info: the floor only moves up, so purging below a floor read
+	// a moment ago is safe however far the consumer has gone since.
+	cons, err := c.stream.Consumer(ctx, c.cfg.Durable)
+	if err != nil {
+		return 0, fmt.Errorf("consumer %s info: %w", c.cfg.Durable, err)
+	}
+	floor := cons.CachedInfo().AckFloor.Stream
+	if floor == 0 || floor == done {
+		return floor, nil
+	}
+	if err := c.stream.Purge(ctx, jetstream.WithPurgeSubject(SubjectDue), jetstream.WithPurgeSequence(floor+1)); err != nil {
+		return floor, fmt.Errorf("purge %s below sequence %d: %w", SubjectDue, floor+1, err)
+	}
+	return floor, nil
 }
 
 func (c *consumeLoop) observe(out Outcome) {

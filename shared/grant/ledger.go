@@ -16,7 +16,9 @@ import (
 
 // Subjects of the ledger stream. Each grant is a schedule message on its own
 // subject (a second schedule on a subject replaces the first); when it is
-// due, JetStream publishes its body to SubjectDue, which the sweepers consume.
+// due, JetStream publishes its body to SubjectDue, which the sweepers
+// consume, and purges the schedule message in the same write. The consume
+// loop purges due messages once the sweepers have finished with them.
 const (
 	SubjectSchedPrefix = "mintgate.grants.sched."
 	SubjectDue         = "mintgate.grants.due"
@@ -77,6 +79,16 @@ func (c LedgerConfig) withDefaults() LedgerConfig {
 // StreamConfig is the stream the ledger creates or updates: file storage,
 // limits retention (on a work-queue stream, acking a delivery would delete
 // the schedule) and scheduling on.
+//
+// What the stream holds: one schedule message per pending grant, and one
+// due message per grant fired and not yet finished with. The server
+// removes a fired one-shot schedule itself; Consume purges, every trim
+// interval, the due messages below its durable's ack floor (applied or
+// terminated). Retention removes nothing before MaxAge, which only guards
+// pending grants through outages: a due message no sweeper finished with
+// stays until MaxAge after it fired, and so do the ones after it while it
+// holds the floor. No per-message TTL (allow_msg_ttl stays off): see
+// consumeLoop.trimLoop.
 func (c LedgerConfig) StreamConfig() jetstream.StreamConfig {
 	c = c.withDefaults()
 	return jetstream.StreamConfig{
