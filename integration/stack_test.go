@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,13 +95,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	for k, v := range testenv.AWSEnv() {
 		common[k] = v
 	}
-	signerPort, completerPort, sweeperPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
-	s.SignerURL = fmt.Sprintf("http://127.0.0.1:%d", signerPort)
-	s.CompleterURL = fmt.Sprintf("http://127.0.0.1:%d", completerPort)
-	s.SweeperURL = fmt.Sprintf("http://127.0.0.1:%d", sweeperPort)
-
-	s.Signer = startService(t, "./signer", common, map[string]string{
-		"MINTGATE_HTTP_ADDR":        fmt.Sprintf("127.0.0.1:%d", signerPort),
+	signerEnv := map[string]string{
 		"MINTGATE_S3_BUCKET":        in.Bucket,
 		"MINTGATE_S3_ENDPOINT":      in.S3Endpoint,
 		"MINTGATE_S3_PATH_STYLE":    "true",
@@ -109,16 +104,15 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		"MINTGATE_ANON_TENANTS":     opts.AnonTenants,
 		"MINTGATE_IP_HASH_SECRET":   jwtSecret,
 		"MINTGATE_DEMO_PAGE":        "on",
-	}, opts.Extra)
-	s.Completer = startService(t, "./completer", common, map[string]string{
-		"MINTGATE_HTTP_ADDR":     fmt.Sprintf("127.0.0.1:%d", completerPort),
+	}
+	completerEnv := map[string]string{
 		"MINTGATE_SQS_QUEUE_URL": in.Queue.URL,
 		"MINTGATE_SQS_ENDPOINT":  in.SQSEndpoint,
 		"MINTGATE_DONE_TTL":      opts.DoneTTL.String(),
-	}, opts.Extra)
-	s.Sweeper = startService(t, "./sweeper", common, map[string]string{
-		"MINTGATE_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", sweeperPort),
-	}, opts.Extra)
+	}
+	s.Signer, s.SignerURL = startService(t, "signer", "./signer", common, signerEnv, opts.Extra)
+	s.Completer, s.CompleterURL = startService(t, "completer", "./completer", common, completerEnv, opts.Extra)
+	s.Sweeper, s.SweeperURL = startService(t, "sweeper", "./sweeper", common, opts.Extra)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for name, p := range map[string]*testenv.Process{"signer": s.Signer, "completer": s.Completer, "sweeper": s.Sweeper} {
@@ -130,39 +124,53 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 			}
 		}
 	})
-	for name, u := range map[string]string{"signer": s.SignerURL, "completer": s.CompleterURL, "sweeper": s.SweeperURL} {
-		waitReady(t, name, u+"/readyz", map[string]*testenv.Process{"signer": s.Signer, "completer": s.Completer, "sweeper": s.Sweeper}[name])
-	}
 	return s
 }
 
-// startService builds pkg once per test process and runs it with env.
-func startService(t *testing.T, pkg string, envs ...map[string]string) *testenv.Process {
+// startService builds pkg (once per test process), runs it on a free
+// port with env and waits until /readyz answers. A port can be taken by
+// someone else between FreePort and the service's listen, so a service
+// that exits with "address already in use" is started again on another.
+func startService(t *testing.T, name, pkg string, envs ...map[string]string) (*testenv.Process, string) {
 	t.Helper()
-	var env []string
-	for _, m := range envs {
-		for k, v := range m {
-			env = append(env, k+"="+v)
+	bin := testenv.BuildCommand(t, pkg)
+	for range 3 {
+		port := testenv.FreePort(t)
+		env := []string{fmt.Sprintf("MINTGATE_HTTP_ADDR=127.0.0.1:%d", port)}
+		for _, m := range envs {
+			for k, v := range m {
+				env = append(env, k+"="+v)
+			}
 		}
+		p := testenv.StartProcess(t, bin, env)
+		base := fmt.Sprintf("http://127.0.0.1:%d", port)
+		if waitReady(base+"/readyz", p) {
+			return p, base
+		}
+		if p.Exited() && strings.Contains(p.Output(), "address already in use") {
+			continue
+		}
+		t.Fatalf("%s not ready at %s:\n%s", name, base, p.Output())
 	}
-	return testenv.StartProcess(t, testenv.BuildCommand(t, pkg), env)
+	t.Fatalf("%s: no free port after 3 tries", name)
+	return nil, ""
 }
 
-func waitReady(t *testing.T, name, url string, p *testenv.Process) {
-	t.Helper()
+// waitReady polls url until it answers 200, the process exits, or 30 s pass.
+func waitReady(url string, p *testenv.Process) bool {
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && !p.Exited() {
 		resp, err := client.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return true
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s not ready at %s:\n%s", name, url, p.Output())
+	return false
 }
 
 // localInfra starts every server as a local process on free ports.

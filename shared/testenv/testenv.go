@@ -79,7 +79,8 @@ type Process struct {
 	dir  string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	out  *bytes.Buffer
+	done chan struct{} // closed when the running cmd has exited
+	out  *syncBuffer
 }
 
 func newProcess(tb testing.TB, bin string, args ...string) *Process {
@@ -114,15 +115,33 @@ func (p *Process) Start() {
 	if p.env != nil {
 		cmd.Env = append(os.Environ(), p.env...)
 	}
-	p.out = new(bytes.Buffer)
+	p.out = new(syncBuffer)
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		p.tb.Fatalf("testenv: start %s: %v", p.name, err)
 	}
-	p.cmd = cmd
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	p.cmd, p.done = cmd, done
 }
 
-// Stop ends the process by PID with SIGTERM and waits for it.
+// Exited reports whether the process started last has ended by itself
+// (or was stopped).
+func (p *Process) Exited() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return true
+	}
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop ends the process by PID with SIGINT and waits for it.
 func (p *Process) Stop() { p.signal(os.Interrupt) }
 
 // Kill ends the process by PID with SIGKILL and waits for it.
@@ -135,15 +154,13 @@ func (p *Process) signal(sig os.Signal) {
 		return
 	}
 	_ = p.cmd.Process.Signal(sig)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-p.done:
 	case <-time.After(10 * time.Second):
 		_ = p.cmd.Process.Kill()
-		<-done
+		<-p.done
 	}
-	p.cmd = nil
+	p.cmd, p.done = nil, nil
 }
 
 // Output is what the process printed so far.
@@ -154,6 +171,25 @@ func (p *Process) Output() string {
 		return ""
 	}
 	return p.out.String()
+}
+
+// syncBuffer is the process's output: exec's copying goroutines write it
+// while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // waitTCP waits until addr accepts connections.
