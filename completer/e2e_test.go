@@ -37,7 +37,7 @@ func TestUploadThroughVersityGWIsMarkedDone(t *testing.T) {
 	for k, v := range testenv.AWSEnv() {
 		vars[k] = v
 	}
-	log := &syncBuffer{}
+	log := &testenv.Buffer{}
 	startCompleter(t, addr, vars, log)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()

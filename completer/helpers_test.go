@@ -2,14 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,24 +33,6 @@ func fixture(t *testing.T, name, id string) string {
 	return strings.ReplaceAll(string(b), fixtureID, id)
 }
 
-// syncBuffer collects the service's log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // stack is a completer running in-process against a real redis-server and
 // a real fauxqs queue with a dead-letter queue.
 type stack struct {
@@ -62,7 +42,7 @@ type stack struct {
 	sqs   *sqs.Client
 	rdb   *redis.Client
 	addr  string
-	log   *syncBuffer
+	log   *testenv.Buffer
 }
 
 // maxReceives is the test queue's redrive maxReceiveCount.
@@ -73,7 +53,7 @@ const maxReceives = 2
 // environment.
 func startStack(t *testing.T, env map[string]string) *stack {
 	t.Helper()
-	s := &stack{redis: testenv.StartRedis(t), fq: testenv.StartFauxqs(t), log: &syncBuffer{}}
+	s := &stack{redis: testenv.StartRedis(t), fq: testenv.StartFauxqs(t), log: &testenv.Buffer{}}
 	s.q = s.fq.CreateQueue(t, "uploads", testenv.QueueOptions{VisibilityTimeout: time.Second, MaxReceiveCount: maxReceives})
 	s.sqs = s.fq.Client()
 	s.rdb = redis.NewClient(&redis.Options{Addr: s.redis.Addr})
@@ -97,7 +77,7 @@ func startStack(t *testing.T, env map[string]string) *stack {
 
 // startCompleter runs the completer in-process until the test ends, and
 // checks then that it shut down cleanly.
-func startCompleter(t *testing.T, addr string, vars map[string]string, log *syncBuffer) {
+func startCompleter(t *testing.T, addr string, vars map[string]string, log *testenv.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)

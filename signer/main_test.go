@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -55,24 +54,6 @@ func withClock(c *clock) option { return func(d *deps) { d.now = c.Now } }
 
 func withRecorder(r recorder) option { return func(d *deps) { d.ledger = r } }
 
-// syncBuffer collects the service's log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // stack is the real servers a signer talks to.
 type stack struct {
 	redis *testenv.Redis
@@ -111,7 +92,7 @@ func (s stack) env(t testing.TB) map[string]string {
 type signer struct {
 	t     testing.TB
 	base  string
-	log   *syncBuffer
+	log   *testenv.Buffer
 	clock *clock
 	rdb   redis.UniversalClient
 }
@@ -120,7 +101,7 @@ type signer struct {
 // Unless opts set one, the clock is a fixed one the test moves by hand.
 func start(t testing.TB, env map[string]string, opts ...option) *signer {
 	t.Helper()
-	s := &signer{t: t, base: "http://" + env["MINTGATE_HTTP_ADDR"], log: &syncBuffer{}, clock: newClock()}
+	s := &signer{t: t, base: "http://" + env["MINTGATE_HTTP_ADDR"], log: &testenv.Buffer{}, clock: newClock()}
 	opts = append([]option{withClock(s.clock)}, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -153,7 +134,7 @@ func start(t testing.TB, env map[string]string, opts ...option) *signer {
 
 func mapEnv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
-func waitHealthy(t testing.TB, base string, errc chan error, log *syncBuffer) {
+func waitHealthy(t testing.TB, base string, errc chan error, log *testenv.Buffer) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
@@ -338,7 +319,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 func TestRunServesAndShutsDown(t *testing.T) {
 	st := newStack(t)
 	env := st.env(t)
-	log := &syncBuffer{}
+	log := &testenv.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- run(ctx, []string{"signer"}, mapEnv(env), log) }()
@@ -395,7 +376,7 @@ func TestShutdownFinishesInFlightSigns(t *testing.T) {
 	st := newStack(t)
 	env := st.env(t)
 	hold := &holdRecorder{entered: make(chan struct{}), release: make(chan struct{})}
-	log := &syncBuffer{}
+	log := &testenv.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)

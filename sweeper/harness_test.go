@@ -2,13 +2,11 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -87,24 +85,7 @@ type instance struct {
 	addr   string
 	cancel context.CancelFunc
 	done   chan error
-	logs   *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+	logs   *testenv.Buffer
 }
 
 // start runs a sweeper and waits until it answers /healthz.
@@ -112,7 +93,7 @@ func (s *stack) start() *instance {
 	s.t.Helper()
 	getenv := s.env(nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{addr: getenv("MINTGATE_HTTP_ADDR"), cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
+	in := &instance{addr: getenv("MINTGATE_HTTP_ADDR"), cancel: cancel, done: make(chan error, 1), logs: &testenv.Buffer{}}
 	go func() { in.done <- run(ctx, []string{"sweeper"}, getenv, in.logs) }()
 	s.t.Cleanup(func() {
 		in.stop()

@@ -262,7 +262,7 @@ func TestStartRefusedWithoutScheduling(t *testing.T) {
 		"MINTGATE_REDIS_URL": rds.URL(),
 		"MINTGATE_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 	}
-	var out syncBuffer
+	var out testenv.Buffer
 	err := run(context.Background(), []string{"sweeper"}, func(k string) string { return vars[k] }, &out)
 	if err == nil || !strings.Contains(err.Error(), "2.9.10") || !strings.Contains(err.Error(), "scheduling") {
 		t.Fatalf("run on nats-server 2.9.10: %v; want a refusal naming the version", err)
@@ -285,7 +285,7 @@ func TestBadConfigNamesTheVariable(t *testing.T) {
 				return val
 			}
 			return ""
-		}, &syncBuffer{})
+		}, &testenv.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%q: %v; want an error naming it", name, val, err)
 		}

@@ -80,7 +80,7 @@ type Process struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the running cmd has exited
-	out  *syncBuffer
+	out  *Buffer
 }
 
 func newProcess(tb testing.TB, bin string, args ...string) *Process {
@@ -115,7 +115,7 @@ func (p *Process) Start() {
 	if p.env != nil {
 		cmd.Env = append(os.Environ(), p.env...)
 	}
-	p.out = new(syncBuffer)
+	p.out = new(Buffer)
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		p.tb.Fatalf("testenv: start %s: %v", p.name, err)
@@ -173,20 +173,23 @@ func (p *Process) Output() string {
 	return p.out.String()
 }
 
-// syncBuffer is the process's output: exec's copying goroutines write it
-// while the test reads it.
-type syncBuffer struct {
+// Buffer is an io.Writer safe to read while it is written: a process's
+// output (exec's copying goroutines write it while the test reads it), or an
+// in-process service's log.
+type Buffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+// String is everything written so far.
+func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
