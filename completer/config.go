@@ -26,8 +26,7 @@ type cfg struct {
 
 	// The SDK's variables, read through run's getenv so a test's
 	// environment counts; empty values leave the SDK's default chain.
-	AWSRegion                                   string
-	AWSAccessKey, AWSSecretKey, AWSSessionToken string
+	AWS config.AWS
 }
 
 // defaultHTTPAddr is where the completer listens without MINTGATE_HTTP_ADDR.
@@ -47,10 +46,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		URLTTL:      e.Duration("MINTGATE_URL_TTL", 120*time.Second),
 		Grace:       e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
 
-		AWSRegion:       e.String("AWS_REGION", ""),
-		AWSAccessKey:    e.String("AWS_ACCESS_KEY_ID", ""),
-		AWSSecretKey:    e.String("AWS_SECRET_ACCESS_KEY", ""),
-		AWSSessionToken: e.String("AWS_SESSION_TOKEN", ""),
+		AWS: e.AWS(),
 	}
 	if c.QueueURL == "" {
 		e.Required("MINTGATE_SQS_QUEUE_URL")
@@ -64,9 +60,6 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	if need := 2 * (c.URLTTL + c.Grace); c.DoneTTL < need {
 		e.Fail("MINTGATE_DONE_TTL", "%s must be at least 2 × (MINTGATE_URL_TTL %s + MINTGATE_SWEEP_GRACE %s) = %s, "+
 			"so a done marker outlives the sweeper's check", c.DoneTTL, c.URLTTL, c.Grace, need)
-	}
-	if (c.AWSAccessKey == "") != (c.AWSSecretKey == "") {
-		e.Fail("AWS_ACCESS_KEY_ID", "set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or neither")
 	}
 	if err := e.Err(); err != nil {
 		return cfg{}, err

@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,8 +17,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -110,20 +107,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 // given to run when set, else the SDK's default chain (shared files, IRSA,
 // IMDS …); the endpoint from MINTGATE_SQS_ENDPOINT when set.
 func newSQS(ctx context.Context, c cfg) (*sqs.Client, error) {
-	var opts []func(*awsconfig.LoadOptions) error
-	if c.AWSRegion != "" {
-		opts = append(opts, awsconfig.WithRegion(c.AWSRegion))
-	}
-	if c.AWSAccessKey != "" {
-		opts = append(opts, awsconfig.WithCredentialsProvider(
-			credentials.NewStaticCredentialsProvider(c.AWSAccessKey, c.AWSSecretKey, c.AWSSessionToken)))
-	}
-	ac, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	ac, err := c.AWS.Load(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("aws config: %w", err)
-	}
-	if ac.Region == "" {
-		return nil, errors.New("AWS_REGION: required when the SDK finds no region (profile, IMDS)")
+		return nil, err
 	}
 	return sqs.NewFromConfig(ac, func(o *sqs.Options) {
 		if c.SQSEndpoint != "" {

@@ -46,7 +46,7 @@ type cfg struct {
 	S3Endpoint  string
 	S3PathStyle bool
 	// AWS credentials given in the environment; empty means the SDK's chain.
-	AWSAccessKey, AWSSecretKey, AWSSessionToken string
+	AWS config.AWS
 
 	URLTTL       time.Duration
 	MaxObject    int64
@@ -91,9 +91,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		S3Endpoint:  e.URL("MINTGATE_S3_ENDPOINT", "", "http", "https"),
 		S3PathStyle: e.Bool("MINTGATE_S3_PATH_STYLE", false),
 
-		AWSAccessKey:    e.String("AWS_ACCESS_KEY_ID", ""),
-		AWSSecretKey:    e.String("AWS_SECRET_ACCESS_KEY", ""),
-		AWSSessionToken: e.String("AWS_SESSION_TOKEN", ""),
+		AWS: e.AWS(),
 
 		URLTTL:    e.Duration("MINTGATE_URL_TTL", 120*time.Second),
 		MaxObject: e.Int("MINTGATE_MAX_OBJECT_BYTES", 104857600),

@@ -9,7 +9,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
@@ -36,25 +35,15 @@ func newPresigner(ctx context.Context, c cfg) (*presigner, error) {
 	if c.S3Region != "" {
 		opts = append(opts, awsconfig.WithRegion(c.S3Region))
 	}
-	if c.AWSAccessKey != "" || c.AWSSecretKey != "" {
-		if c.AWSAccessKey == "" || c.AWSSecretKey == "" {
-			return nil, fmt.Errorf("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: set both or neither")
-		}
-		opts = append(opts, awsconfig.WithCredentialsProvider(
-			credentials.NewStaticCredentialsProvider(c.AWSAccessKey, c.AWSSecretKey, c.AWSSessionToken)))
-	}
 	// A presigned URL lives only as long as the credentials that signed it:
 	// refresh temporary ones (roles, IRSA) at least one URL lifetime early,
 	// so no URL dies before its stated expiry.
 	opts = append(opts, awsconfig.WithCredentialsCacheOptions(func(o *aws.CredentialsCacheOptions) {
 		o.ExpiryWindow = c.URLTTL + time.Minute
 	}))
-	ac, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	ac, err := c.AWS.Load(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("aws config: %w", err)
-	}
-	if ac.Region == "" {
-		return nil, fmt.Errorf("MINTGATE_S3_REGION: required when the SDK finds no region (AWS_REGION, profile)")
+		return nil, fmt.Errorf("s3 presigner (region from MINTGATE_S3_REGION or AWS_REGION): %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -26,10 +26,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/ops"
 )
 
@@ -57,7 +56,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "s3bridge")
 
-	cfg, err := awsConfig(ctx, getenv)
+	env := config.New(getenv)
+	awsEnv := env.AWS()
+	if err := env.Err(); err != nil {
+		return err
+	}
+	cfg, err := awsEnv.Load(ctx)
 	if err != nil {
 		return err
 	}
@@ -68,28 +72,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	})
 	h := newHandler(log, client, *queueURL)
 	return ops.Serve(ctx, log, *addr, h.routes())
-}
-
-// awsConfig is the SDK's default configuration, with region and static
-// credentials taken from getenv when it has them (so a test's environment
-// counts without touching the process's).
-func awsConfig(ctx context.Context, getenv func(string) string) (aws.Config, error) {
-	var opts []func(*awsconfig.LoadOptions) error
-	if r := getenv("AWS_REGION"); r != "" {
-		opts = append(opts, awsconfig.WithRegion(r))
-	}
-	if k, s := getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY"); k != "" && s != "" {
-		opts = append(opts, awsconfig.WithCredentialsProvider(
-			credentials.NewStaticCredentialsProvider(k, s, getenv("AWS_SESSION_TOKEN"))))
-	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return aws.Config{}, fmt.Errorf("aws config: %w", err)
-	}
-	if cfg.Region == "" {
-		return aws.Config{}, errors.New("AWS_REGION: required (the SDK found no region)")
-	}
-	return cfg, nil
 }
 
 // sendTimeout bounds how long one event is retried before it is given up.
