@@ -216,7 +216,10 @@ func TestSweeperStoppedMidBatchAndRestarted(t *testing.T) {
 	}
 	done := s.refunded // only callable with Redis up
 	s.redis.Start()
-	before := done()
+	// The test's own client may hold a connection from before the restart:
+	// its first command fails (-1), the next ones reach the new server.
+	before := -1
+	waitFor(t, 10*time.Second, "Redis answering the test", func() bool { before = done(); return before >= 0 })
 	t.Logf("first sweeper refunded %d of %d before it stopped", before, n)
 	if before >= n {
 		t.Fatal("the stop did not land mid-stream")

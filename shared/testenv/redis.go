@@ -1,7 +1,9 @@
 package testenv
 
 import (
+	"bufio"
 	"fmt"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -27,11 +29,34 @@ func StartRedis(tb testing.TB, extra ...string) *Redis {
 	return r
 }
 
-// Start starts the server and waits until it listens.
+// Start starts the server and waits until it answers PING: a server with
+// an append-only file listens while it still loads and answers -LOADING.
 func (r *Redis) Start() {
 	r.tb.Helper()
 	r.Process.Start()
 	waitTCP(r.tb, r.Process, r.Addr)
+	deadline := time.Now().Add(15 * time.Second)
+	for !r.pong() {
+		if time.Now().After(deadline) {
+			r.tb.Fatalf("testenv: %s does not answer PING:\n%s", r, r.Output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pong reports whether the server answers PING with +PONG.
+func (r *Redis) pong() bool {
+	c, err := net.DialTimeout("tcp", r.Addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return err == nil && strings.HasPrefix(line, "+PONG")
 }
 
 // URL is the server's redis:// URL.
