@@ -119,23 +119,24 @@ type Ledger struct {
 // Dial connects to natsURL (a comma-separated list is fine), creates or
 // updates the stream and checks that the server really schedules messages.
 // The connection reconnects forever; while it is down, Record fails at once
-// rather than buffering.
-func Dial(ctx context.Context, natsURL string, cfg LedgerConfig) (*Ledger, error) {
+// rather than buffering. opts come after the ledger's own connection
+// options, so a caller adds credentials (nats.UserCredentials) or TLS.
+func Dial(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nats.Option) (*Ledger, error) {
 	log := slog.Default().With("component", "grant-ledger")
 	timeout := 2 * time.Second
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 		timeout = max(time.Until(d), 10*time.Millisecond)
 	}
-	nc, err := nats.Connect(natsURL,
+	nc, err := nats.Connect(natsURL, append([]nats.Option{
 		nats.Name("mintgate-grant-ledger"),
 		nats.Timeout(timeout),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		// No reconnect buffer: a publish while disconnected fails now and
 		// the signer answers 503, instead of a grant waiting in memory.
 		nats.ReconnectBufSize(-1),
-		nats.PingInterval(5*time.Second),
+		nats.PingInterval(5 * time.Second),
 		nats.MaxPingsOutstanding(2),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil { // nil: our own Close
@@ -145,7 +146,7 @@ func Dial(ctx context.Context, natsURL string, cfg LedgerConfig) (*Ledger, error
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
 		}),
-	)
+	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: connect %s: %w", ErrUnavailable, redactURL(natsURL), err)
 	}
