@@ -2,7 +2,6 @@ package grant
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,21 +13,23 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// ErrMalformed marks a grant that can never be applied, whatever the retry:
-// a body that does not parse, or a handler's verdict (wrap it) that the
-// grant names no valid tenant or tier. The consume loop terminates such a
-// message instead of redelivering it forever.
-var ErrMalformed = errors.New("grant: malformed due grant")
+// ErrMalformed marks a batch that can never be applied, whatever the retry:
+// a verified body that does not parse, or a handler's verdict (wrap it).
+// The consume loop terminates such a message instead of redelivering it
+// forever.
+var ErrMalformed = errors.New("grant: malformed due batch")
 
-// Handler applies one due grant. Returning nil acks it; an error wrapping
-// ErrMalformed terminates it; any other error redelivers it later. A handler
-// must be idempotent: a grant can arrive more than once. What was acked or
-// terminated is later removed from the stream (see WithTrimInterval).
-type Handler func(ctx context.Context, g Grant) error
+// Handler applies one due batch of grants. Returning nil acks it; an error
+// wrapping ErrMalformed terminates it; any other error redelivers the whole
+// batch later. A handler must be idempotent per grant: a batch can arrive
+// more than once, and after a partial failure some of its grants were
+// applied already. What was acked or terminated is later removed from the
+// stream (see WithTrimInterval).
+type Handler func(ctx context.Context, b Batch) error
 
 // Outcome is what the consume loop did with one delivery, for metrics.
 type Outcome struct {
-	Grant   Grant         // zero when the body did not parse
+	Batch   Batch         // zero when the body did not verify or parse
 	Attempt uint64        // 1 on the first delivery
 	Action  Action        // what was done with the message
 	Err     error         // the handler's (or the parser's) error, nil when acked
@@ -44,6 +45,7 @@ const (
 	Retried                  // not applied; redelivered after a backoff
 	Terminated               // can never be applied; not redelivered
 	Released                 // not started before a stop; redelivered at once
+	Forged                   // its MAC did not verify: never applied, not redelivered
 )
 
 func (a Action) String() string {
@@ -56,6 +58,8 @@ func (a Action) String() string {
 		return "terminated"
 	case Released:
 		return "released"
+	case Forged:
+		return "forged"
 	}
 	return fmt.Sprintf("action(%d)", int(a))
 }
@@ -80,16 +84,18 @@ const trimTimeout = 5 * time.Second
 // ConsumeOption tunes Consume.
 type ConsumeOption func(*consumeOptions)
 
-// WithWorkers sets how many grants are handled at once (default 4).
+// WithWorkers sets how many batches are handled at once (default 4).
 func WithWorkers(n int) ConsumeOption { return func(o *consumeOptions) { o.workers = max(1, n) } }
 
-// WithBatch sets how many messages one pull asks for (default 32). Large
-// batches with slow handlers outlive the ack wait and are redelivered.
+// WithBatch sets how many messages one pull asks for (default 4, each up to
+// a full batch of grants). What one instance pulled and has not acked is
+// what its death delays by the ack wait, so keep it small.
 func WithBatch(n int) ConsumeOption { return func(o *consumeOptions) { o.batch = max(1, n) } }
 
 // WithAckWait sets how long the server waits for an ack before redelivering
-// (default 30s), and MaxAckPending bounds the deliveries not yet acked
-// across every instance (default 1000).
+// (default 5s; a handler at work reports progress every third of it, so
+// only a dead instance's messages wait it out), and MaxAckPending bounds
+// the deliveries not yet acked across every instance (default 1000).
 func WithAckWait(wait time.Duration, maxAckPending int) ConsumeOption {
 	return func(o *consumeOptions) { o.ackWait, o.maxAckPending = wait, maxAckPending }
 }
@@ -135,9 +141,11 @@ func WithLogger(l *slog.Logger) ConsumeOption { return func(o *consumeOptions) {
 // WithObserver is called after each delivery, from the worker that handled it.
 func WithObserver(f func(Outcome)) ConsumeOption { return func(o *consumeOptions) { o.observe = f } }
 
-// Consume delivers due grants to handle through the durable pull consumer
+// Consume delivers due batches to handle through the durable pull consumer
 // durable, shared by every process that names it, until ctx ends or stop is
-// called. A grant is acked only after handle returned nil. Every trim
+// called. A batch is acked only after handle returned nil; one whose MAC
+// does not verify under the ledger's secret is terminated unhandled (a
+// forgery, or a grant from before batches). Every trim
 // interval, the due messages the durable has acked or terminated are
 // purged from the stream (see trimLoop): a handled grant leaves nothing
 // behind, and nothing is removed that was not applied or terminated.
@@ -148,7 +156,7 @@ func WithObserver(f func(Outcome)) ConsumeOption { return func(o *consumeOptions
 // once, and acks nothing it did not apply. stop waits for all of it.
 func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, opts ...ConsumeOption) (stop func(), err error) {
 	o := consumeOptions{
-		workers: 4, batch: 32, ackWait: 30 * time.Second, maxAckPending: 1000,
+		workers: 4, batch: 4, ackWait: 5 * time.Second, maxAckPending: 1000,
 		minBackoff: time.Second, maxBackoff: 30 * time.Second, handleTimeout: 10 * time.Second,
 		trimInterval: 10 * time.Second, log: slog.Default(),
 	}
@@ -319,10 +327,9 @@ func (c *consumeLoop) resubscribe() {
 }
 
 func (c *consumeLoop) release(m jetstream.Msg) {
-	g, _ := decode(m)
 	// A failed Nak only means the ack wait redelivers it instead.
 	_ = m.Nak()
-	c.observe(Outcome{Grant: g, Attempt: attempt(m), Action: Released})
+	c.observe(Outcome{Attempt: attempt(m), Action: Released})
 }
 
 func (c *consumeLoop) work() {
@@ -333,30 +340,57 @@ func (c *consumeLoop) work() {
 
 func (c *consumeLoop) deliver(m jetstream.Msg) {
 	n := attempt(m)
-	g, err := decode(m)
+	b, err := Unseal(c.l.cfg.Secret, m.Data())
+	if errors.Is(err, ErrForged) {
+		c.o.log.Error("due message not sealed with our secret; terminated unapplied", "subject", m.Subject(), "attempt", n, "err", err, "bytes", len(m.Data()))
+		_ = m.TermWithReason("forged")
+		c.observe(Outcome{Attempt: n, Action: Forged, Err: err})
+		return
+	}
 	if err == nil {
-		ctx, cancel := context.WithTimeout(c.hctx, c.o.handleTimeout)
-		err = c.handle(ctx, g)
-		cancel()
+		err = c.handleWithProgress(m, b)
 	}
 	switch {
 	case err == nil:
 		if aerr := m.Ack(); aerr != nil {
 			// Applied but not acked: it comes back and the handler, being
 			// idempotent, finds it done.
-			c.o.log.Warn("due grant applied, ack failed", "urlId", g.URLID, "err", aerr)
+			c.o.log.Warn("due batch applied, ack failed", "batch", b.ID, "err", aerr)
 		}
-		c.observe(Outcome{Grant: g, Attempt: n, Action: Acked})
+		c.observe(Outcome{Batch: b, Attempt: n, Action: Acked})
 	case errors.Is(err, ErrMalformed):
-		c.o.log.Error("due grant can never be applied; terminated", "urlId", g.URLID, "subject", m.Subject(), "err", err, "body", truncate(m.Data(), 512))
+		c.o.log.Error("due batch can never be applied; terminated", "batch", b.ID, "subject", m.Subject(), "err", err, "body", truncate(m.Data(), 512))
 		_ = m.TermWithReason(truncate([]byte(err.Error()), 200))
-		c.observe(Outcome{Grant: g, Attempt: n, Action: Terminated, Err: err})
+		c.observe(Outcome{Batch: b, Attempt: n, Action: Terminated, Err: err})
 	default:
 		delay := backoff(n, c.o.minBackoff, c.o.maxBackoff)
-		c.o.log.Warn("due grant not applied; retrying", "urlId", g.URLID, "attempt", n, "retryIn", delay, "err", err)
+		c.o.log.Warn("due batch not applied; retrying", "batch", b.ID, "grants", len(b.Grants), "attempt", n, "retryIn", delay, "err", err)
 		_ = m.NakWithDelay(delay)
-		c.observe(Outcome{Grant: g, Attempt: n, Action: Retried, Err: err, Retry: delay})
+		c.observe(Outcome{Batch: b, Attempt: n, Action: Retried, Err: err, Retry: delay})
 	}
+}
+
+// handleWithProgress runs the handler, telling the server every third of
+// the ack wait that the message is still being worked on: a short ack wait
+// then only delays the messages of an instance that died.
+func (c *consumeLoop) handleWithProgress(m jetstream.Msg, b Batch) error {
+	ctx, cancel := context.WithTimeout(c.hctx, c.o.handleTimeout)
+	defer cancel()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(max(c.o.ackWait/3, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = m.InProgress()
+			}
+		}
+	}()
+	return c.handle(ctx, b)
 }
 
 // trimLoop removes, every trim interval until the loop stops, the due
@@ -443,17 +477,6 @@ func (c *consumeLoop) observe(out Outcome) {
 	if c.o.observe != nil {
 		c.o.observe(out)
 	}
-}
-
-func decode(m jetstream.Msg) (Grant, error) {
-	var g Grant
-	if err := json.Unmarshal(m.Data(), &g); err != nil {
-		return Grant{}, fmt.Errorf("%w: %w", ErrMalformed, err)
-	}
-	if !validToken(g.URLID) || g.Tenant == "" || g.ExpiresAt.IsZero() {
-		return g, fmt.Errorf("%w: missing urlId, tenant or expiresAt", ErrMalformed)
-	}
-	return g, nil
 }
 
 func attempt(m jetstream.Msg) uint64 {

@@ -1,6 +1,7 @@
 package grant
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,14 +25,18 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{handled: map[string]int{}} }
 
-func (r *recorder) handle(_ context.Context, g Grant) error {
+// handle counts every grant of b; fail, when set, decides for the batch by
+// its first grant.
+func (r *recorder) handle(_ context.Context, b Batch) error {
 	r.mu.Lock()
-	r.handled[g.URLID]++
-	n := r.handled[g.URLID]
+	for _, g := range b.Grants {
+		r.handled[g.URLID]++
+	}
+	n := r.handled[b.Grants[0].URLID]
 	fail := r.fail
 	r.mu.Unlock()
 	if fail != nil {
-		return fail(g, n)
+		return fail(b.Grants[0], n)
 	}
 	return nil
 }
@@ -67,10 +72,15 @@ func publishDue(t *testing.T, js jetstream.JetStream, body []byte) {
 	}
 }
 
+// dueGrant publishes a sealed batch of one grant straight to the due
+// subject, as a fired schedule would.
 func dueGrant(t *testing.T, js jetstream.JetStream, id string) {
 	t.Helper()
-	b, _ := json.Marshal(testGrant(id, time.Now()))
-	publishDue(t, js, b)
+	body, err := Seal(testSecret, Batch{ID: "b-" + id, Grants: []Grant{testGrant(id, time.Now())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishDue(t, js, body)
 }
 
 func consume(t *testing.T, l *Ledger, h Handler, opts ...ConsumeOption) func() {
@@ -104,7 +114,7 @@ func TestConsumeRetriesWithBackoffThenAcks(t *testing.T) {
 	}
 	for _, o := range r.outcomes {
 		if o.Action == Acked && o.Attempt != 3 {
-			t.Errorf("%s acked on attempt %d, want 3", o.Grant.URLID, o.Attempt)
+			t.Errorf("%s acked on attempt %d, want 3", o.Batch.ID, o.Attempt)
 		}
 		if o.Action == Retried && (o.Retry <= 0 || o.Retry > 150*time.Millisecond) {
 			t.Errorf("retry delay %v outside the backoff", o.Retry)
@@ -138,15 +148,49 @@ func TestConsumeTerminatesWhatCanNeverApply(t *testing.T) {
 		return nil
 	}
 	consume(t, l, r.handle, WithObserver(r.observe), WithBackoff(50*time.Millisecond, 50*time.Millisecond))
-	publishDue(t, js, []byte("{not json"))
-	publishDue(t, js, []byte(`{"tenant":"acme"}`)) // no urlId
+	// Verified by the MAC but not a batch: a signer's bug, terminated.
+	noGrants, _ := json.Marshal(envelope{V: sealVersion, Batch: []byte(`{"id":"x"}`), MAC: mac(testSecret, []byte(`{"id":"x"}`))})
+	publishDue(t, js, noGrants)
 	dueGrant(t, js, "bad-tier")
 	dueGrant(t, js, "good")
-	waitFor(t, 10*time.Second, "3 terminated, 1 acked", func() bool { return r.count(Terminated) == 3 && r.count(Acked) == 1 })
+	waitFor(t, 10*time.Second, "2 terminated, 1 acked", func() bool { return r.count(Terminated) == 2 && r.count(Acked) == 1 })
 	waitForIdle(t, js)
 	time.Sleep(300 * time.Millisecond) // a wrong redelivery would show by now
-	if r.calls("bad-tier") != 1 || r.calls("good") != 1 || r.count(Terminated) != 3 {
+	if r.calls("bad-tier") != 1 || r.calls("good") != 1 || r.count(Terminated) != 2 {
 		t.Errorf("calls %v, outcomes %v", r.handled, r.outcomes)
+	}
+}
+
+// A message the secret does not verify is never handed to the handler:
+// garbage, a grant from before batches, a batch sealed with another
+// secret, and a sealed batch whose grants were altered on the way.
+func TestConsumeNeverAppliesForgeries(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	l := dial(t, srv.URL(), LedgerConfig{})
+	_, js := connect(t, srv.URL())
+	r := newRecorder()
+	consume(t, l, r.handle, WithObserver(r.observe))
+
+	publishDue(t, js, []byte("{not json"))
+	old, _ := json.Marshal(testGrant("v1-grant", time.Now())) // the format before batches: unsigned
+	publishDue(t, js, old)
+	other, err := Seal([]byte("another-secret-0123456789abcdefghijkl"), Batch{ID: "o", Grants: []Grant{testGrant("other-key", time.Now())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishDue(t, js, other)
+	sealed, err := Seal(testSecret, Batch{ID: "t", Grants: []Grant{testGrant("tampered", time.Now())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishDue(t, js, bytes.Replace(sealed, []byte("u:alice"), []byte("u:mallory"), 1))
+	dueGrant(t, js, "genuine")
+
+	waitFor(t, 10*time.Second, "4 forged, 1 acked", func() bool { return r.count(Forged) == 4 && r.count(Acked) == 1 })
+	waitForIdle(t, js)
+	time.Sleep(300 * time.Millisecond)
+	if len(r.handled) != 1 || r.calls("genuine") != 1 {
+		t.Errorf("handled %v, want only the genuine grant", r.handled)
 	}
 }
 
@@ -162,14 +206,14 @@ func TestConsumeStopFinishesInFlightAndReleasesTheRest(t *testing.T) {
 	first := newRecorder()
 	started, unblock := make(chan string, n), make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
-	stop, err := l.Consume(ctx, "sweeper", func(ctx context.Context, g Grant) error {
-		started <- g.URLID
+	stop, err := l.Consume(ctx, "sweeper", func(ctx context.Context, b Batch) error {
+		started <- b.ID
 		<-unblock
 		// The in-flight handler's context outlives the consumer's.
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		return first.handle(ctx, g)
+		return first.handle(ctx, b)
 	}, WithObserver(first.observe), WithWorkers(2), WithBatch(16))
 	if err != nil {
 		t.Fatal(err)

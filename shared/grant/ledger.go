@@ -2,23 +2,24 @@ package grant
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Subjects of the ledger stream. Each grant is a schedule message on its own
-// subject (a second schedule on a subject replaces the first); when it is
-// due, JetStream publishes its body to SubjectDue, which the sweepers
-// consume, and purges the schedule message in the same write. The consume
-// loop purges due messages once the sweepers have finished with them.
+// Subjects of the ledger stream. Each batch of grants is a schedule message
+// on its own subject (a second schedule on a subject replaces the first);
+// when it is due, JetStream publishes its body to SubjectDue, which the
+// sweepers consume, and purges the schedule message in the same write. The
+// consume loop purges due messages once the sweepers have finished with them.
 const (
 	SubjectSchedPrefix = "mintgate.grants.sched."
 	SubjectDue         = "mintgate.grants.due"
@@ -32,12 +33,12 @@ const (
 )
 
 const (
-	// duplicateWindow is how long a urlId is remembered for de-duplication.
-	// A signer retries a publish within seconds; past the window a repeat
-	// still lands on the grant's own subject and replaces its schedule.
+	// duplicateWindow is how long a batch id is remembered for
+	// de-duplication. A repeat past it would still land on the batch's own
+	// subject and replace its schedule.
 	duplicateWindow = 5 * time.Minute
-	// publishTimeout bounds Record when its context has no deadline.
-	publishTimeout = 2 * time.Second
+	// DefaultPublishTimeout bounds one batch's publish and ack.
+	DefaultPublishTimeout = 2 * time.Second
 	// The first nats-server with message scheduling is 2.12.
 	minMajor, minMinor = 2, 12
 )
@@ -55,17 +56,42 @@ var (
 	ErrInvalidGrant = errors.New("grant: invalid grant")
 )
 
-// LedgerConfig shapes the stream. Zero values take the defaults.
+// LedgerConfig shapes the stream and the group commit. Zero values take
+// the defaults; Secret is required.
 type LedgerConfig struct {
 	Stream   string        // default "MINTGATE_GRANTS"
 	Grace    time.Duration // a grant is due at ExpiresAt + Grace
 	Replicas int           // default: the existing stream's, else 1 (production: 3, set by the operator on the stream)
 	MaxAge   time.Duration // default: the existing stream's, else 7 days: far above URL TTL + grace + the worst outage, so limits never drop pending schedules
+
+	// Secret keys the MAC every batch carries (MINTGATE_GRANT_SECRET, at
+	// least MinSecretLen bytes): sweepers apply only batches it verifies.
+	Secret []byte
+	// Window is the longest a grant waits for company while an earlier
+	// batch is in flight (default 1ms); MaxBatch caps the grants of one
+	// message (default 256); MaxInFlight caps the publishes awaiting their
+	// ack (default 4); PublishTimeout bounds one publish (default 2s).
+	Window         time.Duration
+	MaxBatch       int
+	MaxInFlight    int
+	PublishTimeout time.Duration
 }
 
 func (c LedgerConfig) withDefaults() LedgerConfig {
 	if c.Stream == "" {
 		c.Stream = DefaultStream
+	}
+	if c.Window <= 0 {
+		c.Window = DefaultWindow
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.PublishTimeout <= 0 {
+		c.PublishTimeout = DefaultPublishTimeout
 	}
 	if c.Replicas <= 0 {
 		c.Replicas = DefaultReplicas
@@ -93,7 +119,7 @@ func (c LedgerConfig) StreamConfig() jetstream.StreamConfig {
 	c = c.withDefaults()
 	return jetstream.StreamConfig{
 		Name:              c.Stream,
-		Description:       "mintgate grant ledger: one schedule per issued URL, due at expiry + grace",
+		Description:       "mintgate grant ledger: one schedule per batch of issued URLs, due at the latest expiry + grace",
 		Subjects:          []string{SubjectSchedPrefix + ">", SubjectDue},
 		Retention:         jetstream.LimitsPolicy,
 		Discard:           jetstream.DiscardOld,
@@ -106,7 +132,7 @@ func (c LedgerConfig) StreamConfig() jetstream.StreamConfig {
 	}
 }
 
-// Ledger records grants in a JetStream stream that delivers each one to
+// Ledger records grants in a JetStream stream that delivers each batch to
 // SubjectDue when it is due.
 type Ledger struct {
 	cfg    LedgerConfig
@@ -114,6 +140,9 @@ type Ledger struct {
 	js     jetstream.JetStream
 	ownsNC bool
 	log    *slog.Logger
+
+	commitOnce sync.Once
+	commit     *committer
 }
 
 // Dial connects to natsURL (a comma-separated list is fine), creates or
@@ -171,6 +200,9 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledge
 	cfg = keepOperatorSettings(ctx, js, cfg).withDefaults()
 	if cfg.Grace < 0 {
 		return nil, fmt.Errorf("grant: negative grace %v would make grants due before they expire", cfg.Grace)
+	}
+	if len(cfg.Secret) < MinSecretLen {
+		return nil, fmt.Errorf("grant: the MAC secret has %d bytes, want at least %d", len(cfg.Secret), MinSecretLen)
 	}
 	nc := js.Conn()
 	version := nc.ConnectedServerVersion()
@@ -261,10 +293,12 @@ func parseVersion(v string) (major, minor int, ok bool) {
 	return major, minor, err1 == nil && err2 == nil
 }
 
-// Record stores g, scheduled for delivery at g.ExpiresAt + Grace, and waits
-// for the server's acknowledgement. Recording the same urlId again is
-// harmless: the stream drops it as a duplicate, or it replaces the pending
-// schedule on the grant's own subject. Every error wraps ErrUnavailable.
+// Record stores g in the ledger and returns once the batch that carries it
+// is acknowledged: the grants of concurrent calls share one message (see
+// committer), due at the latest expiry among them plus Grace. Every error
+// wraps ErrUnavailable; after one, the grant may still have been stored
+// (an ack lost in a stall), so the caller's undo must leave a mark the
+// sweeper honours.
 func (l *Ledger) Record(ctx context.Context, g Grant) error {
 	if !validToken(g.URLID) {
 		return fmt.Errorf("%w: %w: urlId %q is not a subject token", ErrUnavailable, ErrInvalidGrant, g.URLID)
@@ -276,26 +310,39 @@ func (l *Ledger) Record(ctx context.Context, g Grant) error {
 	if st := l.nc.Status(); st != nats.CONNECTED {
 		return fmt.Errorf("%w: nats connection %s", ErrUnavailable, strings.ToLower(st.String()))
 	}
-	body, err := json.Marshal(g)
+	l.commitOnce.Do(func() {
+		l.commit = newCommitter(l.cfg.Window, l.cfg.MaxBatch, l.cfg.MaxInFlight, uuid.NewString, l.publish)
+		go l.commit.run()
+	})
+	if err := l.commit.record(ctx, g); err != nil {
+		return fmt.Errorf("%w: record grant %s: %w", ErrUnavailable, g.URLID, err)
+	}
+	return nil
+}
+
+// publish sends one sealed batch, scheduled at its due time on its own
+// subject, and waits for the stream's ack.
+func (l *Ledger) publish(b Batch) error {
+	if st := l.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("nats connection %s", strings.ToLower(st.String()))
+	}
+	body, err := Seal(l.cfg.Secret, b)
 	if err != nil {
-		return fmt.Errorf("%w: encode grant %s: %w", ErrUnavailable, g.URLID, err)
+		return err
 	}
 	msg := &nats.Msg{
-		Subject: SubjectSchedPrefix + g.URLID,
+		Subject: SubjectSchedPrefix + b.ID,
 		Header:  nats.Header{},
 		Data:    body,
 	}
-	msg.Header.Set(jetstream.MsgIDHeader, g.URLID)
-	msg.Header.Set(jetstream.ScheduleHeader, ScheduleAt(g.ExpiresAt.Add(l.cfg.Grace)))
+	msg.Header.Set(jetstream.MsgIDHeader, b.ID)
+	msg.Header.Set(jetstream.ScheduleHeader, ScheduleAt(b.DueAt(l.cfg.Grace)))
 	msg.Header.Set(jetstream.ScheduleTargetHeader, SubjectDue)
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, publishTimeout)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.PublishTimeout)
+	defer cancel()
 	// No retries on "no responders": a missing stream is an outage to report now.
 	if _, err := l.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(l.cfg.Stream), jetstream.WithRetryAttempts(0)); err != nil {
-		return fmt.Errorf("%w: record grant %s: %w", ErrUnavailable, g.URLID, err)
+		return fmt.Errorf("publish batch %s of %d grants: %w", b.ID, len(b.Grants), err)
 	}
 	return nil
 }
@@ -334,9 +381,14 @@ func (l *Ledger) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the connection Dial opened, after flushing what it sent.
-// A ledger from Open leaves its caller's connection alone.
+// Close sends the grants still queued and waits for their acks, then
+// closes the connection Dial opened. A ledger from Open leaves its
+// caller's connection alone.
 func (l *Ledger) Close() {
+	l.commitOnce.Do(func() {}) // no committer starts after this
+	if l.commit != nil {
+		l.commit.close()
+	}
 	if l.ownsNC {
 		_ = l.nc.FlushTimeout(time.Second)
 		l.nc.Close()

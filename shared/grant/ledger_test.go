@@ -2,7 +2,6 @@ package grant
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -60,6 +59,9 @@ func TestVersionAndStreamChecks(t *testing.T) {
 	}
 }
 
+// testSecret keys the MAC in these tests.
+var testSecret = []byte("grant-test-secret-0123456789abcdefghij")
+
 func testGrant(id string, expires time.Time) Grant {
 	return Grant{
 		URLID: id, Tenant: "acme", Tier: "user", Subject: "u:alice",
@@ -67,10 +69,11 @@ func testGrant(id string, expires time.Time) Grant {
 	}
 }
 
-// delivery is one message seen on the due subject.
+// delivery is one grant seen on the due subject, in the batch batch.
 type delivery struct {
-	g  Grant
-	at time.Time
+	g     Grant
+	batch string
+	at    time.Time
 }
 
 // watchDue collects every message published to the due subject, by a
@@ -86,12 +89,14 @@ func watchDue(t *testing.T, js jetstream.JetStream, stream string) (get func() [
 	var got []delivery
 	cc, err := c.Consume(func(m jetstream.Msg) {
 		now := time.Now()
-		var g Grant
-		if err := json.Unmarshal(m.Data(), &g); err != nil {
+		b, err := Unseal(testSecret, m.Data())
+		if err != nil {
 			t.Errorf("due message body %q: %v", m.Data(), err)
 		}
 		mu.Lock()
-		got = append(got, delivery{g, now})
+		for _, g := range b.Grants {
+			got = append(got, delivery{g, b.ID, now})
+		}
 		mu.Unlock()
 	})
 	if err != nil {
@@ -123,6 +128,9 @@ func dial(t *testing.T, url string, cfg LedgerConfig) *Ledger {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if cfg.Secret == nil {
+		cfg.Secret = testSecret
+	}
 	l, err := Dial(ctx, url, cfg)
 	if err != nil {
 		t.Fatalf("Dial: %v", err)
@@ -160,10 +168,6 @@ func TestRecordIsDeliveredOnceAtDueNeverBefore(t *testing.T) {
 			t.Fatalf("Record: %v", err)
 		}
 		want[g.URLID] = g.ExpiresAt.Add(grace)
-	}
-	// Recording again is a duplicate, not a second delivery.
-	if err := l.Record(context.Background(), testGrant("g-00", base)); err != nil {
-		t.Fatalf("Record again: %v", err)
 	}
 	waitFor(t, 15*time.Second, "every grant delivered", func() bool { return len(got()) >= len(want) })
 	time.Sleep(1500 * time.Millisecond) // room for a wrong second delivery to show up
@@ -291,7 +295,7 @@ func TestOldServerIsRefusedNamingItsVersion(t *testing.T) {
 	old := testenv.StartNATSWith(t, testenv.NATSOptions{Binary: testenv.OldNATSBinary(t), NoSyncAlways: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := Dial(ctx, old.URL(), LedgerConfig{})
+	_, err := Dial(ctx, old.URL(), LedgerConfig{Secret: testSecret})
 	if !errors.Is(err, ErrNoScheduling) || !strings.Contains(err.Error(), "2.9.10") {
 		t.Fatalf("Dial on nats-server 2.9.10: %v; want ErrNoScheduling naming 2.9.10", err)
 	}
@@ -330,7 +334,7 @@ func TestOpenKeepsOperatorSettings(t *testing.T) {
 	if _, err := js.CreateStream(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(ctx, js, LedgerConfig{Grace: time.Second}); err != nil {
+	if _, err := Open(ctx, js, LedgerConfig{Grace: time.Second, Secret: testSecret}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := js.Stream(ctx, DefaultStream)
@@ -340,4 +344,80 @@ func TestOpenKeepsOperatorSettings(t *testing.T) {
 	if got := s.CachedInfo().Config.MaxAge; got != 30*24*time.Hour {
 		t.Fatalf("max age %v after Open with defaults, want the operator's 720h", got)
 	}
+}
+
+// A batch published twice under its id (a retried publish) is stored and
+// delivered once.
+func TestBatchIsDeduplicatedByItsID(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	l := dial(t, srv.URL(), LedgerConfig{Grace: 200 * time.Millisecond})
+	_, js := connect(t, srv.URL())
+	got := watchDue(t, js, DefaultStream)
+	b := Batch{ID: "batch-1", Grants: []Grant{testGrant("x-1", time.Now()), testGrant("x-2", time.Now())}}
+	for range 3 {
+		if err := l.publish(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the batch", func() bool { return len(got()) >= 2 })
+	time.Sleep(time.Second)
+	if n := len(got()); n != 2 {
+		t.Errorf("%d grants delivered, want the batch's 2 once", n)
+	}
+}
+
+// Concurrent Records share ledger messages, each grant is delivered once,
+// never before it is due, and a batch never carries more than MaxBatch.
+func TestConcurrentRecordsAreGroupCommitted(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	const grace = 300 * time.Millisecond
+	l := dial(t, srv.URL(), LedgerConfig{Grace: grace, MaxBatch: 64})
+	_, js := connect(t, srv.URL())
+	got := watchDue(t, js, DefaultStream)
+	const n = 2000
+	base := time.Now().Add(time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			// Expiries spread over 900ms: batches mix them.
+			g := testGrant(fmt.Sprintf("c-%04d", i), base.Add(time.Duration(i%10)*90*time.Millisecond))
+			errs <- l.Record(context.Background(), g)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("Record: %v", err)
+		}
+	}
+	msgs := streamMsgs(t, js)
+	waitFor(t, 20*time.Second, "every grant delivered", func() bool { return len(got()) >= n })
+	time.Sleep(500 * time.Millisecond)
+	seen, batches := map[string]int{}, map[string]int{}
+	for _, d := range got() {
+		seen[d.g.URLID]++
+		batches[d.batch]++
+		if due := d.g.ExpiresAt.Add(grace); d.at.Before(due) {
+			t.Errorf("%s delivered %v before it was due", d.g.URLID, due.Sub(d.at))
+		}
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("%s delivered %d times", id, c)
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct grants delivered, want %d", len(seen), n)
+	}
+	for id, c := range batches {
+		if c > 64 {
+			t.Errorf("batch %s carried %d grants, more than MaxBatch 64", id, c)
+		}
+	}
+	if msgs >= n/4 {
+		t.Errorf("%d concurrent grants took %d ledger messages: not group-committed", n, msgs)
+	}
+	t.Logf("%d grants in %d batches (%d messages stored before delivery)", n, len(batches), msgs)
 }

@@ -1,0 +1,167 @@
+package grant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Defaults of the group commit (LedgerConfig).
+const (
+	DefaultWindow      = time.Millisecond
+	DefaultMaxBatch    = 256
+	DefaultMaxInFlight = 4
+)
+
+// errClosed is what Record returns after Close.
+var errClosed = errors.New("grant: ledger closed")
+
+// committer gathers the grants of concurrent Record calls into batches:
+// one ledger message, one fsync, however many grants it carries.
+//
+// When a batch leaves: at once while no publish is in flight (a lone grant
+// waits no longer than it would alone); otherwise as soon as a publish's
+// ack is back, or when the oldest waiting grant has waited window, or when
+// maxBatch grants wait — never with more than maxInFlight publishes
+// outstanding. Under load the grants that arrive during one fsync share
+// the next one.
+//
+// A grant's Record returns the error of the publish that carried it, so a
+// sign answers 201 only once its own batch is acknowledged, and every sign
+// of a failed batch fails (and undoes its spend) together.
+type committer struct {
+	in          chan *pending
+	publish     func(Batch) error
+	newID       func() string
+	after       func(time.Duration) <-chan time.Time // time.After; tests hold the window open
+	window      time.Duration
+	maxBatch    int
+	maxInFlight int
+	stop        chan struct{}
+	done        chan struct{}
+}
+
+type pending struct {
+	g   Grant
+	res chan error // buffered: the loop never waits for a Record that gave up
+}
+
+func newCommitter(window time.Duration, maxBatch, maxInFlight int, newID func() string, publish func(Batch) error) *committer {
+	return &committer{
+		in:          make(chan *pending, maxBatch),
+		publish:     publish,
+		newID:       newID,
+		after:       time.After,
+		window:      window,
+		maxBatch:    maxBatch,
+		maxInFlight: maxInFlight,
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
+	}
+}
+
+// record queues g and waits for the ack of the batch that carries it.
+// When ctx ends first, the grant may still be committed: the caller treats
+// that as a failure and undoes the sign, and the undo's refunded marker
+// keeps the sweeper from refunding the same grant again.
+func (c *committer) record(ctx context.Context, g Grant) error {
+	p := &pending{g: g, res: make(chan error, 1)}
+	select {
+	case c.in <- p:
+	case <-ctx.Done():
+		return fmt.Errorf("queue grant %s: %w", g.URLID, ctx.Err())
+	case <-c.done:
+		return errClosed
+	}
+	select {
+	case err := <-p.res:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("grant %s: waiting for the ledger's ack: %w", g.URLID, ctx.Err())
+	case <-c.done:
+		select { // the loop answers everything it took before it ends
+		case err := <-p.res:
+			return err
+		default:
+			return errClosed
+		}
+	}
+}
+
+// run is the loop that forms and sends batches until close.
+func (c *committer) run() {
+	defer close(c.done)
+	var (
+		queue    []*pending
+		inflight int
+		acks     = make(chan struct{}, c.maxInFlight)
+		window   <-chan time.Time // armed while grants wait behind a publish
+		expired  bool
+		stopping bool
+		stop     = c.stop // closed by close; nil once seen
+	)
+	for {
+		for len(queue) > 0 && inflight < c.maxInFlight &&
+			(inflight == 0 || expired || stopping || len(queue) >= c.maxBatch) {
+			n := min(len(queue), c.maxBatch)
+			batch := append([]*pending(nil), queue[:n]...)
+			queue = append(queue[:0], queue[n:]...)
+			inflight++
+			go c.send(batch, acks)
+			expired, window = false, nil
+		}
+		if stopping && len(queue) == 0 && inflight == 0 {
+			return
+		}
+		if len(queue) > 0 && window == nil && !expired {
+			window = c.after(c.window)
+		}
+		in := c.in
+		if len(queue) >= c.maxBatch || stopping {
+			in = nil // a full batch waits for a free slot: push back on Record
+		}
+		select {
+		case p := <-in:
+			queue = append(queue, p)
+		case <-acks:
+			inflight--
+		case <-window:
+			expired, window = true, nil
+		case <-stop:
+			stop, stopping = nil, true
+			for drained := false; !drained; {
+				select {
+				case p := <-c.in:
+					queue = append(queue, p)
+				default:
+					drained = true
+				}
+			}
+		}
+	}
+}
+
+// send publishes one batch and answers each of its grants.
+func (c *committer) send(ps []*pending, acks chan<- struct{}) {
+	b := Batch{ID: c.newID(), Grants: make([]Grant, len(ps))}
+	for i, p := range ps {
+		b.Grants[i] = p.g
+	}
+	err := c.publish(b)
+	for _, p := range ps {
+		p.res <- err
+	}
+	acks <- struct{}{}
+}
+
+// close sends what is queued, waits for every publish, and ends the loop.
+func (c *committer) close() {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	close(c.stop)
+	<-c.done
+}

@@ -1,0 +1,245 @@
+package grant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeLedger drives a committer with a clock the test holds: the window
+// elapses only when the test says so, and each publish waits for the test
+// to answer it.
+type fakeLedger struct {
+	t       *testing.T
+	c       *committer
+	window  chan time.Time // the armed window; fired by tick
+	sent    chan Batch     // each batch as it is published
+	answers chan error     // the answer to the oldest publish waiting
+	ids     int
+	mu      sync.Mutex
+}
+
+func newFake(t *testing.T, maxBatch, maxInFlight int) *fakeLedger {
+	f := &fakeLedger{t: t, window: make(chan time.Time, 1), sent: make(chan Batch, 100), answers: make(chan error)}
+	f.c = newCommitter(time.Millisecond, maxBatch, maxInFlight, f.newID, func(b Batch) error {
+		f.sent <- b
+		return <-f.answers
+	})
+	f.c.after = func(time.Duration) <-chan time.Time { return f.window }
+	go f.c.run()
+	t.Cleanup(func() {
+		go func() { // answer whatever close still sends
+			for {
+				select {
+				case f.answers <- nil:
+				case <-f.c.done:
+					return
+				}
+			}
+		}()
+		f.c.close()
+	})
+	return f
+}
+
+func (f *fakeLedger) newID() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ids++
+	return fmt.Sprintf("batch-%d", f.ids)
+}
+
+// record starts a Record of g and returns where its result arrives.
+func (f *fakeLedger) record(g Grant) <-chan error {
+	res := make(chan error, 1)
+	go func() { res <- f.c.record(context.Background(), g) }()
+	return res
+}
+
+// tick makes the armed window elapse.
+func (f *fakeLedger) tick() { f.window <- time.Now() }
+
+func (f *fakeLedger) next() Batch {
+	f.t.Helper()
+	select {
+	case b := <-f.sent:
+		return b
+	case <-time.After(5 * time.Second):
+		f.t.Fatal("no batch was published")
+		return Batch{}
+	}
+}
+
+func (f *fakeLedger) none() {
+	f.t.Helper()
+	select {
+	case b := <-f.sent:
+		f.t.Fatalf("batch %s of %d grants published too soon", b.ID, len(b.Grants))
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func ids(b Batch) []string {
+	var out []string
+	for _, g := range b.Grants {
+		out = append(out, g.URLID)
+	}
+	return out
+}
+
+func at(id string, exp time.Time) Grant { return testGrant(id, exp) }
+
+// waitQueued waits until the loop holds n grants it has not sent: the
+// channel is drained by the loop, so an empty channel means taken.
+func waitQueued(t *testing.T, c *committer) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(c.in) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the loop did not take the queued grants")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond)
+}
+
+func TestLoneGrantLeavesAtOnce(t *testing.T) {
+	f := newFake(t, 8, 2)
+	res := f.record(at("solo", time.Now()))
+	b := f.next() // no tick: nothing was in flight, so no window either
+	if len(b.Grants) != 1 || b.Grants[0].URLID != "solo" {
+		t.Fatalf("batch %v", ids(b))
+	}
+	f.answers <- nil
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// While a publish is in flight, grants wait for company until the window
+// elapses, then leave together, due at the latest of their due times.
+func TestGrantsBehindAPublishShareTheNextOne(t *testing.T) {
+	f := newFake(t, 8, 2)
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	first := f.record(at("g1", t0.Add(5*time.Second)))
+	f.next() // in flight, unanswered
+	r2 := f.record(at("g2", t0.Add(9*time.Second)))
+	r3 := f.record(at("g3", t0.Add(7*time.Second)))
+	waitQueued(t, f.c)
+	f.none()
+	f.tick()
+	b := f.next()
+	if got := ids(b); len(got) != 2 || !slices.Contains(got, "g2") || !slices.Contains(got, "g3") {
+		t.Fatalf("second batch %v, want g2 and g3", got)
+	}
+	grace := 30 * time.Second
+	if due, want := b.DueAt(grace), t0.Add(9*time.Second+grace); !due.Equal(want) {
+		t.Errorf("due %v, want the latest grant's %v", due, want)
+	}
+	f.answers <- nil
+	f.answers <- errors.New("stalled")
+	// Answers go in publish order: the first publish got nil, the second the error.
+	if err := <-first; err != nil {
+		t.Errorf("g1: %v", err)
+	}
+	for _, r := range []<-chan error{r2, r3} {
+		if err := <-r; err == nil {
+			t.Error("a grant of a failed batch was reported recorded")
+		}
+	}
+}
+
+// At the in-flight limit, an elapsed window waits for an ack; a full batch
+// never grows past MaxBatch.
+func TestInFlightLimitAndMaxBatch(t *testing.T) {
+	f := newFake(t, 4, 1)
+	now := time.Now()
+	r0 := f.record(at("a0", now))
+	f.next()
+	var rs []<-chan error
+	for i := range 10 {
+		rs = append(rs, f.record(at(fmt.Sprintf("q%d", i), now)))
+	}
+	// A full batch waiting for the slot stops the loop taking more: the
+	// rest wait in the channel and in Record (back pressure).
+	time.Sleep(50 * time.Millisecond)
+	f.tick()
+	f.none() // the window elapsed, but one publish is the limit
+	f.answers <- nil
+	if err := <-r0; err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	for len(sizes) < 3 {
+		b := f.next()
+		sizes = append(sizes, len(b.Grants))
+		f.answers <- nil
+	}
+	if sizes[0] != 4 || sizes[1] != 4 || sizes[2] != 2 {
+		t.Errorf("batch sizes %v, want [4 4 2]", sizes)
+	}
+	for _, r := range rs {
+		if err := <-r; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// Whatever the arrival order and expiries, no batch is due before any of
+// its grants (a refund is never early) and none later than the latest.
+func TestBatchIsNeverDueBeforeAnyOfItsGrants(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	const grace = 30 * time.Second
+	for range 200 {
+		b := Batch{ID: "b"}
+		latest := time.Time{}
+		for i := range 1 + rng.IntN(40) {
+			exp := t0.Add(time.Duration(rng.IntN(5000)) * time.Millisecond)
+			b.Grants = append(b.Grants, at(fmt.Sprint(i), exp))
+			if exp.After(latest) {
+				latest = exp
+			}
+		}
+		due := b.DueAt(grace)
+		for _, g := range b.Grants {
+			if due.Before(g.ExpiresAt.Add(grace)) {
+				t.Fatalf("batch due %v before grant %s due %v", due, g.URLID, g.ExpiresAt.Add(grace))
+			}
+		}
+		if !due.Equal(latest.Add(grace)) {
+			t.Fatalf("batch due %v, want %v", due, latest.Add(grace))
+		}
+	}
+}
+
+// Close sends what is queued and answers every Record.
+func TestCloseFlushesQueuedGrants(t *testing.T) {
+	f := newFake(t, 8, 1)
+	r0 := f.record(at("a", time.Now()))
+	f.next()
+	r1 := f.record(at("b", time.Now()))
+	waitQueued(t, f.c)
+	closed := make(chan struct{})
+	go func() { f.c.close(); close(closed) }()
+	f.answers <- nil
+	b := f.next()
+	if got := ids(b); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("flushed %v", got)
+	}
+	f.answers <- nil
+	<-closed
+	for _, r := range []<-chan error{r0, r1} {
+		if err := <-r; err != nil {
+			t.Error(err)
+		}
+	}
+	if err := f.c.record(context.Background(), at("late", time.Now())); !errors.Is(err, errClosed) {
+		t.Errorf("Record after close: %v", err)
+	}
+}
