@@ -88,6 +88,8 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		"MINTGATE_NATS_URL":    in.NATSURL,
 		"MINTGATE_URL_TTL":     opts.URLTTL.String(),
 		"MINTGATE_SWEEP_GRACE": opts.Grace.String(),
+		// Signer and sweeper only; the completer ignores it.
+		"MINTGATE_GRANT_SECRET": testenv.GrantSecret,
 	}
 	if opts.Tiers != "" {
 		common["MINTGATE_TIERS"] = opts.Tiers

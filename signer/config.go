@@ -66,8 +66,10 @@ type cfg struct {
 	TrustedProxies []netip.Prefix
 	IPHashSecret   []byte
 
-	Degraded        bool
-	SweepGrace      time.Duration
+	Degraded   bool
+	SweepGrace time.Duration
+	// GrantSecret keys the MAC of every ledger batch (MINTGATE_GRANT_SECRET).
+	GrantSecret     []byte
 	RateLimitHeader string
 	// DemoPage serves the demo upload page at /demo/ (MINTGATE_DEMO_PAGE=on;
 	// an addition to SPEC §5, off by default, on in the local stack).
@@ -108,6 +110,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 
 		Degraded:        e.OneOf("MINTGATE_DEGRADED_MODE", "off", "off", "local") == "local",
 		SweepGrace:      e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
+		GrantSecret:     e.GrantSecret(),
 		RateLimitHeader: e.OneOf("MINTGATE_RATELIMIT_HEADERS", headersLegacy, headersLegacy, headersDraft),
 		DemoPage:        e.OneOf("MINTGATE_DEMO_PAGE", "off", "off", "on") == "on",
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/testenv"
 )
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
@@ -57,6 +58,7 @@ func TestJWKSVerification(t *testing.T) {
 		"MINTGATE_S3_BUCKET":    "uploads",
 		"MINTGATE_JWT_JWKS_URL": srv.URL + "/.well-known/jwks.json",
 		"MINTGATE_JWT_ISSUER":   testIssuer,
+		"MINTGATE_GRANT_SECRET": testenv.GrantSecret,
 	}))
 	if err != nil {
 		t.Fatal(err)

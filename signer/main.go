@@ -85,7 +85,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	if d.ledger == nil {
-		led, err := grant.Dial(ctx, c.NATSURL, grant.LedgerConfig{Grace: c.SweepGrace})
+		led, err := grant.Dial(ctx, c.NATSURL, grant.LedgerConfig{Grace: c.SweepGrace, Secret: c.GrantSecret})
 		if err != nil {
 			return fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
 		}

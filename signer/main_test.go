@@ -85,6 +85,7 @@ func (s stack) env(t testing.TB) map[string]string {
 		"MINTGATE_JWT_HS256_SECRET": testSecret,
 		"MINTGATE_ANON_TENANTS":     "pub",
 		"MINTGATE_IP_HASH_SECRET":   "ip-hash-secret-for-tests",
+		"MINTGATE_GRANT_SECRET":     testenv.GrantSecret,
 	}
 }
 
@@ -294,6 +295,8 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{"two verifiers", "MINTGATE_JWT_HS256_SECRET", map[string]string{"MINTGATE_JWT_JWKS_URL": "https://idp.example/jwks"}},
 		{"no way in", "MINTGATE_JWT_HS256_SECRET", map[string]string{"MINTGATE_JWT_HS256_SECRET": ""}},
 		{"bad nats url", "MINTGATE_NATS_URL", map[string]string{"MINTGATE_NATS_URL": "nats://a:4222,http://b"}},
+		{"short grant secret", "MINTGATE_GRANT_SECRET", map[string]string{"MINTGATE_GRANT_SECRET": "too-short"}},
+		{"no grant secret", "MINTGATE_GRANT_SECRET", map[string]string{"MINTGATE_GRANT_SECRET": ""}},
 		{"bad degraded", "MINTGATE_DEGRADED_MODE", map[string]string{"MINTGATE_DEGRADED_MODE": "on"}},
 		{"bad grace", "MINTGATE_SWEEP_GRACE", map[string]string{"MINTGATE_SWEEP_GRACE": "-1s"}},
 		{"bad redis timeout", "MINTGATE_REDIS_TIMEOUT", map[string]string{"MINTGATE_REDIS_TIMEOUT": "fast"}},

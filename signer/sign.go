@@ -102,6 +102,8 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, now time.Time)
 	g := grant.Grant{
 		URLID: urlID, Tenant: who.Tenant, Tier: who.Tier, Subject: who.Subject, Key: key,
 		IssuedAt: now.UTC(), ExpiresAt: expiresAt,
+		// Charged to in-process buckets only: no sweeper may credit Redis for it.
+		Degraded: dec.degraded,
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
 		d.refund(ctx, a, dec)

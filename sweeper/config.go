@@ -16,6 +16,7 @@ type settings struct {
 	HTTPAddr string
 	Tiers    config.TierSet // MINTGATE_TIERS with MINTGATE_TENANT_TIERS' overrides
 	Grace    time.Duration
+	Secret   []byte // MINTGATE_GRANT_SECRET: only batches it verifies are applied
 }
 
 // defaultHTTPAddr is where the sweeper listens without MINTGATE_HTTP_ADDR.
@@ -31,6 +32,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		HTTPAddr: e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
 		Tiers:    e.TenantTiers("MINTGATE_TENANT_TIERS", e.Tiers("MINTGATE_TIERS", config.DefaultTiers)),
 		Grace:    e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
+		Secret:   e.GrantSecret(),
 	}
 	if _, _, err := net.SplitHostPort(s.HTTPAddr); err != nil {
 		e.Fail("MINTGATE_HTTP_ADDR", "%q is not host:port (such as :8082)", s.HTTPAddr)

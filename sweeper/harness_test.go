@@ -56,7 +56,7 @@ func newStackWith(t *testing.T, durableRedis bool, opts testenv.NATSOptions) *st
 	t.Cleanup(func() { s.rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := grant.Dial(ctx, s.nats.URL(), grant.LedgerConfig{Grace: s.grace})
+	l, err := grant.Dial(ctx, s.nats.URL(), grant.LedgerConfig{Grace: s.grace, Secret: []byte(testenv.GrantSecret)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +73,7 @@ func (s *stack) env(extra map[string]string) func(string) string {
 		"MINTGATE_TIERS":         testTiers,
 		"MINTGATE_SWEEP_GRACE":   s.grace.String(),
 		"MINTGATE_REDIS_TIMEOUT": "150ms",
+		"MINTGATE_GRANT_SECRET":  testenv.GrantSecret,
 	}
 	for k, v := range extra {
 		vars[k] = v

@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer rdb.Close()
 
 	dialCtx, dialCancel := context.WithTimeout(ctx, 10*time.Second)
-	ledger, err := grant.Dial(dialCtx, cfg.NATSURL, grant.LedgerConfig{Grace: cfg.Grace})
+	ledger, err := grant.Dial(dialCtx, cfg.NATSURL, grant.LedgerConfig{Grace: cfg.Grace, Secret: cfg.Secret})
 	dialCancel()
 	if err != nil {
 		return fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)

@@ -17,6 +17,8 @@ type metrics struct {
 	alreadyRefunded prometheus.Counter
 	lateness        prometheus.Histogram
 	errors          *prometheus.CounterVec
+	skipped         *prometheus.CounterVec
+	forged          prometheus.Counter
 	trimFailures    prometheus.Counter
 }
 
@@ -47,14 +49,25 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mintgate_sweeper_errors_total",
 			Help: "Deliveries not applied: kind=redis (retried with backoff) or malformed (terminated).",
 		}, []string{"kind"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mintgate_sweeper_skipped_total",
+			Help: "Due grants deliberately not refunded: reason=degraded (issued without Redis), stale (older than the refunded marker lives), malformed (a signer's bug).",
+		}, []string{"reason"}),
+		forged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_sweeper_forged_total",
+			Help: "Ledger messages whose MAC did not verify under MINTGATE_GRANT_SECRET: never applied.",
+		}),
 		trimFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_ledger_trim_failures_total",
 			Help: "Failed purges of the swept grants' ledger messages: they stay in the stream until a later purge (or its max age). Disk, not refunds.",
 		}),
 	}
-	reg.MustRegister(m.swept, m.refunds, m.alreadyDone, m.alreadyRefunded, m.lateness, m.errors, m.trimFailures)
+	reg.MustRegister(m.swept, m.refunds, m.alreadyDone, m.alreadyRefunded, m.lateness, m.errors, m.skipped, m.forged, m.trimFailures)
 	m.errors.WithLabelValues("redis")
 	m.errors.WithLabelValues("malformed")
+	for _, r := range []string{outcomeDegraded, outcomeStale, outcomeMalformed} {
+		m.skipped.WithLabelValues(r)
+	}
 	return m
 }
 
@@ -62,7 +75,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 func (m *metrics) observe(o grant.Outcome) {
 	switch o.Action {
 	case grant.Acked:
-		m.swept.Inc()
+		m.swept.Add(float64(len(o.Batch.Grants)))
+	case grant.Forged:
+		m.forged.Inc()
 	case grant.Retried:
 		m.errors.WithLabelValues("redis").Inc()
 	case grant.Terminated:
@@ -87,5 +102,7 @@ func (m *metrics) outcome(out string) {
 		m.alreadyDone.Inc()
 	case outcomeAlready:
 		m.alreadyRefunded.Inc()
+	case outcomeDegraded, outcomeStale, outcomeMalformed:
+		m.skipped.WithLabelValues(out).Inc()
 	}
 }

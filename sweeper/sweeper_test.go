@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -85,29 +86,31 @@ func TestDuplicatesRefundOnce(t *testing.T) {
 	s.setTokens(user, 0)
 	g := newGrant("dup", config.TierUser, "u:carol", time.Now().Add(200*time.Millisecond))
 	s.record(g)
-	s.record(g) // a signer retry: de-duplicated by urlId
+	s.record(g) // recorded twice: two batches carry it
 
-	// And delivered twice more, as after a lost ack or a repeat past the
-	// de-duplication window.
+	// And delivered twice more, as after a lost ack or a replayed batch.
 	nc, err := nats.Connect(s.nats.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	body, _ := json.Marshal(g)
+	body, err := grant.Seal([]byte(testenv.GrantSecret), grant.Batch{ID: "replayed", Grants: []grant.Grant{g}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 2 {
 		if _, err := js.Publish(context.Background(), grant.SubjectDue, body); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "three deliveries swept", func() bool { return sw.metric(t, "mintgate_sweeper_grants_swept_total") == 3 })
+	waitFor(t, 10*time.Second, "four deliveries swept", func() bool { return sw.metric(t, "mintgate_sweeper_grants_swept_total") == 4 })
 	waitFor(t, 5*time.Second, "the consumer idle", s.idle)
 	if got := sw.metric(t, "mintgate_sweeper_refunds_total"); got != 1 {
 		t.Errorf("refunds %v, want 1", got)
 	}
-	if got := sw.metric(t, "mintgate_sweeper_already_refunded_total"); got != 2 {
-		t.Errorf("already refunded %v, want 2", got)
+	if got := sw.metric(t, "mintgate_sweeper_already_refunded_total"); got != 3 {
+		t.Errorf("already refunded %v, want 3", got)
 	}
 	if floor(s.tokens(user)) != 1 {
 		t.Errorf("tokens %v, want 1", s.tokens(user))
@@ -261,9 +264,10 @@ func TestStartRefusedWithoutScheduling(t *testing.T) {
 	old := testenv.StartNATSWith(t, testenv.NATSOptions{Binary: testenv.OldNATSBinary(t), NoSyncAlways: true})
 	rds := testenv.StartRedis(t)
 	vars := map[string]string{
-		"MINTGATE_NATS_URL":  old.URL(),
-		"MINTGATE_REDIS_URL": rds.URL(),
-		"MINTGATE_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		"MINTGATE_NATS_URL":     old.URL(),
+		"MINTGATE_REDIS_URL":    rds.URL(),
+		"MINTGATE_HTTP_ADDR":    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		"MINTGATE_GRANT_SECRET": testenv.GrantSecret,
 	}
 	var out testenv.Buffer
 	err := run(context.Background(), []string{"sweeper"}, func(k string) string { return vars[k] }, &out)
@@ -282,6 +286,7 @@ func TestBadConfigNamesTheVariable(t *testing.T) {
 		"MINTGATE_TENANT_TIERS":  "acme:gold=60:1",
 		"MINTGATE_REDIS_URL":     "http://x",
 		"MINTGATE_REDIS_TIMEOUT": "-1s",
+		"MINTGATE_GRANT_SECRET":  "31-bytes-is-one-byte-too-short!",
 	} {
 		err := run(context.Background(), []string{"sweeper"}, func(k string) string {
 			if k == name {
@@ -292,5 +297,89 @@ func TestBadConfigNamesTheVariable(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%q: %v; want an error naming it", name, val, err)
 		}
+	}
+}
+
+// The attack of the security review: anyone who reaches NATS publishes
+// grants on the due subject to refill drained buckets. Nothing the secret
+// does not verify is ever applied; each is counted.
+func TestForgedGrantsOnAnOpenBusAreNeverApplied(t *testing.T) {
+	s := newStack(t, false)
+	sw := s.start()
+	user, ten := keys.Bucket(tenant, "u:victim"), keys.TenantBucket(tenant)
+	s.setTokens(user, 0)
+	s.setTokens(ten, 0)
+
+	nc, err := nats.Connect(s.nats.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	publish := func(body []byte) {
+		t.Helper()
+		if _, err := js.Publish(context.Background(), grant.SubjectDue, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var forged int
+	for i := range 20 { // the proof's 20 grants, in today's and the old format
+		g := newGrant(fmt.Sprintf("forged-%02d", i), config.TierUser, "u:victim", time.Now())
+		switch i % 3 {
+		case 0: // a plain grant, as before batches
+			body, _ := json.Marshal(g)
+			publish(body)
+		case 1: // sealed with a guessed secret
+			body, err := grant.Seal([]byte("guessed-secret-guessed-secret-guessed"), grant.Batch{ID: g.URLID, Grants: []grant.Grant{g}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			publish(body)
+		case 2: // a genuine batch of someone else's, redirected to the victim
+			body, err := grant.Seal([]byte(testenv.GrantSecret), grant.Batch{ID: g.URLID, Grants: []grant.Grant{newGrant(g.URLID, config.TierUser, "u:other", time.Now())}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			publish(bytes.Replace(body, []byte("u:other"), []byte("u:victim"), 1))
+		}
+		forged++
+	}
+	genuine := newGrant("genuine", config.TierUser, "u:victim", time.Now())
+	s.record(genuine)
+
+	waitFor(t, 15*time.Second, "the genuine grant swept", func() bool { return sw.metric(t, "mintgate_sweeper_grants_swept_total") == 1 })
+	waitFor(t, 5*time.Second, "every forgery counted", func() bool { return sw.metric(t, "mintgate_sweeper_forged_total") == float64(forged) })
+	waitFor(t, 5*time.Second, "the consumer idle", s.idle)
+	if got := floor(s.tokens(user)); got != 1 {
+		t.Errorf("victim's bucket holds %v tokens, want the genuine refund's 1", got)
+	}
+	if got := floor(s.tokens(ten)); got != 1 {
+		t.Errorf("tenant bucket holds %v tokens, want 1", got)
+	}
+	if n := s.refunded(); n != 1 {
+		t.Errorf("%d refunded markers, want 1", n)
+	}
+}
+
+// A grant issued in degraded mode charged no Redis bucket, so its expiry
+// must not credit one.
+func TestDegradedGrantsAreNeverRefundedIntoRedis(t *testing.T) {
+	s := newStack(t, false)
+	sw := s.start()
+	user := keys.Bucket(tenant, "u:dora")
+	s.setTokens(user, 0)
+	d := newGrant("degraded", config.TierUser, "u:dora", time.Now())
+	d.Degraded = true
+	s.record(d)
+	s.record(newGrant("normal", config.TierUser, "u:dora", time.Now()))
+	waitFor(t, 15*time.Second, "both swept", func() bool { return sw.metric(t, "mintgate_sweeper_grants_swept_total") == 2 })
+	if got := floor(s.tokens(user)); got != 1 {
+		t.Errorf("bucket holds %v tokens, want 1 (the normal grant's refund only)", got)
+	}
+	if got := sw.metric(t, `mintgate_sweeper_skipped_total{reason="degraded"}`); got != 1 {
+		t.Errorf("skipped degraded %v, want 1", got)
+	}
+	if s.rdb.Exists(context.Background(), keys.Refunded(tenant, "degraded")).Val() != 0 {
+		t.Error("a degraded grant got a refunded marker")
 	}
 }

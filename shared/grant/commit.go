@@ -43,6 +43,7 @@ type committer struct {
 }
 
 type pending struct {
+	ctx context.Context // the Record's: once it is done, nobody waits for this grant
 	g   Grant
 	res chan error // buffered: the loop never waits for a Record that gave up
 }
@@ -66,7 +67,7 @@ func newCommitter(window time.Duration, maxBatch, maxInFlight int, newID func() 
 // that as a failure and undoes the sign, and the undo's refunded marker
 // keeps the sweeper from refunding the same grant again.
 func (c *committer) record(ctx context.Context, g Grant) error {
-	p := &pending{g: g, res: make(chan error, 1)}
+	p := &pending{ctx: ctx, g: g, res: make(chan error, 1)}
 	select {
 	case c.in <- p:
 	case <-ctx.Done():
@@ -105,11 +106,14 @@ func (c *committer) run() {
 		for len(queue) > 0 && inflight < c.maxInFlight &&
 			(inflight == 0 || expired || stopping || len(queue) >= c.maxBatch) {
 			n := min(len(queue), c.maxBatch)
-			batch := append([]*pending(nil), queue[:n]...)
+			batch := live(queue[:n])
 			queue = append(queue[:0], queue[n:]...)
+			expired, window = false, nil
+			if len(batch) == 0 {
+				continue
+			}
 			inflight++
 			go c.send(batch, acks)
-			expired, window = false, nil
 		}
 		if stopping && len(queue) == 0 && inflight == 0 {
 			return
@@ -140,6 +144,21 @@ func (c *committer) run() {
 			}
 		}
 	}
+}
+
+// live copies the grants whose Record still waits. A Record that gave up
+// (its sign answered 503 and undid the spend) is not sent: storing it
+// would be harmless, since the undo's marker stops its refund, but useless.
+func live(ps []*pending) []*pending {
+	out := make([]*pending, 0, len(ps))
+	for _, p := range ps {
+		if p.ctx.Err() == nil {
+			out = append(out, p)
+		} else {
+			p.res <- p.ctx.Err()
+		}
+	}
+	return out
 }
 
 // send publishes one batch and answers each of its grants.

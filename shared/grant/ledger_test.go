@@ -60,7 +60,7 @@ func TestVersionAndStreamChecks(t *testing.T) {
 }
 
 // testSecret keys the MAC in these tests.
-var testSecret = []byte("grant-test-secret-0123456789abcdefghij")
+var testSecret = []byte(testenv.GrantSecret)
 
 func testGrant(id string, expires time.Time) Grant {
 	return Grant{

@@ -13,9 +13,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
+
+// GrantSecret is the MINTGATE_GRANT_SECRET every test gives signers and
+// sweepers, so that the batches one seals the other verifies.
+const GrantSecret = "mintgate-test-grant-secret-0123456789abcdef"
 
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(tb testing.TB) int {
@@ -146,6 +151,22 @@ func (p *Process) Stop() { p.signal(os.Interrupt) }
 
 // Kill ends the process by PID with SIGKILL and waits for it.
 func (p *Process) Kill() { p.signal(os.Kill) }
+
+// Pause stops the process with SIGSTOP: a stall (a slow disk, a long GC
+// pause) that keeps its sockets open. Resume continues it.
+func (p *Process) Pause() { p.send(syscall.SIGSTOP) }
+
+// Resume continues a paused process with SIGCONT.
+func (p *Process) Resume() { p.send(syscall.SIGCONT) }
+
+// send signals the running process without waiting for it to exit.
+func (p *Process) send(sig os.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
 
 func (p *Process) signal(sig os.Signal) {
 	p.mu.Lock()
