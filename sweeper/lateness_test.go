@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"slices"
@@ -38,7 +37,7 @@ func TestLoadReport(t *testing.T) {
 		t.Run(fmt.Sprintf("lateness/sync_always=%v", sync), func(t *testing.T) { testLateness(t, sync) })
 	}
 	for _, sync := range []bool{true, false} {
-		for _, workers := range []int{1, 16, 64} {
+		for _, workers := range []int{1, 16, 64, 512} {
 			t.Run(fmt.Sprintf("record/sync_always=%v/workers=%d", sync, workers), func(t *testing.T) {
 				recordThroughput(t, sync, workers)
 			})
@@ -72,12 +71,15 @@ func testLateness(t *testing.T, syncAlways bool) {
 		if err != nil {
 			return
 		}
-		var g grant.Grant
-		if json.Unmarshal(m.Data(), &g) == nil {
-			mu.Lock()
-			fired[g.URLID] = md.Timestamp
-			mu.Unlock()
+		b, err := grant.Unseal([]byte(testenv.GrantSecret), m.Data())
+		if err != nil {
+			return
 		}
+		mu.Lock()
+		for _, g := range b.Grants {
+			fired[g.URLID] = md.Timestamp
+		}
+		mu.Unlock()
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +149,7 @@ func recordThroughput(t *testing.T, syncAlways bool, workers int) {
 	srv := testenv.StartNATSWith(t, testenv.NATSOptions{NoSyncAlways: !syncAlways})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := grant.Dial(ctx, srv.URL(), grant.LedgerConfig{Grace: time.Hour})
+	l, err := grant.Dial(ctx, srv.URL(), grant.LedgerConfig{Grace: time.Hour, Secret: []byte(testenv.GrantSecret)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 type NATS struct {
 	*Process
 	Addr string
+	// StoreDir is the JetStream store, kept across restarts.
+	StoreDir string
 }
 
 // StartNATS starts the nats-server the scripts installed (≥ 2.12, with
@@ -34,7 +36,7 @@ func StartNATSBinary(tb testing.TB, bin string) *NATS {
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		tb.Fatalf("testenv: %v", err)
 	}
-	n := &NATS{Process: newProcess(tb, bin, "-c", conf), Addr: addr(port)}
+	n := &NATS{Process: newProcess(tb, bin, "-c", conf), Addr: addr(port), StoreDir: filepath.Join(dir, "js")}
 	n.Start()
 	return n
 }

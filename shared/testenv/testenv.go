@@ -152,6 +152,16 @@ func (p *Process) Stop() { p.signal(os.Interrupt) }
 // Kill ends the process by PID with SIGKILL and waits for it.
 func (p *Process) Kill() { p.signal(os.Kill) }
 
+// PID is the running process's id, 0 when it is not running.
+func (p *Process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Pause stops the process with SIGSTOP: a stall (a slow disk, a long GC
 // pause) that keeps its sockets open. Resume continues it.
 func (p *Process) Pause() { p.send(syscall.SIGSTOP) }
