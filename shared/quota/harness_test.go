@@ -135,16 +135,23 @@ func twinBackend() backend {
 // servers starts a redis-server and, unless -short, a three-master cluster,
 // and returns a client of each by name.
 func servers(t *testing.T) map[string]redis.UniversalClient {
-	srv := testenv.StartRedis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { rdb.Close() })
-	out := map[string]redis.UniversalClient{"redis": rdb}
+	out := map[string]redis.UniversalClient{"redis": startRedis(t)}
 	if !testing.Short() {
-		cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.StartRedisCluster(t)})
-		t.Cleanup(func() { cl.Close() })
-		out["cluster"] = cl
+		out["cluster"] = startCluster(t)
 	}
 	return out
+}
+
+func startRedis(tb testing.TB) redis.UniversalClient {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.StartRedis(tb).Addr})
+	tb.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+func startCluster(tb testing.TB) redis.UniversalClient {
+	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.StartRedisCluster(tb)})
+	tb.Cleanup(func() { cl.Close() })
+	return cl
 }
 
 // Tier shapes of SPEC §1 and §7.

@@ -409,8 +409,7 @@ func TestClusterBatchAcrossMasters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("no cluster in -short")
 	}
-	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.StartRedisCluster(t)})
-	defer cl.Close()
+	cl := startCluster(t).(*redis.ClusterClient)
 	var tenants []string
 	seen := map[string]bool{}
 	for i := 0; len(tenants) < 3; i++ {
@@ -482,9 +481,7 @@ func TestRedisDown(t *testing.T) {
 // Store and the Twin, before anything is touched, and are not
 // ErrUnavailable: no retry fixes them.
 func TestRefusals(t *testing.T) {
-	srv := testenv.StartRedis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer rdb.Close()
+	rdb := startRedis(t)
 	good := (&env{tenant: "ok"}).ask("alice", "k1")
 	bad := []struct {
 		name  string
