@@ -332,6 +332,24 @@ var cases = []struct {
 		e.wantTokens(a, "30.000000", "600.000000")
 		other.wantTokens(b, "29.000000", "599.000000")
 	}},
+	{"refund", "a tenant's batch larger than one script call, after a flush", func(e *env) {
+		e.spendN("alice", 3)
+		a := e.ask("alice", "k1")
+		// u0…u299 twice: the repeats cross the calls' boundaries.
+		var ds []quota.Due
+		var want []quota.RefundOutcome
+		for round, o := range []quota.RefundOutcome{quota.Refunded, quota.Already} {
+			for i := range 300 {
+				ds = append(ds, due(a, fmt.Sprintf("u%d", (i+round*7)%300)))
+				want = append(want, o)
+			}
+		}
+		e.done("u5")
+		want[5], want[300+298] = quota.Done, quota.Done // u5 is 300+298 in the second round
+		e.b.flush(e.t)
+		e.wantOutcomes(e.refund(ds...), want...)
+		e.wantTokens(a, "30.000000", "600.000000")
+	}},
 	{"refund", "an empty batch", func(e *env) {
 		e.wantOutcomes(e.refund(), []quota.RefundOutcome{}...)
 	}},

@@ -33,8 +33,9 @@ const (
 
 // Refund applies many due grants in one round trip (two after the script
 // cache was emptied): the grants are grouped by tenant, one script call per
-// tenant loops over its grants in order, and all calls go in one pipeline,
-// which a cluster client splits per node. For each grant: done marker →
+// tenant (per maxPerCall grants) loops over its grants in order, and all
+// calls go in one pipeline, which a cluster client splits per node. For
+// each grant: done marker →
 // Done; refunded marker → Already; else one token back to each of its
 // buckets (capped) and the refunded marker set → Refunded. Outcomes are in
 // the order of ds. An error means some tenants' grants may be applied and
@@ -63,7 +64,10 @@ func (s *Store) Refund(ctx context.Context, now time.Time, ds []Due) ([]RefundOu
 	if len(again) > 0 {
 		// A node's script cache was emptied (SCRIPT FLUSH, restart,
 		// failover). Nothing ran for these calls; EVAL sends the source,
-		// which also caches it again for the next EVALSHA.
+		// which also caches it again for the next EVALSHA. Should a
+		// tenant's later call have run meanwhile (another client loaded the
+		// script between the two), its repeats of a grant may be the
+		// Refunded one: still one credit per grant, by the markers.
 		pipe := s.rdb.Pipeline()
 		for _, i := range again {
 			cmds[i] = s.refund.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
@@ -85,9 +89,16 @@ type call struct {
 	at   []int // the position in ds of each of its grants, in order
 }
 
-// byTenant lays out one call per tenant, in the order tenants first appear
-// in ds, each with its grants in their order in ds. Different tenants' keys
-// never meet, so running the calls in any order is running ds in order.
+// maxPerCall bounds the grants of one script call. A call runs atomically
+// and its Redis node serves nothing else meanwhile, while signers' Spends
+// on that node have deadlines of their own (~150 ms); a tenant with more due
+// grants gets more calls, in order, in the same pipeline.
+const maxPerCall = 256
+
+// byTenant lays out one call per tenant (per maxPerCall grants), in the
+// order tenants first appear in ds, each with its grants in their order in
+// ds. Different tenants' keys never meet, and one tenant's calls go to one
+// node in order, so running the calls is running ds in order.
 func byTenant(now time.Time, ds []Due) ([]*call, error) {
 	if err := checkDues(ds); err != nil {
 		return nil, err
@@ -96,7 +107,7 @@ func byTenant(now time.Time, ds []Due) ([]*call, error) {
 	of := make(map[string]*call)
 	for i, d := range ds {
 		c := of[d.Tenant]
-		if c == nil {
+		if c == nil || len(c.at) == maxPerCall {
 			c = &call{args: []any{RefundedTTL.Milliseconds()}}
 			of[d.Tenant] = c
 			calls = append(calls, c)
