@@ -10,5 +10,5 @@ func (l *Local) State(key string) (t, ts string) {
 	if !ok {
 		return "", ""
 	}
-	return st.t, strconv.FormatInt(st.ts, 10)
+	return st.T, strconv.FormatInt(st.TS, 10)
 }

@@ -17,8 +17,7 @@ type Local struct {
 }
 
 type localState struct {
-	t  string // tokens as Redis stores them, six fractional digits
-	ts int64  // ms
+	Stored
 	// expires is the caller's clock at which the key would have expired.
 	expires int64
 }
@@ -34,22 +33,44 @@ func (l *Local) Take(now time.Time, cost float64, buckets ...Bucket) Result {
 	defer l.mu.Unlock()
 	ms := now.UnixMilli()
 	l.prune(ms)
+	load := func(key string) (Stored, bool) {
+		st, ok := l.state[key]
+		return st.Stored, ok
+	}
+	save := func(key string, s Stored, ttl time.Duration) {
+		l.state[key] = localState{Stored: s, expires: ms + ttl.Milliseconds()}
+	}
+	return Step(now, cost, buckets, load, save)
+}
 
+// Stored is one bucket's state as the script keeps it in its Redis hash.
+type Stored struct {
+	T  string // field t: the tokens, six fractional digits
+	TS int64  // field ts: the millisecond stamp of the last update
+}
+
+// Step is the script's algorithm on state kept elsewhere, for the Go twin of
+// a script that composes the core (see NewScript). load returns a bucket's
+// stored state, false for a missing key (a full bucket); save receives every
+// bucket's new state with the idle expiry the script would set. Local.Take is
+// Step over Local's own map. It needs at least one bucket.
+func Step(now time.Time, cost float64, buckets []Bucket, load func(key string) (Stored, bool), save func(key string, s Stored, ttl time.Duration)) Result {
+	ms := now.UnixMilli()
 	n := len(buckets)
 	tok := make([]float64, n)
 	stamp := make([]int64, n)
 	for i, b := range buckets {
 		c, r := b.Limit.Capacity, b.Limit.Rate
 		stamp[i] = ms
-		st, ok := l.state[b.Key]
-		t, err := strconv.ParseFloat(st.t, 64)
+		st, ok := load(b.Key)
+		t, err := strconv.ParseFloat(st.T, 64)
 		switch {
 		case !ok || err != nil:
 			t = c
-		case ms > st.ts:
-			t = math.Min(c, t+float64(ms-st.ts)*r/1000)
+		case ms > st.TS:
+			t = math.Min(c, t+float64(ms-st.TS)*r/1000)
 		default:
-			stamp[i] = st.ts
+			stamp[i] = st.TS
 		}
 		tok[i] = t
 	}
@@ -72,11 +93,7 @@ func (l *Local) Take(now time.Time, cost float64, buckets ...Bucket) Result {
 		if allowed {
 			tok[i] = math.Max(0, math.Min(b.Limit.Capacity, tok[i]-cost))
 		}
-		l.state[b.Key] = localState{
-			t:       strconv.FormatFloat(tok[i], 'f', 6, 64),
-			ts:      stamp[i],
-			expires: ms + b.Limit.ttl().Milliseconds(),
-		}
+		save(b.Key, Stored{T: strconv.FormatFloat(tok[i], 'f', 6, 64), TS: stamp[i]}, b.Limit.ttl())
 		if tok[i] < tok[s] {
 			s = i
 		}

@@ -1,0 +1,216 @@
+package quota_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
+)
+
+// Bucket shapes the sequences draw from: SPEC's tiers, and small ones so
+// that denials and capped refunds are common. The small ones idle for ten
+// minutes, so no key expires on the server while a sequence runs.
+var (
+	userShapes    = []bucket.Limit{userLimit, {Capacity: 3, Rate: 0.2, TTL: 10 * time.Minute}, {Capacity: 2.5, Rate: 0.7, TTL: 10 * time.Minute}}
+	anonShapes    = []bucket.Limit{anonLimit, {Capacity: 1, Rate: 0.05, TTL: 10 * time.Minute}}
+	tenantShapes  = []bucket.Limit{tenantLimit, {Capacity: 4, Rate: 0.5, TTL: 10 * time.Minute}}
+	anonAllShapes = []bucket.Limit{anonAllLimit, {Capacity: 2, Rate: 0.1, TTL: 10 * time.Minute}}
+)
+
+// ttlSlack is how far a key's TTL on the server and in the Twin may differ:
+// both count down by the wall clock from writes a moment apart.
+const ttlSlack = 2 * time.Second
+
+// world is one sequence's small universe, so that keys, fingerprints,
+// grants and buckets repeat: two tenants, two users and two addresses each,
+// three idempotency keys per caller, four grants per tenant.
+type world struct {
+	r        *rand.Rand
+	tenants  []string
+	subjects []string
+	shape    map[string]bucket.Limit // per tier: user, anonymous, tenant, anonymous_all
+}
+
+func newWorld(r *rand.Rand, seq int) *world {
+	pick := func(ls []bucket.Limit) bucket.Limit { return ls[r.IntN(len(ls))] }
+	return &world{
+		r:        r,
+		tenants:  []string{fmt.Sprintf("s%d-a", seq), fmt.Sprintf("s%d-b", seq)},
+		subjects: []string{keys.UserSubject("ann"), keys.UserSubject("bo"), keys.AnonSubject("x1"), keys.AnonSubject("x2")},
+		shape: map[string]bucket.Limit{
+			"user": pick(userShapes), "anonymous": pick(anonShapes), "tenant": pick(tenantShapes), "anonymous_all": pick(anonAllShapes),
+		},
+	}
+}
+
+func (w *world) tenant() string { return w.tenants[w.r.IntN(len(w.tenants))] }
+func (w *world) urlID() string  { return fmt.Sprintf("g%d", w.r.IntN(4)) }
+
+// buckets is what a subject's sign spends from, as the signer lays it out.
+func (w *world) buckets(tenant, subject string) []bucket.Bucket {
+	if subject[0] == 'u' {
+		return []bucket.Bucket{
+			{Key: keys.Bucket(tenant, subject), Limit: w.shape["user"]},
+			{Key: keys.TenantBucket(tenant), Limit: w.shape["tenant"]},
+		}
+	}
+	return []bucket.Bucket{
+		{Key: keys.Bucket(tenant, subject), Limit: w.shape["anonymous"]},
+		{Key: keys.TenantBucket(tenant), Limit: w.shape["tenant"]},
+		{Key: anonAllKey(tenant), Limit: w.shape["anonymous_all"]},
+	}
+}
+
+func (w *world) ask() quota.Ask {
+	tn, sub := w.tenant(), w.subjects[w.r.IntN(len(w.subjects))]
+	return quota.Ask{
+		Tenant:      tn,
+		Idem:        keys.Idempotency(tn, sub, fmt.Sprintf("k%d", w.r.IntN(3))),
+		Fingerprint: fmt.Sprintf("fp%d", w.r.IntN(2)),
+		Buckets:     w.buckets(tn, sub),
+	}
+}
+
+func (w *world) due() quota.Due {
+	tn := w.tenant()
+	return quota.Due{Tenant: tn, URLID: w.urlID(), Buckets: w.buckets(tn, w.subjects[w.r.IntN(len(w.subjects))])}
+}
+
+// all is every key the world can touch.
+func (w *world) all() []string {
+	var ks []string
+	for _, tn := range w.tenants {
+		ks = append(ks, keys.TenantBucket(tn), anonAllKey(tn))
+		for _, sub := range w.subjects {
+			ks = append(ks, keys.Bucket(tn, sub))
+			for i := range 3 {
+				ks = append(ks, keys.Idempotency(tn, sub, fmt.Sprintf("k%d", i)))
+			}
+		}
+		for i := range 4 {
+			id := fmt.Sprintf("g%d", i)
+			ks = append(ks, keys.Done(tn, id), keys.Refunded(tn, id), keys.Grant(tn, id))
+		}
+	}
+	return ks
+}
+
+func grantKeys(tenant, urlID string, bs []bucket.Bucket) []string {
+	return append([]string{keys.Done(tenant, urlID), keys.Refunded(tenant, urlID)}, bucketKeys(bs)...)
+}
+
+func bucketKeys(bs []bucket.Bucket) []string {
+	ks := make([]string, len(bs))
+	for i, b := range bs {
+		ks[i] = b.Key
+	}
+	return ks
+}
+
+// TestDifferential feeds the scripts and the Twin the same random
+// sequences — spends, undos, finishes, refund batches with repeats and
+// shared buckets, done markers set in between, script caches flushed, the
+// caller's clock moving back and forth — and requires every reply and the
+// stored state of every key touched (value and TTL) to be the same.
+func TestDifferential(t *testing.T) {
+	srvs := servers(t)
+	for _, name := range []string{"redis", "cluster"} {
+		rdb, ok := srvs[name]
+		if !ok {
+			continue
+		}
+		seqs := map[string]int{"redis": 300, "cluster": 60}[name]
+		if testing.Short() {
+			seqs = 40
+		}
+		t.Run(name, func(t *testing.T) {
+			lua := redisBackend(name, rdb)
+			for seq := range seqs {
+				differ(t, lua, seq)
+			}
+		})
+	}
+}
+
+// differ runs sequence seq on lua and a fresh Twin.
+func differ(t *testing.T, lua backend, seq int) {
+	t.Helper()
+	const steps = 40
+	r := rand.New(rand.NewPCG(uint64(seq), 0x9e37))
+	w := newWorld(r, seq)
+	twin := twinBackend()
+	now := time.UnixMilli(1_700_000_000_000 + r.Int64N(1_000_000_000))
+	for step := range steps {
+		now = now.Add(time.Duration(r.Int64N(8000)-3000) * time.Millisecond)
+		var (
+			what      string
+			touched   []string
+			got, want any
+			errs      [2]error
+		)
+		both := func(fn func(b backend) (any, error)) {
+			got, errs[0] = fn(lua)
+			want, errs[1] = fn(twin)
+		}
+		switch p := r.IntN(100); {
+		case p < 35:
+			a := w.ask()
+			what, touched = "spend "+a.Idem+" "+a.Fingerprint, append([]string{a.Idem}, bucketKeys(a.Buckets)...)
+			both(func(b backend) (any, error) { return b.Spend(ctx, now, a, inFlight) })
+		case p < 50:
+			a, id := w.ask(), w.urlID()
+			what, touched = "undo "+a.Idem+" "+a.Fingerprint+" "+id, append([]string{a.Idem}, grantKeys(a.Tenant, id, a.Buckets)...)
+			both(func(b backend) (any, error) { return b.Undo(ctx, now, a, id) })
+		case p < 60:
+			a := w.ask()
+			f := quota.Finished{URLID: w.urlID(), Subject: "s" + a.Fingerprint, Body: fmt.Appendf(nil, `{"n":%d}`, r.IntN(100)),
+				ExpiresAt: now.Add(2 * time.Minute), RecordTTL: 2 * time.Minute, GrantTTL: time.Hour}
+			what, touched = "finish "+a.Idem+" "+f.URLID, []string{a.Idem, keys.Grant(a.Tenant, f.URLID)}
+			both(func(b backend) (any, error) { return nil, b.Finish(ctx, a, f) })
+		case p < 80:
+			ds := make([]quota.Due, 1+r.IntN(6))
+			for i := range ds {
+				ds[i] = w.due()
+				touched = append(touched, grantKeys(ds[i].Tenant, ds[i].URLID, ds[i].Buckets)...)
+			}
+			what = fmt.Sprintf("refund %d grants", len(ds))
+			both(func(b backend) (any, error) { return b.Refund(ctx, now, ds) })
+		case p < 88:
+			k := keys.Done(w.tenant(), w.urlID())
+			what, touched = "done "+k, []string{k}
+			both(func(b backend) (any, error) { b.set(t, k, "1", 15*time.Minute); return nil, nil })
+		case p < 95:
+			tn, id := w.tenant(), w.urlID()
+			what = "status " + tn + " " + id
+			both(func(b backend) (any, error) { return b.Status(ctx, tn, id) })
+		default:
+			what = "script flush"
+			lua.flush(t)
+		}
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("seq %d step %d %s: %s %v, twin %v", seq, step, what, lua.name, errs[0], errs[1])
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("seq %d step %d %s: %s %+v, twin %+v", seq, step, what, lua.name, got, want)
+		}
+		sameState(t, fmt.Sprintf("seq %d step %d %s", seq, step, what), lua, twin, touched)
+	}
+	sameState(t, fmt.Sprintf("seq %d end", seq), lua, twin, w.all())
+}
+
+func sameState(t *testing.T, at string, lua, twin backend, ks []string) {
+	t.Helper()
+	ks = slices.Compact(slices.Sorted(slices.Values(ks)))
+	l, tw := lua.get(t, ks...), twin.get(t, ks...)
+	for i, k := range ks {
+		if !l[i].same(tw[i], ttlSlack) {
+			t.Fatalf("%s: key %s: %s %+v, twin %+v", at, k, lua.name, l[i], tw[i])
+		}
+	}
+}

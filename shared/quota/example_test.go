@@ -1,0 +1,105 @@
+package quota_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
+)
+
+// recordGrant stands for the signer's ledger publish.
+func recordGrant(context.Context, string) error { return errors.New("ledger: publish timed out") }
+
+// One sign on Redis, as the signer does it: Spend decides; the grant is
+// presigned and recorded in the ledger; Finish stores the answer, or Undo
+// gives the token back when the ledger did not take the grant. The Store
+// sets no timeout: every call carries the caller's deadline.
+func ExampleNew() {
+	opt, err := redis.ParseURL(os.Getenv("MINTGATE_REDIS_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	q := quota.New(redis.NewClient(opt)) // or a *redis.ClusterClient
+	tenant, subject := "acme", keys.UserSubject("alice")
+	a := quota.Ask{
+		Tenant:      tenant,
+		Idem:        keys.Idempotency(tenant, subject, "the Idempotency-Key header"),
+		Fingerprint: "a hash of what was asked",
+		Buckets: []bucket.Bucket{
+			{Key: keys.Bucket(tenant, subject), Limit: bucket.Limit{Capacity: 30, Rate: 0.5}},
+			{Key: keys.TenantBucket(tenant), Limit: bucket.Limit{Capacity: 600, Rate: 10}},
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	d, err := q.Spend(ctx, time.Now(), a, 30*time.Second)
+	switch {
+	case errors.Is(err, quota.ErrUnavailable):
+		fmt.Println("503: fail closed")
+	case d.Outcome == quota.Allowed:
+		urlID := "the grant's urlId"
+		if err := recordGrant(ctx, urlID); err != nil {
+			_, err = q.Undo(ctx, time.Now(), a, urlID)
+			fmt.Println("503", err)
+			return
+		}
+		err = q.Finish(ctx, a, quota.Finished{URLID: urlID, Subject: subject, Body: []byte(`{"url":"…"}`),
+			ExpiresAt: time.Now().Add(2 * time.Minute), RecordTTL: 2 * time.Minute, GrantTTL: time.Hour})
+		fmt.Println("201", err)
+	case d.Outcome == quota.Denied:
+		fmt.Println("429, retry after", d.Result.RetryAfter)
+	case d.Outcome == quota.Replay:
+		fmt.Println("200", string(d.Body))
+	default: // Reused, Pending
+		fmt.Println("422 or 409:", d.Outcome)
+	}
+}
+
+// Exactly once, whoever comes second: the signer gave up on a grant whose
+// ledger publish timed out and undid it, but the publish was stored after
+// all, so the sweeper sees the grant when it is due and finds the refunded
+// marker. A Twin answers as a Store on Redis would.
+func ExampleTwin() {
+	ctx := context.Background()
+	q := quota.NewTwin(nil)
+	now := time.Unix(1_700_000_000, 0)
+	// An anonymous caller spends from its address's bucket, the tenant's
+	// and the tenant's anonymous_all bucket.
+	tenant, subject := "acme", keys.AnonSubject("9f86d081")
+	address := bucket.Bucket{Key: keys.Bucket(tenant, subject), Limit: bucket.Limit{Capacity: 5, Rate: 5.0 / 60}}
+	everyone := bucket.Bucket{Key: keys.TenantBucket(tenant), Limit: bucket.Limit{Capacity: 600, Rate: 10}}
+	anonymous := bucket.Bucket{Key: "rl:{t:acme}:sign:anon", Limit: bucket.Limit{Capacity: 150, Rate: 2.5}}
+	a := quota.Ask{Tenant: tenant, Idem: keys.Idempotency(tenant, subject, "req-1"), Fingerprint: "fp",
+		Buckets: []bucket.Bucket{address, everyone, anonymous}}
+	d, _ := q.Spend(ctx, now, a, 30*time.Second)
+	fmt.Println("spend:", d.Outcome, d.Result.Remaining, "left")
+	d, _ = q.Spend(ctx, now, a, 30*time.Second)
+	fmt.Println("again:", d.Outcome)
+
+	undone, _ := q.Undo(ctx, now, a, "g1")
+	fmt.Println("undo refunded:", undone)
+
+	due := []quota.Due{
+		{Tenant: tenant, URLID: "g1", Buckets: a.Buckets}, // the undone grant
+		{Tenant: tenant, URLID: "g2", Buckets: a.Buckets}, // expired unused
+	}
+	out, _ := q.Refund(ctx, now.Add(150*time.Second), due)
+	fmt.Println("sweeper:", out)
+
+	st, _ := q.Status(ctx, tenant, "g1")
+	fmt.Println("g1 refunded:", st.Refunded)
+	// Output:
+	// spend: allowed 4 left
+	// again: pending
+	// undo refunded: true
+	// sweeper: [already refunded]
+	// g1 refunded: true
+}

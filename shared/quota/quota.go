@@ -1,0 +1,350 @@
+// Package quota owns every Redis script that moves a grant's tokens: the
+// signer's Spend, Undo and Finish, the sweeper's batched Refund, and the
+// Status read of one grant. Each script composes the bucket core
+// (bucket.NewScript) with its own checks, so a decision and its bookkeeping
+// are one atomic step; the KEYS/ARGV layouts stay private here and callers
+// see typed operations. Twin is the same in Go, held equal to the scripts by
+// a differential test.
+//
+// Every key of one call carries the tenant's hash tag {t:<tenant>}, so each
+// script is legal on Redis Cluster. The clock is the caller's (now). A Store
+// imposes no timeout of its own: callers pass a ctx with a deadline.
+//
+// Exactly once: whoever gives a grant's token back, the signer's Undo or the
+// sweeper's Refund, sets the grant's refunded marker in the same script, and
+// the other finds it and credits nothing.
+package quota
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/keys"
+)
+
+var (
+	//go:embed spend.lua
+	spendEntry string
+	//go:embed undo.lua
+	undoEntry string
+	//go:embed finish.lua
+	finishSrc string
+	//go:embed refund.lua
+	refundEntry string
+)
+
+// RefundedTTL is how long a refunded marker lives: far longer than any
+// redelivery of a grant or retry of an undo takes, and what GET
+// /uploads/{urlId} reports as "refunded" meanwhile.
+const RefundedTTL = 24 * time.Hour
+
+// ErrUnavailable is returned when Redis could not answer: unreachable, past
+// the ctx deadline, failing, or replying what no script returns. It wraps
+// bucket.ErrUnavailable, so errors.Is(err, bucket.ErrUnavailable) holds too.
+// Any other error is the caller's mistake (an invalid tenant, a key outside
+// the tenant's hash tag, no buckets), which no retry fixes.
+var ErrUnavailable = fmt.Errorf("quota: %w", bucket.ErrUnavailable)
+
+// Ask is one sign request as the scripts see it.
+type Ask struct {
+	Tenant      string          // a tenant id, as keys.ValidTenant accepts
+	Idem        string          // the idempotency record's key, keys.Idempotency(...), built by the caller
+	Fingerprint string          // of what was asked: only the same request replays
+	Buckets     []bucket.Bucket // the caller's tier first, then the tenant's (and for anonymous callers anonymous_all's); all in the tenant's hash tag
+}
+
+// Outcome is what Spend decided.
+type Outcome int
+
+// The outcomes of Spend. The zero Outcome is none of them.
+const (
+	Allowed Outcome = iota + 1 // a token was spent from every bucket and the key marked in flight
+	Denied                     // a bucket is short: nothing was spent (429)
+	Replay                     // the key completed with the same request: Body is its 201 body
+	Reused                     // the key belongs to a different request (422)
+	Pending                    // the key's first request is still in flight (409)
+)
+
+// String names the outcome.
+func (o Outcome) String() string {
+	switch o {
+	case Allowed:
+		return "allowed"
+	case Denied:
+		return "denied"
+	case Replay:
+		return "replay"
+	case Reused:
+		return "reused"
+	case Pending:
+		return "pending"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Decision is Spend's answer.
+type Decision struct {
+	Outcome Outcome
+	Result  bucket.Result // Allowed and Denied: the buckets' answer, for the RateLimit headers
+	Body    []byte        // Replay: the stored 201 body
+}
+
+func decided(r bucket.Result) Decision {
+	if r.Allowed {
+		return Decision{Outcome: Allowed, Result: r}
+	}
+	return Decision{Outcome: Denied, Result: r}
+}
+
+func replayed(body string) Decision { return Decision{Outcome: Replay, Body: []byte(body)} }
+
+// Finished is what Finish stores once a grant is in the ledger.
+type Finished struct {
+	URLID     string
+	Subject   string        // the caller's bucket subject, kept in the grant record
+	Body      []byte        // the 201 body a replay answers with
+	ExpiresAt time.Time     // the URL's expiry, kept in the grant record
+	RecordTTL time.Duration // of the completed idempotency record
+	GrantTTL  time.Duration // of the grant record
+}
+
+// Status is what Redis knows of one grant.
+type Status struct {
+	Done      bool      // its upload landed: the completer's done marker
+	Refunded  bool      // its token was given back, by Undo or Refund
+	ExpiresAt time.Time // from the grant record, in UTC
+	Subject   string    // from the grant record
+	Found     bool      // the grant record exists
+}
+
+func status(done, refunded bool, expiresAt, subject string) Status {
+	s := Status{Done: done, Refunded: refunded, Subject: subject}
+	if ms, err := strconv.ParseInt(expiresAt, 10, 64); err == nil {
+		s.ExpiresAt, s.Found = time.UnixMilli(ms).UTC(), true
+	}
+	return s
+}
+
+// Store runs the scripts on Redis.
+type Store struct {
+	rdb                         redis.UniversalClient
+	spend, undo, finish, refund *redis.Script
+}
+
+// New returns a Store on rdb, a *redis.Client or a *redis.ClusterClient.
+func New(rdb redis.UniversalClient) *Store {
+	return &Store{
+		rdb:    rdb,
+		spend:  bucket.NewScript(spendEntry),
+		undo:   bucket.NewScript(undoEntry),
+		finish: redis.NewScript(finishSrc),
+		refund: bucket.NewScript(refundEntry),
+	}
+}
+
+// Spend checks the idempotency record and, for a new request, takes one
+// token from every bucket or from none, marking the key in flight for
+// inFlight when it did: one round trip.
+func (s *Store) Spend(ctx context.Context, now time.Time, a Ask, inFlight time.Duration) (Decision, error) {
+	if err := checkSpend(a, inFlight); err != nil {
+		return Decision{}, err
+	}
+	ks := append([]string{a.Idem}, bucketKeys(a.Buckets)...)
+	args := bucket.Args([]any{a.Fingerprint, inFlight.Milliseconds()}, now, 1, a.Buckets)
+	vals, err := s.spend.Run(ctx, s.rdb, ks, args...).Slice()
+	if err != nil {
+		return Decision{}, unavailable("spend", err)
+	}
+	if len(vals) == 0 {
+		return Decision{}, fmt.Errorf("%w: spend replied nothing", ErrUnavailable)
+	}
+	if w, ok := vals[0].(string); ok {
+		switch {
+		case w == "reused":
+			return Decision{Outcome: Reused}, nil
+		case w == "pending":
+			return Decision{Outcome: Pending}, nil
+		case w == "replay" && len(vals) == 2:
+			body, _ := vals[1].(string)
+			return replayed(body), nil
+		}
+		return Decision{}, fmt.Errorf("%w: spend replied %q", ErrUnavailable, w)
+	}
+	res, err := bucket.ParseResult(vals)
+	if err != nil {
+		return Decision{}, unavailable("spend", err)
+	}
+	return decided(res), nil
+}
+
+// Undo gives back the token of an allowed Spend whose URL was never handed
+// out, frees the idempotency key (only while it is still this request's
+// in-flight mark) and sets the refunded marker keys.Refunded(tenant, urlID),
+// atomically. If the refunded marker or the done marker already exists it
+// refunds nothing (the sweeper got there first, or the upload landed) but
+// still frees the key. It reports whether it refunded.
+func (s *Store) Undo(ctx context.Context, now time.Time, a Ask, urlID string) (refunded bool, err error) {
+	if err := checkUndo(a, urlID); err != nil {
+		return false, err
+	}
+	ks := append([]string{a.Idem, keys.Done(a.Tenant, urlID), keys.Refunded(a.Tenant, urlID)}, bucketKeys(a.Buckets)...)
+	args := bucket.Args([]any{a.Fingerprint, RefundedTTL.Milliseconds()}, now, -1, a.Buckets)
+	n, err := s.undo.Run(ctx, s.rdb, ks, args...).Int64()
+	if err != nil {
+		return false, unavailable("undo", err)
+	}
+	return n == 1, nil
+}
+
+// Finish makes the idempotency record done with the 201 body (TTL
+// f.RecordTTL) and writes the grant record keys.Grant(tenant, f.URLID)
+// {expiresAt, subject} (TTL f.GrantTTL), atomically.
+func (s *Store) Finish(ctx context.Context, a Ask, f Finished) error {
+	if err := checkFinish(a, f); err != nil {
+		return err
+	}
+	ks := []string{a.Idem, keys.Grant(a.Tenant, f.URLID)}
+	args := []any{a.Fingerprint, f.Body, f.RecordTTL.Milliseconds(), f.ExpiresAt.UnixMilli(), f.Subject, f.GrantTTL.Milliseconds()}
+	if err := s.finish.Run(ctx, s.rdb, ks, args...).Err(); err != nil {
+		return unavailable("finish", err)
+	}
+	return nil
+}
+
+// Status reads the done marker, the refunded marker and the grant record of
+// one grant in one round trip (they share the tenant's hash tag).
+func (s *Store) Status(ctx context.Context, tenant, urlID string) (Status, error) {
+	if err := checkGrant(tenant, urlID); err != nil {
+		return Status{}, err
+	}
+	pipe := s.rdb.Pipeline()
+	done := pipe.Exists(ctx, keys.Done(tenant, urlID))
+	refunded := pipe.Exists(ctx, keys.Refunded(tenant, urlID))
+	rec := pipe.HMGet(ctx, keys.Grant(tenant, urlID), "expiresAt", "subject")
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Status{}, unavailable("status", err)
+	}
+	expiresAt, _ := rec.Val()[0].(string)
+	subject, _ := rec.Val()[1].(string)
+	return status(done.Val() > 0, refunded.Val() > 0, expiresAt, subject), nil
+}
+
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+}
+
+func bucketKeys(bs []bucket.Bucket) []string {
+	ks := make([]string, len(bs))
+	for i, b := range bs {
+		ks[i] = b.Key
+	}
+	return ks
+}
+
+// The checks below are the Store's and the Twin's alike, so both refuse the
+// same calls with the same errors before touching anything.
+
+func checkSpend(a Ask, inFlight time.Duration) error {
+	if err := checkTTL("in-flight", inFlight); err != nil {
+		return err
+	}
+	return checkAsk(a, true)
+}
+
+func checkUndo(a Ask, urlID string) error {
+	if err := checkGrant(a.Tenant, urlID); err != nil {
+		return err
+	}
+	return checkAsk(a, true)
+}
+
+func checkFinish(a Ask, f Finished) error {
+	if err := checkGrant(a.Tenant, f.URLID); err != nil {
+		return err
+	}
+	if err := checkTTL("record", f.RecordTTL); err != nil {
+		return err
+	}
+	if err := checkTTL("grant record", f.GrantTTL); err != nil {
+		return err
+	}
+	return checkAsk(a, false)
+}
+
+func checkAsk(a Ask, spends bool) error {
+	if !keys.ValidTenant(a.Tenant) {
+		return fmt.Errorf("quota: tenant %q is not valid", a.Tenant)
+	}
+	if a.Fingerprint == "" {
+		return errors.New("quota: no request fingerprint")
+	}
+	if err := inTenant(a.Tenant, a.Idem); err != nil {
+		return err
+	}
+	if spends {
+		return checkBuckets(a.Tenant, a.Buckets)
+	}
+	return nil
+}
+
+func checkGrant(tenant, urlID string) error {
+	if !keys.ValidTenant(tenant) {
+		return fmt.Errorf("quota: tenant %q is not valid", tenant)
+	}
+	if urlID == "" {
+		return errors.New("quota: no urlId")
+	}
+	return nil
+}
+
+func checkBuckets(tenant string, bs []bucket.Bucket) error {
+	if len(bs) == 0 {
+		return errors.New("quota: no buckets")
+	}
+	for _, b := range bs {
+		if err := inTenant(tenant, b.Key); err != nil {
+			return err
+		}
+		if err := b.Limit.Validate(); err != nil {
+			return fmt.Errorf("quota: bucket %s: %w", b.Key, err)
+		}
+	}
+	return nil
+}
+
+// checkTTL refuses what PEXPIRE or SET PX would not take as an expiry (under
+// a millisecond), or would take as deleting the key at once.
+func checkTTL(what string, d time.Duration) error {
+	if d < time.Millisecond {
+		return fmt.Errorf("quota: %s TTL %v: must be at least 1ms", what, d)
+	}
+	return nil
+}
+
+// inTenant refuses a key outside the tenant's hash tag: on Redis Cluster
+// the call would fail with CROSSSLOT on every retry.
+func inTenant(tenant, key string) error {
+	if key == "" || hashTag(key) != hashTag(keys.TenantBucket(tenant)) {
+		return fmt.Errorf("quota: key %q is outside tenant %q's hash tag", key, tenant)
+	}
+	return nil
+}
+
+// hashTag is the part of key Redis Cluster hashes: the first {…} that holds
+// something, else the whole key.
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}

@@ -1,0 +1,576 @@
+package quota_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+// env is one behaviour case on one backend: a tenant of its own and a clock.
+type env struct {
+	t      *testing.T
+	b      backend
+	now    time.Time
+	tenant string
+}
+
+var ctx = context.Background()
+
+// ask is user's sign request with idempotency key idem: the user's bucket
+// and the tenant's.
+func (e *env) ask(user, idem string) quota.Ask {
+	sub := keys.UserSubject(user)
+	return e.request(sub, idem, bucket.Bucket{Key: keys.Bucket(e.tenant, sub), Limit: userLimit})
+}
+
+// anon is an anonymous sign request: the address's bucket, the tenant's and
+// the tenant's anonymous_all bucket.
+func (e *env) anon(ipHash, idem string) quota.Ask {
+	sub := keys.AnonSubject(ipHash)
+	a := e.request(sub, idem, bucket.Bucket{Key: keys.Bucket(e.tenant, sub), Limit: anonLimit})
+	a.Buckets = append(a.Buckets, bucket.Bucket{Key: anonAllKey(e.tenant), Limit: anonAllLimit})
+	return a
+}
+
+func (e *env) request(subject, idem string, caller bucket.Bucket) quota.Ask {
+	return quota.Ask{
+		Tenant:      e.tenant,
+		Idem:        keys.Idempotency(e.tenant, subject, idem),
+		Fingerprint: "fp:" + idem,
+		Buckets:     []bucket.Bucket{caller, {Key: keys.TenantBucket(e.tenant), Limit: tenantLimit}},
+	}
+}
+
+// anonAllKey is SPEC §7's anonymous_all bucket (shared/keys has no name for
+// it yet).
+func anonAllKey(tenant string) string { return "rl:{t:" + tenant + "}:sign:anon" }
+
+func due(a quota.Ask, urlID string) quota.Due {
+	return quota.Due{Tenant: a.Tenant, URLID: urlID, Buckets: a.Buckets}
+}
+
+func (e *env) spend(a quota.Ask) quota.Decision {
+	e.t.Helper()
+	d, err := e.b.Spend(ctx, e.now, a, inFlight)
+	if err != nil {
+		e.t.Fatalf("spend %s: %v", a.Idem, err)
+	}
+	return d
+}
+
+// spendN spends n tokens of user's, with keys k1…kn.
+func (e *env) spendN(user string, n int) {
+	e.t.Helper()
+	for i := 1; i <= n; i++ {
+		if d := e.spend(e.ask(user, fmt.Sprintf("k%d", i))); d.Outcome != quota.Allowed {
+			e.t.Fatalf("spend %d of %s: %+v", i, user, d)
+		}
+	}
+}
+
+func (e *env) undo(a quota.Ask, urlID string) bool {
+	e.t.Helper()
+	ok, err := e.b.Undo(ctx, e.now, a, urlID)
+	if err != nil {
+		e.t.Fatalf("undo %s: %v", urlID, err)
+	}
+	return ok
+}
+
+func (e *env) finish(a quota.Ask, urlID, body string) {
+	e.t.Helper()
+	f := quota.Finished{URLID: urlID, Subject: "u:alice", Body: []byte(body), ExpiresAt: e.now.Add(2 * time.Minute),
+		RecordTTL: 2 * time.Minute, GrantTTL: time.Hour}
+	if err := e.b.Finish(ctx, a, f); err != nil {
+		e.t.Fatalf("finish %s: %v", urlID, err)
+	}
+}
+
+func (e *env) refund(ds ...quota.Due) []quota.RefundOutcome {
+	e.t.Helper()
+	out, err := e.b.Refund(ctx, e.now, ds)
+	if err != nil {
+		e.t.Fatalf("refund: %v", err)
+	}
+	return out
+}
+
+func (e *env) status(urlID string) quota.Status {
+	e.t.Helper()
+	s, err := e.b.Status(ctx, e.tenant, urlID)
+	if err != nil {
+		e.t.Fatalf("status %s: %v", urlID, err)
+	}
+	return s
+}
+
+func (e *env) done(urlID string) { e.b.set(e.t, keys.Done(e.tenant, urlID), "1", 15*time.Minute) }
+
+func (e *env) key(k string) stored { return e.b.get(e.t, k)[0] }
+
+// tokens is what a bucket stores: its field t.
+func (e *env) tokens(b bucket.Bucket) string { return e.key(b.Key).hash["t"] }
+
+// wantTokens checks each bucket of a holds the given tokens.
+func (e *env) wantTokens(a quota.Ask, want ...string) {
+	e.t.Helper()
+	for i, w := range want {
+		if got := e.tokens(a.Buckets[i]); got != w {
+			e.t.Errorf("%s holds %q tokens, want %q", a.Buckets[i].Key, got, w)
+		}
+	}
+}
+
+func (e *env) wantOutcomes(got []quota.RefundOutcome, want ...quota.RefundOutcome) {
+	e.t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		e.t.Errorf("refund outcomes %v, want %v", got, want)
+	}
+}
+
+var cases = []struct {
+	op, name string
+	run      func(e *env)
+}{
+	{"spend", "allowed spends from every bucket and marks the key in flight", func(e *env) {
+		a := e.ask("alice", "k1")
+		d := e.spend(a)
+		if d.Outcome != quota.Allowed || d.Result.Remaining != 29 || d.Result.Limit != 30 || d.Result.Scarcest != 0 {
+			e.t.Fatalf("decision %+v", d)
+		}
+		e.wantTokens(a, "29.000000", "599.000000")
+		rec := e.key(a.Idem)
+		if rec.hash["state"] != "pending" || rec.hash["fp"] != a.Fingerprint || rec.ttl <= inFlight-5*time.Second || rec.ttl > inFlight {
+			e.t.Errorf("idempotency record %+v", rec)
+		}
+	}},
+	{"spend", "pending while the first request is in flight", func(e *env) {
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		if d := e.spend(a); d.Outcome != quota.Pending {
+			e.t.Fatalf("second spend %+v", d)
+		}
+		e.wantTokens(a, "29.000000", "599.000000")
+	}},
+	{"spend", "reused: the same key for another request", func(e *env) {
+		a := e.ask("alice", "k1")
+		other := a
+		other.Fingerprint = "fp:other"
+		e.spend(a)
+		if d := e.spend(other); d.Outcome != quota.Reused {
+			e.t.Fatalf("in flight: %+v", d)
+		}
+		e.finish(a, "u1", `{"url":"x"}`)
+		if d := e.spend(other); d.Outcome != quota.Reused {
+			e.t.Fatalf("completed: %+v", d)
+		}
+		e.wantTokens(a, "29.000000")
+	}},
+	{"spend", "replay: the stored body, no token", func(e *env) {
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		e.finish(a, "u1", `{"url":"x"}`)
+		d := e.spend(a)
+		if d.Outcome != quota.Replay || string(d.Body) != `{"url":"x"}` {
+			e.t.Fatalf("decision %+v", d)
+		}
+		e.wantTokens(a, "29.000000", "599.000000")
+	}},
+	{"spend", "denial leaves every bucket's tokens and the key alone", func(e *env) {
+		small := bucket.Limit{Capacity: 2, Rate: 0.01}
+		withSmall := func(a quota.Ask) quota.Ask {
+			a.Buckets = []bucket.Bucket{a.Buckets[0], {Key: a.Buckets[1].Key, Limit: small}}
+			return a
+		}
+		e.spend(withSmall(e.ask("alice", "k1")))
+		e.spend(withSmall(e.ask("alice", "k2")))
+		bob := withSmall(e.ask("bob", "k1"))
+		d := e.spend(bob)
+		if d.Outcome != quota.Denied || d.Result.Blocked != 1 || d.Result.RetryAfter != 100*time.Second {
+			e.t.Fatalf("decision %+v", d)
+		}
+		e.wantTokens(bob, "30.000000", "0.000000")
+		if rec := e.key(bob.Idem); rec.ok {
+			e.t.Errorf("a denied request holds its key: %+v", rec)
+		}
+	}},
+	{"spend", "three buckets: anonymous_all blocks every address", func(e *env) {
+		ip1, ip2 := e.anon("ip1", "k1"), e.anon("ip2", "k1")
+		tiny := bucket.Limit{Capacity: 1, Rate: 0.01}
+		ip1.Buckets[2].Limit, ip2.Buckets[2].Limit = tiny, tiny
+		if d := e.spend(ip1); d.Outcome != quota.Allowed || d.Result.Scarcest != 2 {
+			e.t.Fatalf("first address: %+v", d)
+		}
+		if d := e.spend(ip2); d.Outcome != quota.Denied || d.Result.Blocked != 2 {
+			e.t.Fatalf("second address: %+v", d)
+		}
+		e.wantTokens(ip2, "5.000000", "599.000000", "0.000000")
+	}},
+
+	{"undo", "gives the token back, frees the key, marks the grant", func(e *env) {
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		if !e.undo(a, "u1") {
+			e.t.Fatal("undo did not refund")
+		}
+		e.wantTokens(a, "30.000000", "600.000000")
+		if rec := e.key(a.Idem); rec.ok {
+			e.t.Errorf("key not freed: %+v", rec)
+		}
+		m := e.key(keys.Refunded(e.tenant, "u1"))
+		if m.str != strconv.FormatInt(e.now.UnixMilli(), 10) || m.ttl <= quota.RefundedTTL-5*time.Second || m.ttl > quota.RefundedTTL {
+			e.t.Errorf("refunded marker %+v, want the refund time in ms", m)
+		}
+		if d := e.spend(a); d.Outcome != quota.Allowed {
+			e.t.Errorf("retry after undo: %+v", d)
+		}
+	}},
+	{"undo", "twice credits once", func(e *env) {
+		e.spendN("alice", 3)
+		a := e.ask("alice", "k3")
+		if !e.undo(a, "u3") || e.undo(a, "u3") {
+			e.t.Fatal("want refunded, then not")
+		}
+		e.wantTokens(a, "28.000000", "598.000000")
+	}},
+	{"undo", "then the sweeper's refund credits once", func(e *env) {
+		e.spendN("alice", 3)
+		a := e.ask("alice", "k3")
+		e.undo(a, "u3")
+		e.wantOutcomes(e.refund(due(a, "u3")), quota.Already)
+		e.wantTokens(a, "28.000000", "598.000000")
+	}},
+	{"undo", "after the sweeper's refund credits nothing but frees the key", func(e *env) {
+		e.spendN("alice", 3)
+		a := e.ask("alice", "k3")
+		e.wantOutcomes(e.refund(due(a, "u3")), quota.Refunded)
+		if e.undo(a, "u3") {
+			e.t.Error("undo refunded a grant the sweeper refunded")
+		}
+		e.wantTokens(a, "28.000000", "598.000000")
+		if rec := e.key(a.Idem); rec.ok {
+			e.t.Errorf("key not freed: %+v", rec)
+		}
+	}},
+	{"undo", "after the upload landed credits nothing", func(e *env) {
+		e.spendN("alice", 3)
+		a := e.ask("alice", "k3")
+		e.done("u3")
+		if e.undo(a, "u3") {
+			e.t.Error("undo refunded a landed upload")
+		}
+		e.wantTokens(a, "27.000000", "597.000000")
+		if m := e.key(keys.Refunded(e.tenant, "u3")); m.ok {
+			e.t.Errorf("refunded marker on a landed upload: %+v", m)
+		}
+	}},
+	{"undo", "keeps a key another request holds", func(e *env) {
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		other := a
+		other.Fingerprint = "fp:other"
+		e.undo(other, "u1")
+		if rec := e.key(a.Idem); rec.hash["fp"] != a.Fingerprint {
+			e.t.Errorf("key freed for another request: %+v", rec)
+		}
+	}},
+
+	{"refund", "capped by the issuing tier", func(e *env) {
+		a := e.ask("alice", "k1")
+		e.wantOutcomes(e.refund(due(a, "u1")), quota.Refunded)
+		e.wantTokens(a, "30.000000", "600.000000")
+	}},
+	{"refund", "an anonymous grant never above the anonymous capacity", func(e *env) {
+		a := e.anon("ip1", "k1")
+		e.spend(a)
+		e.wantOutcomes(e.refund(due(a, "u1"), due(a, "u2")), quota.Refunded, quota.Refunded)
+		e.wantTokens(a, "5.000000", "600.000000", "150.000000")
+	}},
+	{"refund", "the same grant twice in one batch credits once", func(e *env) {
+		e.spendN("alice", 3)
+		a := e.ask("alice", "k3")
+		e.wantOutcomes(e.refund(due(a, "u3"), due(a, "u3")), quota.Refunded, quota.Already)
+		e.wantTokens(a, "28.000000", "598.000000")
+		e.wantOutcomes(e.refund(due(a, "u3")), quota.Already)
+	}},
+	{"refund", "grants sharing buckets in one batch each count", func(e *env) {
+		e.spendN("alice", 3)
+		e.spendN("bob", 2)
+		alice, bob := e.ask("alice", "k1"), e.ask("bob", "k1")
+		e.wantOutcomes(e.refund(due(alice, "u1"), due(bob, "u4"), due(alice, "u2")), quota.Refunded, quota.Refunded, quota.Refunded)
+		e.wantTokens(alice, "29.000000", "598.000000")
+		e.wantTokens(bob, "29.000000")
+	}},
+	{"refund", "a landed upload credits nothing", func(e *env) {
+		e.spendN("alice", 3)
+		a := e.ask("alice", "k3")
+		e.done("u3")
+		e.wantOutcomes(e.refund(due(a, "u3"), due(a, "u2")), quota.Done, quota.Refunded)
+		e.wantTokens(a, "28.000000", "598.000000")
+	}},
+	{"refund", "outcomes in input order over tenants", func(e *env) {
+		other := *e
+		other.tenant = e.tenant + "-b"
+		a, b := e.ask("alice", "k1"), other.ask("alice", "k1")
+		e.spendN("alice", 2)
+		other.spendN("alice", 2)
+		other.done("u2")
+		e.undo(a, "u1")
+		got := e.refund(due(b, "u2"), due(a, "u1"), due(b, "u1"), due(a, "u2"))
+		e.wantOutcomes(got, quota.Done, quota.Already, quota.Refunded, quota.Refunded)
+		e.wantTokens(a, "30.000000", "600.000000")
+		other.wantTokens(b, "29.000000", "599.000000")
+	}},
+	{"refund", "a tenant's batch larger than one script call, after a flush", func(e *env) {
+		e.spendN("alice", 3)
+		a := e.ask("alice", "k1")
+		// u0…u299 twice: the repeats cross the calls' boundaries.
+		var ds []quota.Due
+		var want []quota.RefundOutcome
+		for round, o := range []quota.RefundOutcome{quota.Refunded, quota.Already} {
+			for i := range 300 {
+				ds = append(ds, due(a, fmt.Sprintf("u%d", (i+round*7)%300)))
+				want = append(want, o)
+			}
+		}
+		e.done("u5")
+		want[5], want[300+298] = quota.Done, quota.Done // u5 is 300+298 in the second round
+		e.b.flush(e.t)
+		e.wantOutcomes(e.refund(ds...), want...)
+		e.wantTokens(a, "30.000000", "600.000000")
+	}},
+	{"refund", "an empty batch", func(e *env) {
+		e.wantOutcomes(e.refund(), []quota.RefundOutcome{}...)
+	}},
+
+	{"status", "unknown grant", func(e *env) {
+		if s := e.status("u1"); s != (quota.Status{}) {
+			e.t.Errorf("status %+v", s)
+		}
+	}},
+	{"status", "finished, landed, refunded", func(e *env) {
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		e.finish(a, "u1", "{}")
+		want := quota.Status{Found: true, ExpiresAt: time.UnixMilli(e.now.Add(2 * time.Minute).UnixMilli()).UTC(), Subject: "u:alice"}
+		if s := e.status("u1"); s != want {
+			e.t.Errorf("finished: %+v, want %+v", s, want)
+		}
+		e.done("u1")
+		if s := e.status("u1"); !s.Done || s.Refunded {
+			e.t.Errorf("landed: %+v", s)
+		}
+		e.refund(due(a, "u2"))
+		if s := e.status("u2"); !s.Refunded || s.Done || s.Found {
+			e.t.Errorf("refunded: %+v", s)
+		}
+	}},
+
+	{"all", "SCRIPT FLUSH between calls is invisible", func(e *env) {
+		other := *e
+		other.tenant = e.tenant + "-b"
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		e.b.flush(e.t)
+		e.undo(a, "u1")
+		e.b.flush(e.t)
+		e.spend(a)
+		e.b.flush(e.t)
+		e.finish(a, "u2", "{}")
+		e.b.flush(e.t)
+		e.wantOutcomes(e.refund(due(a, "u1"), due(other.ask("bob", "k1"), "u1"), due(a, "u3")), quota.Already, quota.Refunded, quota.Refunded)
+		e.b.flush(e.t)
+		if d := e.spend(a); d.Outcome != quota.Replay {
+			e.t.Errorf("replay after flush: %+v", d)
+		}
+		e.wantTokens(a, "30.000000", "600.000000")
+	}},
+}
+
+// TestBehaviour runs every case on a redis-server, on a three-master
+// cluster (unless -short) and on the Twin.
+func TestBehaviour(t *testing.T) {
+	srvs := servers(t)
+	for i, c := range cases {
+		for _, name := range []string{"redis", "cluster", "twin"} {
+			t.Run(c.op+"/"+c.name+"/"+name, func(t *testing.T) {
+				var b backend
+				switch rdb, ok := srvs[name]; {
+				case name == "twin":
+					b = twinBackend()
+				case ok:
+					b = redisBackend(name, rdb)
+				default:
+					t.Skip("no cluster in -short")
+				}
+				c.run(&env{t: t, b: b, now: time.UnixMilli(1_700_000_000_000), tenant: fmt.Sprintf("case%d", i)})
+			})
+		}
+	}
+}
+
+// TestClusterBatchAcrossMasters: one Refund over tenants that live on three
+// different masters goes out as one pipeline split per node, with no
+// CROSSSLOT, and again after every node's script cache was flushed.
+func TestClusterBatchAcrossMasters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("no cluster in -short")
+	}
+	cl := startCluster(t).(*redis.ClusterClient)
+	var tenants []string
+	seen := map[string]bool{}
+	for i := 0; len(tenants) < 3; i++ {
+		tn := fmt.Sprintf("spread%d", i)
+		m, err := cl.MasterForKey(ctx, keys.TenantBucket(tn))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := m.Options().Addr; !seen[addr] {
+			seen[addr] = true
+			tenants = append(tenants, tn)
+		}
+	}
+	b := redisBackend("cluster", cl)
+	var ds []quota.Due
+	var want []quota.RefundOutcome
+	for _, tn := range tenants {
+		e := &env{t: t, b: b, now: time.UnixMilli(1_700_000_000_000), tenant: tn}
+		e.spendN("alice", 2)
+		ds = append(ds, due(e.ask("alice", "k1"), "u1"), due(e.ask("alice", "k2"), "u2"), due(e.ask("alice", "k1"), "u1"))
+		want = append(want, quota.Refunded, quota.Refunded, quota.Already)
+	}
+	b.flush(t)
+	got, err := b.Refund(ctx, time.UnixMilli(1_700_000_000_000), ds)
+	if err != nil {
+		t.Fatalf("refund over %v: %v", tenants, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("outcomes %v, want %v", got, want)
+	}
+	for _, tn := range tenants {
+		e := &env{t: t, b: b, tenant: tn}
+		e.wantTokens(e.ask("alice", "k1"), "30.000000", "600.000000")
+	}
+}
+
+// TestRedisDown: every operation fails with an error that is
+// ErrUnavailable and bucket.ErrUnavailable, and works again after a restart.
+func TestRedisDown(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer rdb.Close()
+	e := &env{t: t, b: redisBackend("redis", rdb), now: time.UnixMilli(1_700_000_000_000), tenant: "down"}
+	a := e.ask("alice", "k1")
+	ops := map[string]func() error{
+		"spend": func() error { _, err := e.b.Spend(ctx, e.now, a, inFlight); return err },
+		"undo":  func() error { _, err := e.b.Undo(ctx, e.now, a, "u1"); return err },
+		"finish": func() error {
+			return e.b.Finish(ctx, a, quota.Finished{URLID: "u1", RecordTTL: time.Minute, GrantTTL: time.Minute})
+		},
+		"refund": func() error { _, err := e.b.Refund(ctx, e.now, []quota.Due{due(a, "u1")}); return err },
+		"status": func() error { _, err := e.b.Status(ctx, e.tenant, "u1"); return err },
+	}
+	srv.Stop()
+	for name, op := range ops {
+		if err := op(); !errors.Is(err, quota.ErrUnavailable) || !errors.Is(err, bucket.ErrUnavailable) {
+			t.Errorf("%s with Redis down: %v, want ErrUnavailable", name, err)
+		}
+	}
+	srv.Start()
+	for name, op := range ops {
+		if err := op(); err != nil {
+			t.Errorf("%s after restart: %v", name, err)
+		}
+	}
+}
+
+// TestRefusals: calls no script could run safely are refused alike by the
+// Store and the Twin, before anything is touched, and are not
+// ErrUnavailable: no retry fixes them.
+func TestRefusals(t *testing.T) {
+	rdb := startRedis(t)
+	good := (&env{tenant: "ok"}).ask("alice", "k1")
+	bad := []struct {
+		name  string
+		spoil func(a *quota.Ask)
+		due   bool // a Due built from the spoiled Ask is refused too
+	}{
+		{"invalid tenant", func(a *quota.Ask) { a.Tenant = "a}b" }, true},
+		{"no buckets", func(a *quota.Ask) { a.Buckets = nil }, true},
+		{"bucket of another tenant", func(a *quota.Ask) { a.Buckets = (&env{tenant: "other"}).ask("alice", "k1").Buckets }, true},
+		{"bucket shape impossible", func(a *quota.Ask) { a.Buckets = []bucket.Bucket{{Key: a.Buckets[0].Key}} }, true},
+		{"no fingerprint", func(a *quota.Ask) { a.Fingerprint = "" }, false},
+		{"idempotency key of another tenant", func(a *quota.Ask) { a.Idem = keys.Idempotency("other", "u:alice", "k1") }, false},
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	for _, b := range []backend{redisBackend("redis", rdb), twinBackend()} {
+		for _, c := range bad {
+			a := good
+			c.spoil(&a)
+			_, err := b.Spend(ctx, now, a, inFlight)
+			if err == nil || errors.Is(err, bucket.ErrUnavailable) {
+				t.Errorf("%s: spend with %s: %v, want a refusal", b.name, c.name, err)
+			}
+			if !c.due {
+				continue
+			}
+			// The good grant first: a refused batch applies none of it.
+			_, err = b.Refund(ctx, now, []quota.Due{due(good, "u1"), due(a, "u2")})
+			if err == nil || errors.Is(err, bucket.ErrUnavailable) {
+				t.Errorf("%s: refund with %s: %v, want a refusal", b.name, c.name, err)
+			}
+		}
+		if st := b.get(t, good.Buckets[0].Key, good.Idem)[0]; st.ok {
+			t.Errorf("%s: a refused call touched %s: %+v", b.name, good.Buckets[0].Key, st)
+		}
+		if _, err := b.Spend(ctx, time.Now(), good, 0); err == nil {
+			t.Errorf("%s: spend with no in-flight TTL: no error", b.name)
+		}
+		if err := b.Finish(ctx, good, quota.Finished{URLID: "u1", RecordTTL: time.Minute}); err == nil {
+			t.Errorf("%s: finish with no grant TTL: no error", b.name)
+		}
+		if _, err := b.Status(ctx, "", "u1"); err == nil {
+			t.Errorf("%s: status of no tenant: no error", b.name)
+		}
+	}
+}
+
+// TestTwinExpiry: the Twin's keys expire by its clock, as Redis's do by the
+// server's: an in-flight key frees itself, an idle bucket is full again.
+func TestTwinExpiry(t *testing.T) {
+	clock := time.UnixMilli(1_700_000_000_000)
+	tw := quota.NewTwin(func() time.Time { return clock })
+	a := (&env{tenant: "exp"}).ask("alice", "k1")
+	if d, _ := tw.Spend(ctx, clock, a, inFlight); d.Outcome != quota.Allowed {
+		t.Fatalf("spend: %+v", d)
+	}
+	clock = clock.Add(inFlight) // Redis keeps a key through its last millisecond
+	if d, _ := tw.Spend(ctx, clock, a, inFlight); d.Outcome != quota.Pending {
+		t.Fatalf("at the TTL: %+v", d)
+	}
+	clock = clock.Add(time.Millisecond)
+	if d, _ := tw.Spend(ctx, clock, a, inFlight); d.Outcome != quota.Allowed || d.Result.Remaining != 29 {
+		t.Fatalf("after the TTL: %+v", d)
+	}
+	if _, _, _, ok := tw.Entry(keys.Refunded("exp", "u1")); ok {
+		t.Fatal("marker from nowhere")
+	}
+	if _, err := tw.Undo(ctx, clock, a, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(quota.RefundedTTL + time.Millisecond)
+	if out, _ := tw.Refund(ctx, clock, []quota.Due{due(a, "u1")}); out[0] != quota.Refunded {
+		t.Fatalf("after the marker expired: %v", out)
+	}
+}

@@ -1,0 +1,183 @@
+package quota
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/keys"
+)
+
+// Twin is the Store in Go, in memory: the same calls give the same replies
+// and leave the same stored state as the scripts on Redis — bucket hashes
+// (t, ts) by bucket.Step, idempotency and grant records, markers and their
+// values. Its methods are the Store's, so one can stand in for the other;
+// ctx is unused, and the only errors are the Store's refusals of invalid
+// calls. It is safe for concurrent use.
+//
+// Keys expire by the clock given to NewTwin, as Redis expires them by its
+// own; now in each call is the caller's clock for the buckets and the
+// markers' values, as with a Store. Keys are typed as the scripts use them;
+// what Redis would answer WRONGTYPE to is not modelled.
+type Twin struct {
+	mu    sync.Mutex
+	clock func() time.Time
+	keys  map[string]*twinKey
+}
+
+type twinKey struct {
+	str     string            // a string's value (markers)
+	hash    map[string]string // a hash's fields (buckets, records); nil for a string
+	expires int64             // ms by the Twin's clock; the key is gone after it
+}
+
+// NewTwin returns an empty Twin whose keys expire by clock (time.Now when nil).
+func NewTwin(clock func() time.Time) *Twin {
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Twin{clock: clock, keys: make(map[string]*twinKey)}
+}
+
+// Spend is Store.Spend.
+func (t *Twin) Spend(_ context.Context, now time.Time, a Ask, inFlight time.Duration) (Decision, error) {
+	if err := checkSpend(a, inFlight); err != nil {
+		return Decision{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if state, ok := t.field(a.Idem, "state"); ok {
+		if fp, ok := t.field(a.Idem, "fp"); !ok || fp != a.Fingerprint {
+			return Decision{Outcome: Reused}, nil
+		}
+		if state == "done" {
+			body, _ := t.field(a.Idem, "body")
+			return replayed(body), nil
+		}
+		return Decision{Outcome: Pending}, nil
+	}
+	res := bucket.Step(now, 1, a.Buckets, t.loadBucket, t.saveBucket)
+	if res.Allowed {
+		t.hset(a.Idem, inFlight, "state", "pending", "fp", a.Fingerprint)
+	}
+	return decided(res), nil
+}
+
+// Undo is Store.Undo.
+func (t *Twin) Undo(_ context.Context, now time.Time, a Ask, urlID string) (bool, error) {
+	if err := checkUndo(a, urlID); err != nil {
+		return false, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	state, _ := t.field(a.Idem, "state")
+	if fp, ok := t.field(a.Idem, "fp"); state == "pending" && ok && fp == a.Fingerprint {
+		delete(t.keys, a.Idem)
+	}
+	return t.refund(now, Due{Tenant: a.Tenant, URLID: urlID, Buckets: a.Buckets}) == Refunded, nil
+}
+
+// Finish is Store.Finish.
+func (t *Twin) Finish(_ context.Context, a Ask, f Finished) error {
+	if err := checkFinish(a, f); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.hset(a.Idem, f.RecordTTL, "state", "done", "fp", a.Fingerprint, "body", string(f.Body))
+	t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "expiresAt", strconv.FormatInt(f.ExpiresAt.UnixMilli(), 10), "subject", f.Subject)
+	return nil
+}
+
+// Refund is Store.Refund: the grants one after the other, in order.
+func (t *Twin) Refund(_ context.Context, now time.Time, ds []Due) ([]RefundOutcome, error) {
+	if err := checkDues(ds); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]RefundOutcome, len(ds))
+	for i, d := range ds {
+		out[i] = t.refund(now, d)
+	}
+	return out, nil
+}
+
+// Status is Store.Status.
+func (t *Twin) Status(_ context.Context, tenant, urlID string) (Status, error) {
+	if err := checkGrant(tenant, urlID); err != nil {
+		return Status{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	expiresAt, _ := t.field(keys.Grant(tenant, urlID), "expiresAt")
+	subject, _ := t.field(keys.Grant(tenant, urlID), "subject")
+	return status(t.live(keys.Done(tenant, urlID)) != nil, t.live(keys.Refunded(tenant, urlID)) != nil, expiresAt, subject), nil
+}
+
+// refund is one grant's step of refund.lua, and undo.lua's after the key.
+func (t *Twin) refund(now time.Time, d Due) RefundOutcome {
+	switch {
+	case t.live(keys.Done(d.Tenant, d.URLID)) != nil:
+		return Done
+	case t.live(keys.Refunded(d.Tenant, d.URLID)) != nil:
+		return Already
+	}
+	bucket.Step(now, -1, d.Buckets, t.loadBucket, t.saveBucket)
+	t.set(keys.Refunded(d.Tenant, d.URLID), strconv.FormatInt(now.UnixMilli(), 10), RefundedTTL)
+	return Refunded
+}
+
+func (t *Twin) loadBucket(key string) (bucket.Stored, bool) {
+	tok, ok := t.field(key, "t")
+	stamp, _ := t.field(key, "ts")
+	ts, err := strconv.ParseInt(stamp, 10, 64)
+	if !ok || err != nil {
+		return bucket.Stored{}, false
+	}
+	return bucket.Stored{T: tok, TS: ts}, true
+}
+
+func (t *Twin) saveBucket(key string, s bucket.Stored, ttl time.Duration) {
+	t.hset(key, ttl, "t", s.T, "ts", strconv.FormatInt(s.TS, 10))
+}
+
+// live is key unless it is missing or expired by the Twin's clock (Redis
+// keeps a key through its expiry millisecond).
+func (t *Twin) live(key string) *twinKey {
+	k := t.keys[key]
+	if k != nil && t.clock().UnixMilli() > k.expires {
+		delete(t.keys, key)
+		return nil
+	}
+	return k
+}
+
+func (t *Twin) field(key, name string) (string, bool) {
+	k := t.live(key)
+	if k == nil {
+		return "", false
+	}
+	v, ok := k.hash[name]
+	return v, ok
+}
+
+// hset is HSET key fields… then PEXPIRE key ttl.
+func (t *Twin) hset(key string, ttl time.Duration, fields ...string) {
+	k := t.live(key)
+	if k == nil || k.hash == nil {
+		k = &twinKey{hash: make(map[string]string)}
+		t.keys[key] = k
+	}
+	for i := 0; i+1 < len(fields); i += 2 {
+		k.hash[fields[i]] = fields[i+1]
+	}
+	k.expires = t.clock().UnixMilli() + ttl.Milliseconds()
+}
+
+// set is SET key value PX ttl.
+func (t *Twin) set(key, value string, ttl time.Duration) {
+	t.keys[key] = &twinKey{str: value, expires: t.clock().UnixMilli() + ttl.Milliseconds()}
+}
