@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -14,15 +13,7 @@ import (
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/keys"
-)
-
-var (
-	//go:embed sign.lua
-	signEntry string
-	//go:embed refund.lua
-	refundEntry string
-	//go:embed complete.lua
-	completeSrc string
+	"github.com/mintgate/mintgate/shared/quota"
 )
 
 // inFlightTTL is how long a request's in-flight mark holds its idempotency
@@ -49,8 +40,7 @@ const (
 type attempt struct {
 	who     caller
 	req     signRequest
-	fp      string          // fingerprint of what was asked
-	idem    string          // idempotency record key
+	ask     quota.Ask
 	buckets []bucket.Bucket // the caller's tier, then the tenant
 }
 
@@ -60,15 +50,20 @@ func newAttempt(who caller, req signRequest, tiers config.TierSet) attempt {
 	tenantLimit, _ := tiers.For(who.Tenant, config.TierTenant)
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", who.Tenant, who.Subject, req.ContentType, req.ContentLength)
+	buckets := []bucket.Bucket{
+		{Key: keys.Bucket(who.Tenant, who.Subject), Limit: callerLimit},
+		{Key: keys.TenantBucket(who.Tenant), Limit: tenantLimit},
+	}
 	return attempt{
-		who:  who,
-		req:  req,
-		fp:   hex.EncodeToString(h.Sum(nil)),
-		idem: keys.Idempotency(who.Tenant, who.Subject, req.Key),
-		buckets: []bucket.Bucket{
-			{Key: keys.Bucket(who.Tenant, who.Subject), Limit: callerLimit},
-			{Key: keys.TenantBucket(who.Tenant), Limit: tenantLimit},
+		who: who,
+		req: req,
+		ask: quota.Ask{
+			Tenant:      who.Tenant,
+			Idem:        keys.Idempotency(who.Tenant, who.Subject, req.Key),
+			Fingerprint: hex.EncodeToString(h.Sum(nil)),
+			Buckets:     buckets,
 		},
+		buckets: buckets,
 	}
 }
 
@@ -80,30 +75,19 @@ type decision struct {
 	degraded bool          // decided by the in-process buckets: Redis was unavailable
 }
 
-// gate runs the signer's three Redis scripts. With local set (degraded
-// mode) a Redis outage falls back to in-process buckets at a share of the
-// limits instead of failing closed.
+// gate runs the Redis side of a sign through quota.Store. With local set
+// (degraded mode) a Redis outage falls back to in-process buckets at a
+// share of the limits instead of failing closed.
 type gate struct {
-	rdb      redis.Scripter
-	sign     *redis.Script
-	refund   *redis.Script
-	complete *redis.Script
-	local    *bucket.Local
-	timeout  time.Duration // MINTGATE_REDIS_TIMEOUT, for the whole call
-	metrics  *metrics
-	log      *slog.Logger
+	store   *quota.Store
+	local   *bucket.Local
+	timeout time.Duration // MINTGATE_REDIS_TIMEOUT, for each call
+	metrics *metrics
+	log     *slog.Logger
 }
 
-func newGate(rdb redis.Scripter, timeout time.Duration, degraded bool, m *metrics, log *slog.Logger) *gate {
-	g := &gate{
-		rdb:      rdb,
-		timeout:  timeout,
-		sign:     bucket.NewScript(signEntry),
-		refund:   bucket.NewScript(refundEntry),
-		complete: redis.NewScript(completeSrc),
-		metrics:  m,
-		log:      log,
-	}
+func newGate(rdb redis.UniversalClient, timeout time.Duration, degraded bool, m *metrics, log *slog.Logger) *gate {
+	g := &gate{store: quota.New(rdb), timeout: timeout, metrics: m, log: log}
 	if degraded {
 		g.local = bucket.NewLocal()
 	}
@@ -114,8 +98,11 @@ func newGate(rdb redis.Scripter, timeout time.Duration, degraded bool, m *metric
 // caller's and the tenant's buckets, in one round trip. An error wraps
 // bucket.ErrUnavailable.
 func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, error) {
-	args := bucket.Args([]any{a.fp, inFlightTTL.Milliseconds()}, now, 1, a.buckets)
-	vals, err := g.run(ctx, "sign", g.sign, []string{a.idem, a.buckets[0].Key, a.buckets[1].Key}, args)
+	var d quota.Decision
+	err := g.call(ctx, "sign", func(ctx context.Context) (err error) {
+		d, err = g.store.Spend(ctx, now, a.ask, inFlightTTL)
+		return err
+	})
 	if err != nil {
 		if g.local == nil {
 			return decision{}, err
@@ -123,75 +110,66 @@ func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, 
 		g.metrics.degraded.Inc()
 		g.log.Warn("redis unavailable: deciding with in-process buckets; idempotency is not guaranteed", "tenant", a.who.Tenant, "err", err)
 		res := g.local.Take(now, 1, degradedBuckets(a.buckets)...)
-		d := decision{outcome: denied, result: res, degraded: true}
+		dec := decision{outcome: denied, result: res, degraded: true}
 		if res.Allowed {
-			d.outcome = allowed
+			dec.outcome = allowed
 		}
-		return d, nil
+		return dec, nil
 	}
-	if s, ok := vals[0].(string); ok {
-		switch {
-		case s == "reused":
-			return decision{outcome: reused}, nil
-		case s == "pending":
-			return decision{outcome: pending}, nil
-		case s == "replay" && len(vals) == 2:
-			body, _ := vals[1].(string)
-			return decision{outcome: replay, body: []byte(body)}, nil
-		}
-		return decision{}, fmt.Errorf("%w: sign script replied %q", bucket.ErrUnavailable, s)
+	switch d.Outcome {
+	case quota.Allowed:
+		return decision{outcome: allowed, result: d.Result}, nil
+	case quota.Denied:
+		return decision{outcome: denied, result: d.Result}, nil
+	case quota.Replay:
+		return decision{outcome: replay, body: d.Body}, nil
+	case quota.Reused:
+		return decision{outcome: reused}, nil
+	case quota.Pending:
+		return decision{outcome: pending}, nil
 	}
-	res, err := bucket.ParseResult(vals)
-	if err != nil {
-		return decision{}, fmt.Errorf("%w: %w", bucket.ErrUnavailable, err)
-	}
-	d := decision{outcome: denied, result: res}
-	if res.Allowed {
-		d.outcome = allowed
-	}
-	return d, nil
+	return decision{}, fmt.Errorf("%w: spend decided %v", bucket.ErrUnavailable, d.Outcome)
 }
 
-// undo gives back the token of an allowed decision and frees its
-// idempotency key, in one step.
-func (g *gate) undo(ctx context.Context, a attempt, d decision, now time.Time) error {
+// undo gives back the token of an allowed decision whose URL urlID is never
+// handed out, frees its idempotency key and marks the grant refunded, in
+// one step: if the grant reached the ledger after all (an ack lost in a
+// stall), the sweeper finds the mark and gives nothing back again.
+func (g *gate) undo(ctx context.Context, a attempt, d decision, urlID string, now time.Time) error {
 	if d.degraded {
 		g.local.Take(now, -1, degradedBuckets(a.buckets)...)
 		return nil
 	}
-	args := bucket.Args([]any{a.fp}, now, -1, a.buckets)
-	_, err := g.run(ctx, "refund", g.refund, []string{a.idem, a.buckets[0].Key, a.buckets[1].Key}, args)
-	return err
+	return g.call(ctx, "refund", func(ctx context.Context) error {
+		_, err := g.store.Undo(ctx, now, a.ask, urlID)
+		return err
+	})
 }
 
 // finish stores the completed idempotency record with the 201 body and the
 // grant record, in one step.
 func (g *gate) finish(ctx context.Context, a attempt, urlID string, body []byte, expiresAt time.Time, ttl, grace time.Duration) error {
-	args := []any{a.fp, body, ttl.Milliseconds(), expiresAt.UnixMilli(), a.who.Subject, (ttl + grace + grantRecordMargin).Milliseconds()}
-	_, err := g.run(ctx, "complete", g.complete, []string{a.idem, keys.Grant(a.who.Tenant, urlID)}, args)
-	return err
+	return g.call(ctx, "complete", func(ctx context.Context) error {
+		return g.store.Finish(ctx, a.ask, quota.Finished{
+			URLID: urlID, Subject: a.who.Subject, Body: body, ExpiresAt: expiresAt,
+			RecordTTL: ttl, GrantTTL: ttl + grace + grantRecordMargin,
+		})
+	})
 }
 
-// run is Script.Run (EVALSHA, then EVAL on NOSCRIPT) with its latency
-// observed and its errors wrapped as bucket.ErrUnavailable. The deadline
-// also cuts short go-redis's dial retries, so an unreachable Redis is a
-// 503 within the timeout.
-func (g *gate) run(ctx context.Context, name string, s *redis.Script, keys []string, args []any) ([]any, error) {
+// call runs one store operation within the Redis timeout and observes its
+// latency. The deadline also cuts short go-redis's dial retries, so an
+// unreachable Redis is a 503 within the timeout.
+func (g *gate) call(ctx context.Context, name string, op func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	start := time.Now()
-	v, err := s.Run(ctx, g.rdb, keys, args...).Result()
+	err := op(ctx)
 	g.metrics.scriptSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s script: %w", bucket.ErrUnavailable, name, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	if vals, ok := v.([]any); ok && len(vals) > 0 {
-		return vals, nil
-	}
-	if n, ok := v.(int64); ok {
-		return []any{n}, nil
-	}
-	return nil, fmt.Errorf("%w: %s script: unexpected reply %T", bucket.ErrUnavailable, name, v)
+	return nil
 }
 
 func degradedBuckets(bs []bucket.Bucket) []bucket.Bucket {

@@ -95,7 +95,7 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, now time.Time)
 
 	up, err := d.presign.put(ctx, key, a.req.ContentType, a.req.ContentLength, d.cfg.URLTTL)
 	if err != nil {
-		d.refund(ctx, a, dec)
+		d.refund(ctx, a, dec, urlID)
 		d.count("presign_unavailable")
 		return nil, unavailable(codePresignDown, "upload URLs cannot be signed right now; nothing was charged", retryPresign, err)
 	}
@@ -106,7 +106,7 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, now time.Time)
 		Degraded: dec.degraded,
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
-		d.refund(ctx, a, dec)
+		d.refund(ctx, a, dec, urlID)
 		d.count("ledger_unavailable")
 		return nil, unavailable(codeLedgerDown, "the grant ledger is unavailable; no URL was issued and nothing was charged", retryLedger, err)
 	}
@@ -135,9 +135,10 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, now time.Time)
 	return body, nil
 }
 
-// refund gives back the token of a sign that issues no URL.
-func (d deps) refund(ctx context.Context, a attempt, dec decision) {
-	if err := d.gate.undo(ctx, a, dec, d.now()); err != nil {
+// refund gives back the token of a sign that issues no URL, and marks its
+// grant refunded so that the sweeper never gives it back a second time.
+func (d deps) refund(ctx context.Context, a attempt, dec decision, urlID string) {
+	if err := d.gate.undo(ctx, a, dec, urlID, d.now()); err != nil {
 		d.log.Error("refunding a sign that issued no URL failed: a token is lost until the bucket refills, and the key stays in flight until its mark expires",
 			"tenant", a.who.Tenant, "err", err)
 	}

@@ -127,17 +127,17 @@ func TestKeyInFlightConflicts(t *testing.T) {
 	req := signRequest{Key: key, ContentType: "image/png", ContentLength: 1024}
 	a := newAttempt(caller{Tenant: "acme", Subject: keys.UserSubject("alice"), Tier: "user"}, req, config.TierSet{})
 	ctx := context.Background()
-	if err := s.rdb.HSet(ctx, a.idem, "state", "pending", "fp", a.fp).Err(); err != nil {
+	if err := s.rdb.HSet(ctx, a.ask.Idem, "state", "pending", "fp", a.ask.Fingerprint).Err(); err != nil {
 		t.Fatal(err)
 	}
-	s.rdb.PExpire(ctx, a.idem, inFlightTTL)
+	s.rdb.PExpire(ctx, a.ask.Idem, inFlightTTL)
 
 	mustStatus(t, s.sign(tok, key, pngBody), http.StatusConflict, codeInProgress)
 	mustStatus(t, s.sign(tok, key, `{"contentType":"image/png","contentLength":1}`), http.StatusUnprocessableEntity, codeKeyReused)
 	if got := s.tokens(keys.Bucket("acme", keys.UserSubject("alice"))); got != "" {
 		t.Errorf("a conflicting request touched the bucket: t=%q", got)
 	}
-	if ttl := s.rdb.PTTL(ctx, a.idem).Val(); ttl <= 0 || ttl > inFlightTTL {
+	if ttl := s.rdb.PTTL(ctx, a.ask.Idem).Val(); ttl <= 0 || ttl > inFlightTTL {
 		t.Errorf("in-flight mark TTL %v", ttl)
 	}
 }

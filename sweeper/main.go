@@ -20,6 +20,7 @@ import (
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/ops"
+	"github.com/mintgate/mintgate/shared/quota"
 )
 
 // durable is the JetStream consumer every sweeper shares.
@@ -81,7 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	reg := ops.NewRegistry()
 	m := newMetrics(reg)
 	sw := &sweeper{
-		refunder: &refunder{rdb: rdb, tiers: cfg.Tiers, now: time.Now},
+		refunder: &refunder{store: quota.New(rdb), tiers: cfg.Tiers, now: time.Now},
 		grace:    cfg.Grace,
 		metrics:  m,
 		log:      log,

@@ -2,74 +2,115 @@ package main
 
 import (
 	"context"
-	_ "embed"
+	"errors"
 	"fmt"
-	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
 )
 
-//go:embed refund.lua
-var refundEntry string
+// refundedTTL is how long a refunded marker lives (quota owns the script
+// that sets it): what GET /uploads/{urlId} reports as "refunded", and the
+// age past which a grant is too old to refund exactly once.
+const refundedTTL = quota.RefundedTTL
 
-var refundScript = bucket.NewScript(refundEntry)
-
-// refundedTTL is how long a refunded marker lives: far longer than any
-// redelivery of the same grant can take, and what GET /uploads/{urlId}
-// reports as "refunded".
-const refundedTTL = 24 * time.Hour
-
-// Outcomes of the refund script.
+// Outcomes of a refund.
 const (
-	outcomeRefunded = "refunded" // a token went back to the caller and the tenant
-	outcomeDone     = "done"     // the upload landed: nothing to give back
-	outcomeAlready  = "already"  // an earlier delivery refunded it
+	outcomeRefunded = string(quota.Refunded) // a token went back to the caller and the tenant
+	outcomeDone     = string(quota.Done)     // the upload landed: nothing to give back
+	outcomeAlready  = string(quota.Already)  // refunded before, by an earlier delivery or the signer's undo
 )
 
-// refunder runs the refund script for one due grant.
+// refunder applies due grants through quota.Store.
 type refunder struct {
-	rdb   redis.Scripter
+	store *quota.Store
 	tiers config.TierSet
 	now   func() time.Time
 }
 
-// refund applies g once, atomically, and says what it found. A grant that
-// names no valid tenant, subject or issuing tier wraps grant.ErrMalformed:
-// no retry can apply it.
+// refundAll applies gs in as few round trips as their tenants allow and
+// says what it found for each, in order. A grant that names no valid
+// tenant, subject or issuing tier gets outcomeMalformed and is skipped:
+// no retry can apply it, and it must not hold back the others. An error
+// means Redis could not answer; some grants may be applied, and a retry of
+// them all is safe.
+func (r *refunder) refundAll(ctx context.Context, gs []grant.Grant) ([]string, error) {
+	out := make([]string, len(gs))
+	var dues []quota.Due
+	var at []int // index in gs of each due
+	for i, g := range gs {
+		d, err := r.due(g)
+		if err != nil {
+			out[i] = outcomeMalformed
+			continue
+		}
+		dues = append(dues, d)
+		at = append(at, i)
+	}
+	res, err := r.store.Refund(ctx, r.now(), dues)
+	if err != nil && !errors.Is(err, quota.ErrUnavailable) {
+		// quota refused an input due() let through: find it, apply the rest.
+		return r.oneByOne(ctx, gs, out, dues, at)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("refund %d grants: %w", len(dues), err)
+	}
+	for j, o := range res {
+		out[at[j]] = string(o)
+	}
+	return out, nil
+}
+
+// oneByOne refunds each due on its own, marking those quota refuses malformed.
+func (r *refunder) oneByOne(ctx context.Context, gs []grant.Grant, out []string, dues []quota.Due, at []int) ([]string, error) {
+	for j, d := range dues {
+		res, err := r.store.Refund(ctx, r.now(), []quota.Due{d})
+		switch {
+		case errors.Is(err, quota.ErrUnavailable):
+			return nil, fmt.Errorf("refund grant %s: %w", gs[at[j]].URLID, err)
+		case err != nil:
+			out[at[j]] = outcomeMalformed
+		default:
+			out[at[j]] = string(res[0])
+		}
+	}
+	return out, nil
+}
+
+// refund applies one grant.
 func (r *refunder) refund(ctx context.Context, g grant.Grant) (string, error) {
+	out, err := r.refundAll(ctx, []grant.Grant{g})
+	if err != nil {
+		return "", err
+	}
+	if out[0] == outcomeMalformed {
+		return "", fmt.Errorf("%w: grant %s", grant.ErrMalformed, g.URLID)
+	}
+	return out[0], nil
+}
+
+// due is what quota needs to refund g: every bucket its sign spent from,
+// each capped by this tenant's shape of the tier that issued it.
+func (r *refunder) due(g grant.Grant) (quota.Due, error) {
 	if !keys.ValidTenant(g.Tenant) || g.Subject == "" {
-		return "", fmt.Errorf("%w: tenant %q, subject %q", grant.ErrMalformed, g.Tenant, g.Subject)
+		return quota.Due{}, fmt.Errorf("%w: tenant %q, subject %q", grant.ErrMalformed, g.Tenant, g.Subject)
 	}
 	// Only the tiers a caller's token comes from: never "tenant", and never
 	// an unknown name defaulting to some other capacity.
 	if g.Tier != config.TierUser && g.Tier != config.TierAnonymous {
-		return "", fmt.Errorf("%w: tier %q is not an issuing tier", grant.ErrMalformed, g.Tier)
+		return quota.Due{}, fmt.Errorf("%w: tier %q is not an issuing tier", grant.ErrMalformed, g.Tier)
 	}
-	// Both capped by this tenant's limits: its overrides, else the defaults.
 	caller, ok := r.tiers.For(g.Tenant, g.Tier)
 	if !ok {
-		return "", fmt.Errorf("%w: tier %q is not configured", grant.ErrMalformed, g.Tier)
+		return quota.Due{}, fmt.Errorf("%w: tier %q is not configured", grant.ErrMalformed, g.Tier)
 	}
 	tenantLimit, _ := r.tiers.For(g.Tenant, config.TierTenant) // ParseTiers requires it
-	buckets := []bucket.Bucket{
+	return quota.Due{Tenant: g.Tenant, URLID: g.URLID, Buckets: []bucket.Bucket{
 		{Key: keys.Bucket(g.Tenant, g.Subject), Limit: caller},
 		{Key: keys.TenantBucket(g.Tenant), Limit: tenantLimit},
-	}
-	ks := []string{keys.Done(g.Tenant, g.URLID), keys.Refunded(g.Tenant, g.URLID), buckets[0].Key, buckets[1].Key}
-	args := bucket.Args([]any{strconv.FormatInt(refundedTTL.Milliseconds(), 10)}, r.now(), -1, buckets)
-	out, err := refundScript.Run(ctx, r.rdb, ks, args...).Text()
-	if err != nil {
-		return "", fmt.Errorf("refund grant %s: %w", g.URLID, err)
-	}
-	switch out {
-	case outcomeRefunded, outcomeDone, outcomeAlready:
-		return out, nil
-	}
-	return "", fmt.Errorf("refund grant %s: script answered %q", g.URLID, out)
+	}}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -24,7 +25,7 @@ func newRefunder(t *testing.T) (*refunder, *redis.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &refunder{rdb: rdb, tiers: config.TierSet{Default: tiers}, now: time.Now}, rdb
+	return &refunder{store: quota.New(rdb), tiers: config.TierSet{Default: tiers}, now: time.Now}, rdb
 }
 
 func TestRefundScript(t *testing.T) {
@@ -172,7 +173,7 @@ func TestRefundOnRedisCluster(t *testing.T) {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { rdb.Close() })
 	tiers, _ := config.ParseTiers(testTiers)
-	r := &refunder{rdb: rdb, tiers: config.TierSet{Default: tiers}, now: time.Now}
+	r := &refunder{store: quota.New(rdb), tiers: config.TierSet{Default: tiers}, now: time.Now}
 	for _, tn := range []string{"acme", "globex", "initech"} { // different slots
 		g := newGrant("cl-"+tn, config.TierUser, "u:zed", time.Now())
 		g.Tenant = tn

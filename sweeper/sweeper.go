@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -33,38 +32,46 @@ const (
 const staleAfter = refundedTTL - time.Hour
 
 // handle refunds every grant of b whose upload did not land and that was
-// not refunded before. An error leaves the whole batch for a later
-// delivery; the grants applied already find their markers then.
+// not refunded before, in one round trip per batch. An error leaves the
+// whole batch for a later delivery; the grants applied already find their
+// markers then.
 func (s *sweeper) handle(ctx context.Context, b grant.Batch) error {
 	now := s.refunder.now()
-	for _, g := range b.Grants {
-		out, err := s.sweep(ctx, g, now)
+	outs := make([]string, len(b.Grants))
+	var live []grant.Grant
+	var at []int
+	for i, g := range b.Grants {
+		switch {
+		case g.Degraded:
+			outs[i] = outcomeDegraded
+		case now.Sub(g.ExpiresAt) > staleAfter:
+			s.log.Warn("due grant too old to refund exactly once; skipped", "urlId", g.URLID, "tenant", g.Tenant, "expiresAt", g.ExpiresAt)
+			outs[i] = outcomeStale
+		default:
+			live = append(live, g)
+			at = append(at, i)
+		}
+	}
+	if len(live) > 0 {
+		res, err := s.refunder.refundAll(ctx, live)
 		if err != nil {
 			return err
 		}
-		s.metrics.outcome(out)
-		late := s.refunder.now().Sub(g.ExpiresAt.Add(s.grace))
+		for j, o := range res {
+			outs[at[j]] = o
+		}
+	}
+	applied := s.refunder.now()
+	for i, g := range b.Grants {
+		if outs[i] == outcomeMalformed {
+			// The batch is sealed by a signer, so this is a signer's bug:
+			// this grant is skipped, not the refunds of the others.
+			s.log.Error("due grant can never be applied; skipped", "urlId", g.URLID, "tenant", g.Tenant, "tier", g.Tier, "batch", b.ID)
+		}
+		s.metrics.outcome(outs[i])
+		late := applied.Sub(g.ExpiresAt.Add(s.grace))
 		s.metrics.lateness.Observe(late.Seconds())
-		s.log.Debug("due grant swept", "urlId", g.URLID, "tenant", g.Tenant, "batch", b.ID, "outcome", out, "late", late)
+		s.log.Debug("due grant swept", "urlId", g.URLID, "tenant", g.Tenant, "batch", b.ID, "outcome", outs[i], "late", late)
 	}
 	return nil
-}
-
-// sweep decides one grant of a verified batch.
-func (s *sweeper) sweep(ctx context.Context, g grant.Grant, now time.Time) (string, error) {
-	switch {
-	case g.Degraded:
-		return outcomeDegraded, nil
-	case now.Sub(g.ExpiresAt) > staleAfter:
-		s.log.Warn("due grant too old to refund exactly once; skipped", "urlId", g.URLID, "tenant", g.Tenant, "expiresAt", g.ExpiresAt)
-		return outcomeStale, nil
-	}
-	out, err := s.refunder.refund(ctx, g)
-	if errors.Is(err, grant.ErrMalformed) {
-		// The batch is sealed by a signer, so this is a signer's bug: skip
-		// this grant, not the refunds of the others in its batch.
-		s.log.Error("due grant can never be applied; skipped", "urlId", g.URLID, "err", err)
-		return outcomeMalformed, nil
-	}
-	return out, err
 }
