@@ -89,18 +89,14 @@ func (b *bench) run(ctx context.Context) error {
 		return err
 	}
 	if b.profiles != "" {
-		for _, s := range []*signer{srv.always, srv.lazy} {
-			note, err := b.profileSigner(ctx, s)
-			if err != nil {
-				return err
-			}
-			rp.notes = append(rp.notes, note)
+		if err := b.profileSigners(ctx, rp, srv.always, srv.lazy); err != nil {
+			return err
 		}
 	}
 	loadEnd := loadavg()
 
 	rp.header = []string{
-		fmt.Sprintf("One run of `make bench`, %s, commit %s, %s. Every row: %d runs, interleaved with the rows it is compared with (the order rotates each round); "+
+		fmt.Sprintf("One run of `make bench`, %s, commit %s, %s. Every row: %d run(s), interleaved with the rows it is compared with (the order rotates each round); "+
 			"Redis rows %v a run, HTTP saturation %v, open loop %v, ledger %v; %v unrecorded warm-up first. Took %v.",
 			start.UTC().Format("2006-01-02 15:04 UTC"), b.commit(), runtime.Version(), b.plan.reps,
 			b.plan.redisDur, b.plan.httpDur, b.plan.openDur, b.plan.ledgerDur, b.plan.warm, time.Since(start).Round(time.Second)),
@@ -406,63 +402,6 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
-}
-
-// profileSigner takes a CPU profile of s at saturation from its
-// MINTGATE_PPROF_ADDR, writes it and the top of `go tool pprof -top` into
-// the profiles folder, and returns a note saying where they are.
-func (b *bench) profileSigner(ctx context.Context, s *signer) (string, error) {
-	b.say(fmt.Sprintf("profiling %s for %v at saturation", s.name, b.plan.profileDur))
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", s.prof, int(b.plan.profileDur.Seconds()))
-	var (
-		prof []byte
-		perr error
-		wg   sync.WaitGroup
-	)
-	wg.Go(func() { prof, perr = fetch(ctx, url) })
-	res := closedLoop(ctx, b.plan.callers, b.plan.profileDur+time.Second, sign(b.client, s.base, tokens("prof-", b.plan.callers, benchTenants)))
-	wg.Wait()
-	if perr != nil {
-		return fmt.Sprintf("CPU profile of %s: not taken (%v): does this signer binary serve MINTGATE_PPROF_ADDR?", s.name, perr), nil
-	}
-	dir := filepath.Join(b.root, b.profiles)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "signer-cpu-"+strings.TrimPrefix(s.name, "signer-")+".pprof")
-	if err := os.WriteFile(path, prof, 0o644); err != nil {
-		return "", err
-	}
-	rel, _ := filepath.Rel(b.root, path)
-	top := strings.TrimSuffix(path, ".pprof") + "-top.txt"
-	cmd := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=40", path)
-	cmd.Dir = b.root
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		err = os.WriteFile(top, out, 0o644)
-	}
-	if err != nil {
-		return fmt.Sprintf("CPU profile of %s: %s (go tool pprof -top failed: %v)", s.name, rel, err), nil
-	}
-	return fmt.Sprintf("CPU profile of %s at saturation (%v, %s while profiled): %s; `go tool pprof -top` in %s.",
-		s.name, b.plan.profileDur, fmtRate(res.rate()), rel, strings.TrimSuffix(rel, ".pprof")+"-top.txt"), nil
-}
-
-func fetch(ctx context.Context, url string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err == nil && res.StatusCode != http.StatusOK {
-		err = fmt.Errorf("%s: %d", url, res.StatusCode)
-	}
-	return body, err
 }
 
 // errorNotes names the first error of every row that had any.

@@ -71,10 +71,11 @@ func ratio(a, b *measurement) (float64, []float64) {
 
 // report is everything the bench prints.
 type report struct {
-	header []string
-	rows   []*measurement
-	bars   []bar
-	notes  []string
+	header  []string
+	rows    []*measurement
+	bars    []bar
+	profile []string // the CPU profile table, when taken
+	notes   []string
 }
 
 func (rp *report) write(w io.Writer) {
@@ -105,6 +106,12 @@ func (rp *report) write(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", b.what, b.issue, fmtValue(b.value, b.unit), fmtRange(b.spread, b.unit), b.want, verdict)
 	}
 	fmt.Fprintln(w)
+	if len(rp.profile) > 0 {
+		for _, l := range rp.profile {
+			fmt.Fprintln(w, l)
+		}
+		fmt.Fprintln(w)
+	}
 	for _, n := range rp.notes {
 		fmt.Fprintln(w, "- "+n)
 	}
@@ -123,8 +130,11 @@ func fmtRange(xs []float64, unit string) string {
 		return "—"
 	}
 	lo, hi := slices.Min(xs), slices.Max(xs)
-	if unit == "/s" {
+	switch unit {
+	case "/s":
 		return strings.TrimSuffix(fmtRate(lo), "/s") + "–" + fmtRate(hi)
+	case "ms":
+		return fmtValue(lo, unit) + "–" + fmtValue(hi, unit)
 	}
 	return fmtValue(lo, "") + "–" + fmtValue(hi, unit)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -249,24 +250,36 @@ func tokens(prefix string, n, tenants int) []string {
 	return out
 }
 
-// post sends one sign (or the echo handler's look-alike) and labels it
-// with the status code. The body is read to the end so the connection is
-// kept alive.
-func post(ctx context.Context, client *http.Client, url, tok, key string) (int, error) {
+// post sends one sign (or the echo handler's look-alike) and returns its
+// label: the status code, with the error code of a 5xx ("503
+// limiter_unavailable"), so the status split says what failed. The body
+// is read to the end so the connection is kept alive.
+func post(ctx context.Context, client *http.Client, url, tok, key string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(signBody))
 	if err != nil {
-		return 0, err
+		return "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Idempotency-Key", key)
 	res, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return "", err
+	}
+	defer res.Body.Close()
+	label := strconv.Itoa(res.StatusCode)
+	if res.StatusCode < 500 {
+		_, err = io.Copy(io.Discard, res.Body)
+		return label, err
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&e); err == nil && e.Error != "" {
+		label += " " + e.Error
 	}
 	_, err = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	return res.StatusCode, err
+	return label, err
 }
 
 // sign is POST /uploads/sign with a fresh Idempotency-Key, as user i of
@@ -274,8 +287,7 @@ func post(ctx context.Context, client *http.Client, url, tok, key string) (int, 
 func sign(client *http.Client, base string, toks []string) op {
 	url := base + "/uploads/sign"
 	return func(ctx context.Context, i int) (string, error) {
-		code, err := post(ctx, client, url, toks[i%len(toks)], newKey())
-		return strconv.Itoa(code), err
+		return post(ctx, client, url, toks[i%len(toks)], newKey())
 	}
 }
 
@@ -327,20 +339,18 @@ func (m *mix) op(ctx context.Context, _ int) (string, error) {
 	p := rand.Float64()
 	if p < mixReplay {
 		if it, ok := m.replayable(); ok {
-			code, err := post(ctx, m.client, m.url, it.tok, it.key)
-			return strconv.Itoa(code), err
+			return post(ctx, m.client, m.url, it.tok, it.key)
 		}
 	}
 	if p < mixReplay+mixHeavy {
-		code, err := post(ctx, m.client, m.url, m.heavy[rand.IntN(len(m.heavy))], newKey())
-		return strconv.Itoa(code), err
+		return post(ctx, m.client, m.url, m.heavy[rand.IntN(len(m.heavy))], newKey())
 	}
 	it := issued{tok: m.light[rand.IntN(len(m.light))], key: newKey()}
-	code, err := post(ctx, m.client, m.url, it.tok, it.key)
-	if code == http.StatusCreated {
+	label, err := post(ctx, m.client, m.url, it.tok, it.key)
+	if label == "201" {
 		m.remember(it)
 	}
-	return strconv.Itoa(code), err
+	return label, err
 }
 
 func (m *mix) replayable() (issued, bool) {
