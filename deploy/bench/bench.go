@@ -54,6 +54,8 @@ func (b *bench) run(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	// The servers' logs outlive the run: a 503 in the table is explained there.
+	defer keepLogs(dir, filepath.Join(b.root, "artifacts", "bench-logs"))
 	b.fleet = &fleet{dir: dir}
 	defer b.fleet.stop()
 
@@ -112,6 +114,7 @@ func (b *bench) run(ctx context.Context) error {
 			"(local CPU only) and issue "+urlTTL+" URLs, so no schedule falls due during the bench (the ledger's fire and purge writes are not in these figures).",
 	)
 	rp.notes = append(rp.notes, errorNotes(rp.rows)...)
+	rp.notes = append(rp.notes, "The servers' logs (a 503 is explained there): artifacts/bench-logs/.")
 
 	var buf bytes.Buffer
 	rp.write(&buf)
@@ -402,6 +405,20 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// keepLogs copies the servers' logs from dir into dst, replacing the
+// last run's.
+func keepLogs(dir, dst string) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	if len(logs) == 0 || os.RemoveAll(dst) != nil || os.MkdirAll(dst, 0o755) != nil {
+		return
+	}
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(dst, filepath.Base(l)), b, 0o644)
+		}
+	}
 }
 
 // errorNotes names the first error of every row that had any.
