@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -267,6 +268,7 @@ func (b *bench) openLoops(ctx context.Context, srv servers, rp *report) error {
 		return err
 	}
 	rp.rows = append(rp.rows, half, mixed)
+	rp.notes = append(rp.notes, lagNote(half), lagNote(mixed))
 
 	p99 := ms(pooled(half.runs).pct(0.99))
 	rp.bars = append(rp.bars, bar{what: "signer p99 at half of its saturation (durable ledger)", issue: 9, value: p99, spread: half.p99s(), want: "≤ 10 ms", unit: "ms", pass: p99 <= 10})
@@ -405,6 +407,19 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// lagNote says how late the open loop's generator started requests: on a
+// starved machine that lateness is in the latencies too.
+func lagNote(m *measurement) string {
+	var all []time.Duration
+	for _, r := range m.runs {
+		all = append(all, r.lag...)
+	}
+	slices.Sort(all)
+	lag := result{lat: all}
+	return fmt.Sprintf("Open loop %q: the load generator itself started its requests late by p50 %s, p99 %s, max %s (part of the latencies above).",
+		m.name, fmtDur(lag.pct(0.5)), fmtDur(lag.pct(0.99)), fmtDur(lag.pct(1)))
 }
 
 // keepLogs copies the servers' logs from dir into dst, replacing the

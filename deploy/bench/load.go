@@ -23,6 +23,10 @@ type result struct {
 	lat     []time.Duration // sorted once the run ends
 	status  map[string]int
 	err     error // the first error, if any
+	// lag is, in an open loop, how late the generator itself started
+	// requests (sorted): a starved load generator, not the server, when
+	// it is a large part of the latency.
+	lag []time.Duration
 }
 
 // rate is completed operations per second of the run.
@@ -118,6 +122,7 @@ func openLoop(ctx context.Context, rate float64, dur time.Duration, do op) resul
 	interval := time.Duration(float64(time.Second) / rate)
 	total := int(dur.Seconds() * rate)
 	rec := &recorder{lat: make([]time.Duration, 0, total)}
+	lag := make([]time.Duration, total)
 	sem := make(chan struct{}, maxInFlight)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -129,12 +134,16 @@ func openLoop(ctx context.Context, rate float64, dur time.Duration, do op) resul
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			lag[i] = time.Since(due)
 			label, err := do(ctx, i)
 			rec.add(time.Since(due), label, err)
 		})
 	}
 	wg.Wait()
-	return merge(time.Since(start), rec)
+	res := merge(time.Since(start), rec)
+	slices.Sort(lag)
+	res.lag = lag
+	return res
 }
 
 // pooled is every run's samples as one result, for percentiles over all
