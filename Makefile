@@ -1,4 +1,4 @@
-.PHONY: up test tools
+.PHONY: up test tools bench
 
 # Run the whole stack locally on loopback; Ctrl-C stops everything it started.
 up:
@@ -10,3 +10,8 @@ test:
 
 tools:
 	deploy/local/tools.sh
+
+# Start real servers on loopback and print the side-by-side performance
+# table (also artifacts/bench.md); see docs/performance.md.
+bench:
+	deploy/local/bench.sh

@@ -74,6 +74,9 @@ type cfg struct {
 	// DemoPage serves the demo upload page at /demo/ (MINTGATE_DEMO_PAGE=on;
 	// an addition to SPEC §5, off by default, on in the local stack).
 	DemoPage bool
+	// PprofAddr serves net/http/pprof (MINTGATE_PPROF_ADDR; an addition to
+	// SPEC §5, empty = off by default, loopback addresses only).
+	PprofAddr string
 }
 
 // defaultHTTPAddr is where the signer listens without MINTGATE_HTTP_ADDR.
@@ -113,10 +116,14 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		GrantSecret:     e.GrantSecret(),
 		RateLimitHeader: e.OneOf("MINTGATE_RATELIMIT_HEADERS", headersLegacy, headersLegacy, headersDraft),
 		DemoPage:        e.OneOf("MINTGATE_DEMO_PAGE", "off", "off", "on") == "on",
+		PprofAddr:       e.String("MINTGATE_PPROF_ADDR", ""),
 	}
 
 	if c.URLTTL < time.Second || c.URLTTL > maxPresignTTL {
 		e.Fail("MINTGATE_URL_TTL", "%v must be between 1s and %v (the SigV4 presign limit)", c.URLTTL, maxPresignTTL)
+	}
+	if c.PprofAddr != "" && !loopbackAddr(c.PprofAddr) {
+		e.Fail("MINTGATE_PPROF_ADDR", "%q must be a loopback host:port such as 127.0.0.1:6060: profiles are for an operator on the box (or kubectl port-forward), never the network", c.PprofAddr)
 	}
 	if c.MaxObject > maxPutBytes {
 		e.Fail("MINTGATE_MAX_OBJECT_BYTES", "%d is above %d, the largest single S3 PUT", c.MaxObject, int64(maxPutBytes))

@@ -64,6 +64,11 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	for _, o := range opts {
 		o(&d)
 	}
+	if c.PprofAddr != "" {
+		if err := startPprof(ctx, log, c.PprofAddr); err != nil {
+			return err
+		}
+	}
 	d.reg = ops.NewRegistry()
 	d.metrics = newMetrics(d.reg)
 

@@ -302,6 +302,8 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{"bad redis timeout", "MINTGATE_REDIS_TIMEOUT", map[string]string{"MINTGATE_REDIS_TIMEOUT": "fast"}},
 		{"bad content type", "MINTGATE_CONTENT_TYPES", map[string]string{"MINTGATE_CONTENT_TYPES": "image/png; q=1"}},
 		{"bad headers form", "MINTGATE_RATELIMIT_HEADERS", map[string]string{"MINTGATE_RATELIMIT_HEADERS": "rfc"}},
+		{"pprof on every interface", "MINTGATE_PPROF_ADDR", map[string]string{"MINTGATE_PPROF_ADDR": ":6060"}},
+		{"pprof on a public address", "MINTGATE_PPROF_ADDR", map[string]string{"MINTGATE_PPROF_ADDR": "10.0.0.5:6060"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
