@@ -146,15 +146,32 @@ func (g *gate) undo(ctx context.Context, a attempt, d decision, urlID string, no
 	})
 }
 
+// finishAttempts is how often finish tries before the URL goes out without
+// its replay record: the write is idempotent, and without it a retry of
+// the key after the in-flight mark expires would get a second URL.
+const finishAttempts = 3
+
 // finish stores the completed idempotency record with the 201 body and the
-// grant record, in one step.
+// grant record, in one step, retrying a failed write a few times.
 func (g *gate) finish(ctx context.Context, a attempt, urlID string, body []byte, expiresAt time.Time, ttl, grace time.Duration) error {
-	return g.call(ctx, "complete", func(ctx context.Context) error {
-		return g.store.Finish(ctx, a.ask, quota.Finished{
-			URLID: urlID, Subject: a.who.Subject, Body: body, ExpiresAt: expiresAt,
-			RecordTTL: ttl, GrantTTL: ttl + grace + grantRecordMargin,
-		})
-	})
+	f := quota.Finished{
+		URLID: urlID, Subject: a.who.Subject, Body: body, ExpiresAt: expiresAt,
+		RecordTTL: ttl, GrantTTL: ttl + grace + grantRecordMargin,
+	}
+	var err error
+	for i := range finishAttempts {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(time.Duration(i) * 50 * time.Millisecond):
+			}
+		}
+		if err = g.call(ctx, "complete", func(ctx context.Context) error { return g.store.Finish(ctx, a.ask, f) }); err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // call runs one store operation within the Redis timeout and observes its

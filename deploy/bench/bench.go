@@ -214,7 +214,7 @@ func (b *bench) sideBySide(ctx context.Context, srv servers, rp *report) (string
 	get := &measurement{name: "Redis GET", load: callers, dur: b.plan.redisDur, do: closed(c, redisGet(b.rdb))}
 	allowOne := &measurement{name: "go-redis/redis_rate `Allow`, one key", load: callers, dur: b.plan.redisDur, do: closed(c, allow(b.rdb, 1))}
 	allowMany := &measurement{name: "go-redis/redis_rate `Allow`, 10k keys", load: callers, dur: b.plan.redisDur, do: closed(c, allow(b.rdb, allowKeys))}
-	dec := &measurement{name: "mintgate decision: `bucket.Limiter.Take`, 2 buckets (10k users, 4 tenants)", load: callers, dur: b.plan.redisDur,
+	dec := &measurement{name: "mintgate decision: `quota.Store.Spend` (idempotency + 2 buckets + in-flight mark; 10k users, 4 tenants)", load: callers, dur: b.plan.redisDur,
 		do: closed(c, decision(b.rdb, decisionUsers, benchTenants))}
 	echoRow := &measurement{name: "echo handler, fixed 201 JSON (own process)", load: httpCallers, dur: b.plan.httpDur, do: closed(c, sign(b.client, srv.echoBase, toks))}
 	always := &measurement{name: "**signer end to end, ledger `sync_interval: always`**", load: httpCallers, dur: b.plan.httpDur,

@@ -23,6 +23,7 @@ import (
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
 )
 
 // Secrets of the bench signers; nothing outside the bench ever sees them.
@@ -168,43 +169,40 @@ func allow(rdb *redis.Client, manyKeys int) op {
 	}
 }
 
-// decision is mintgate's rate-limit decision for one sign: today
-// bucket.Limiter.Take over the caller's and the tenant's bucket (take.lua:
-// the bucket core that signer/sign.lua runs after its idempotency check).
-// When shared/quota lands, make it the whole sign script instead:
-//
-//	st := quota.New(rdb)
-//	ask := quota.Ask{Tenant: t, Idem: keys.Idempotency(t, subj, key), Fingerprint: fp, Buckets: bs}
-//	d, err := st.Spend(ctx, time.Now(), ask, 30*time.Second)
-//
-// with a fresh key per call, and label d.Outcome.
+// decision is mintgate's whole decision for one sign, the signer's own
+// call: quota.Store.Spend checks the idempotency record, spends from the
+// caller's and the tenant's bucket and marks the key in flight, in one
+// script (redis_rate's Allow does only the bucket, on one key).
 func decision(rdb *redis.Client, users, tenants int) op {
-	lim := bucket.New(rdb)
+	store := quota.New(rdb)
 	huge := bucket.Limit{Capacity: 1e12, Rate: 1e9}
-	asks := make([][]bucket.Bucket, users)
+	asks := make([]quota.Ask, users)
 	for u := range asks {
 		t := "t" + strconv.Itoa(u%tenants)
-		asks[u] = []bucket.Bucket{
-			{Key: keys.Bucket(t, keys.UserSubject("u"+strconv.Itoa(u))), Limit: huge},
+		subject := keys.UserSubject("u" + strconv.Itoa(u))
+		asks[u] = quota.Ask{Tenant: t, Idem: keys.Idempotency(t, subject, "k"), Fingerprint: "fp", Buckets: []bucket.Bucket{
+			{Key: keys.Bucket(t, subject), Limit: huge},
 			{Key: keys.TenantBucket(t), Limit: huge},
-		}
+		}}
 	}
+	var n atomic.Int64
 	return func(ctx context.Context, _ int) (string, error) {
-		res, err := lim.Take(ctx, time.Now(), 1, asks[rand.IntN(len(asks))]...)
+		// The signer's own call: idempotency check, both buckets and the
+		// in-flight mark in one script; a fresh key each time.
+		a := asks[rand.IntN(len(asks))]
+		a.Idem += strconv.FormatInt(n.Add(1), 10)
+		d, err := store.Spend(ctx, time.Now(), a, time.Second)
 		if err != nil {
 			return "", err
 		}
-		if !res.Allowed {
-			return "denied", nil
-		}
-		return "allowed", nil
+		return d.Outcome.String(), nil
 	}
 }
 
 // dialLedger is the signer's own ledger client on natsURL. Ledger v2 keeps
 // Record's signature; if Dial comes to need the grant secret, it goes here.
 func dialLedger(ctx context.Context, natsURL string) (*grant.Ledger, error) {
-	return grant.Dial(ctx, natsURL, grant.LedgerConfig{Grace: 30 * time.Second})
+	return grant.Dial(ctx, natsURL, grant.LedgerConfig{Grace: 30 * time.Second, Secret: []byte(grantSecret)})
 }
 
 // record is grant.Ledger.Record of one fresh grant, due long after the
