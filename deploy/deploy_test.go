@@ -62,6 +62,16 @@ var specEnv = map[string][]string{
 	"MINTGATE_SWEEP_GRACE":            {signer, sweeper, completer},
 }
 
+// addedEnv are the names beyond SPEC §5's table (SPEC §7, README), with
+// the services that read them.
+var addedEnv = map[string][]string{
+	"MINTGATE_NATS_CREDS":   {signer, sweeper},
+	"MINTGATE_NATS_CA":      {signer, sweeper},
+	"MINTGATE_REDIS_CA":     everyService,
+	"MINTGATE_GRANT_SECRET": {signer, sweeper},
+	"MINTGATE_OPS_ADDR":     {signer},
+}
+
 // awsEnv are the SDK's own variables, for the services that call AWS.
 var awsEnv = map[string][]string{
 	"AWS_ACCESS_KEY_ID":     {signer, completer},
@@ -108,11 +118,14 @@ func checkServiceEnv(t *testing.T, where, service string, env map[string]string)
 	for name := range env {
 		users, ok := specEnv[name]
 		if !ok {
+			users, ok = addedEnv[name]
+		}
+		if !ok {
 			users, ok = awsEnv[name]
 		}
 		switch {
 		case !ok && strings.HasPrefix(name, "MINTGATE_"):
-			t.Errorf("%s: %s sets %s, which is not a SPEC §5 name", where, service, name)
+			t.Errorf("%s: %s sets %s, which is not a SPEC §5 or §7 name", where, service, name)
 		case !ok:
 			t.Errorf("%s: %s sets %s, which no mintgate service reads", where, service, name)
 		case !slices.Contains(users, service):
@@ -158,6 +171,39 @@ func checkServiceEnv(t *testing.T, where, service string, env map[string]string)
 	}
 	if env["MINTGATE_ANON_TENANTS"] != "" && env["MINTGATE_IP_HASH_SECRET"] == "" {
 		t.Errorf("%s: anonymous tenants need MINTGATE_IP_HASH_SECRET", where)
+	}
+}
+
+// checkCredentials: no service connects without credentials (issue 10):
+// Redis as an ACL user with a password over TLS, NATS over TLS as the
+// service's own user, both servers' certificates checked against a CA, and
+// grants sealed with a MAC key of at least 32 bytes.
+func checkCredentials(t *testing.T, where, service string, env map[string]string) {
+	t.Helper()
+	u, err := url.Parse(env["MINTGATE_REDIS_URL"])
+	if err != nil || u.Scheme != "rediss" || u.User == nil || u.User.Username() == "" {
+		t.Errorf("%s: %s: MINTGATE_REDIS_URL must be rediss://<user>:<password>@… (TLS and an ACL user)", where, service)
+	} else if p, _ := u.User.Password(); p == "" {
+		t.Errorf("%s: %s: MINTGATE_REDIS_URL has no password", where, service)
+	}
+	if env["MINTGATE_REDIS_CA"] == "" {
+		t.Errorf("%s: %s: no MINTGATE_REDIS_CA: the Redis certificate's CA", where, service)
+	}
+	if !slices.Contains(specEnv["MINTGATE_NATS_URL"], service) {
+		return
+	}
+	for item := range strings.SplitSeq(env["MINTGATE_NATS_URL"], ",") {
+		if u, err := url.Parse(strings.TrimSpace(item)); err != nil || u.Scheme != "tls" {
+			t.Errorf("%s: %s: MINTGATE_NATS_URL must be tls://…", where, service)
+		}
+	}
+	for _, name := range []string{"MINTGATE_NATS_CREDS", "MINTGATE_NATS_CA"} {
+		if env[name] == "" {
+			t.Errorf("%s: %s: no %s", where, service, name)
+		}
+	}
+	if s := env["MINTGATE_GRANT_SECRET"]; len(s) < 32 {
+		t.Errorf("%s: %s: MINTGATE_GRANT_SECRET is %d bytes, want at least 32", where, service, len(s))
 	}
 }
 
