@@ -2,7 +2,11 @@ package deploy_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -14,6 +18,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/nats-io/nkeys"
 )
 
 // loadCompose loads docker-compose.yml as `docker compose` does (the same
@@ -203,6 +208,7 @@ func TestComposeEnvironment(t *testing.T) {
 			env[k] = *v
 		}
 		checkServiceEnv(t, "docker-compose.yml", name, env)
+		checkCredentials(t, "docker-compose.yml", name, env)
 		for _, k := range []string{"MINTGATE_REDIS_URL", "MINTGATE_NATS_URL", "MINTGATE_SQS_ENDPOINT", "MINTGATE_SQS_QUEUE_URL"} {
 			if v, ok := env[k]; ok {
 				if _, isService := p.Services[hostOf(v)]; !isService {
@@ -216,7 +222,8 @@ func TestComposeEnvironment(t *testing.T) {
 	seen := map[string]string{}
 	for _, name := range everyService {
 		for k, v := range p.Services[name].Environment {
-			if prev, ok := seen[k]; ok && v != nil && *v != prev && k != "MINTGATE_HTTP_ADDR" {
+			// Each listens on its own port and logs in to NATS as itself.
+			if prev, ok := seen[k]; ok && v != nil && *v != prev && k != "MINTGATE_HTTP_ADDR" && k != "MINTGATE_NATS_CREDS" {
 				t.Errorf("%s: %s=%s, another service has %s", name, k, *v, prev)
 			}
 			if v != nil {
@@ -313,5 +320,99 @@ func TestLocalStackInit(t *testing.T) {
 	hc := strings.Join(p.Services[objectStore].HealthCheck.Test, " ")
 	if !strings.Contains(hc, defaults["marker"]) {
 		t.Errorf("%s healthcheck %q does not wait for the init script's marker %s", objectStore, hc, defaults["marker"])
+	}
+}
+
+// devSecretsDir holds the compose stack's public, development-only secrets.
+const devSecretsDir = "deploy/compose/dev-secrets"
+
+// TestComposeCredentials: the compose stack's servers and services agree
+// on their credentials. Redis runs TLS only with the ACL file rendered from
+// deploy/redis/users.acl for the password the services use; NATS runs with
+// authorization.conf beside its config and the public keys of the seeds the
+// services hold; both certificates are signed by the CA the services trust
+// for the names they dial.
+func TestComposeCredentials(t *testing.T) {
+	p := loadCompose(t)
+	dev := filepath.Join(root(t), devSecretsDir)
+
+	// Redis: TLS only, the ACL file, and the password everyone uses.
+	redis := p.Services["redis"]
+	cmd := " " + strings.Join(redis.Command, " ") + " "
+	for _, want := range []string{" --port 0 ", " --tls-port 6379 ", " --aclfile /etc/redis/users.acl "} {
+		if !strings.Contains(cmd, want) {
+			t.Errorf("redis: command %q lacks %s", cmd, strings.TrimSpace(want))
+		}
+	}
+	if !mounts(redis, filepath.Join(dev, "redis-users.acl"), "/etc/redis/users.acl") {
+		t.Errorf("redis: %s/redis-users.acl is not its ACL file", devSecretsDir)
+	}
+	u, err := url.Parse(envValue(p, signer, "MINTGATE_REDIS_URL"))
+	if err != nil || u.User == nil {
+		t.Fatalf("signer's MINTGATE_REDIS_URL: %v", err)
+	}
+	password, _ := u.User.Password()
+	if got := envValue(p, "redis", "REDISCLI_AUTH"); got != password {
+		t.Errorf("redis: the healthcheck logs in with %q, the services with %q", got, password)
+	}
+	if got := strings.TrimSpace(readFile(t, devSecretsDir+"/redis-password")); got != password {
+		t.Errorf("%s/redis-password is %q, the services use %q", devSecretsDir, got, password)
+	}
+	acl := readFile(t, devSecretsDir+"/redis-users.acl")
+	sum := sha256.Sum256([]byte(password))
+	for line := range strings.Lines(readFile(t, redisACL)) {
+		if strings.HasPrefix(line, "user mintgate ") {
+			want := strings.Replace(line, "@MINTGATE_PASSWORD_SHA256@", hex.EncodeToString(sum[:]), 1)
+			if !strings.Contains(acl, want) {
+				t.Errorf("%s/redis-users.acl is not %s rendered for the services' password: run the command in %s/README.md",
+					devSecretsDir, redisACL, devSecretsDir)
+			}
+		}
+	}
+
+	// NATS: authorization.conf beside the config, the users' public keys.
+	nats := p.Services["nats"]
+	if !mounts(nats, filepath.Join(root(t), "deploy", "nats", authorizationConf), "/etc/nats/"+authorizationConf) {
+		t.Errorf("nats: %s is not mounted beside /etc/nats/mintgate.conf, which includes it", authorizationConf)
+	}
+	for _, service := range []string{signer, sweeper} {
+		creds := envValue(p, service, "MINTGATE_NATS_CREDS")
+		name, ok := strings.CutPrefix(creds, "/run/secrets/")
+		if !ok || !slices.ContainsFunc(p.Services[service].Secrets, func(s types.ServiceSecretConfig) bool { return s.Source == name }) {
+			t.Errorf("%s: MINTGATE_NATS_CREDS=%s is not one of its compose secrets", service, creds)
+			continue
+		}
+		seed, err := os.ReadFile(p.Secrets[name].File)
+		if err != nil {
+			t.Errorf("%s: secret %s: %v", service, name, err)
+			continue
+		}
+		kp, err := nkeys.ParseDecoratedNKey(seed)
+		if err != nil {
+			t.Errorf("%s: secret %s: %v", service, name, err)
+			continue
+		}
+		pub, _ := kp.PublicKey()
+		if got := envValue(p, "nats", "NATS_"+strings.ToUpper(service)+"_NKEY"); got != pub {
+			t.Errorf("nats knows %s as %q, its seed's public key is %s", service, got, pub)
+		}
+	}
+
+	// TLS: the services trust the CA that signed the servers' certificate.
+	for _, server := range []string{"redis", "nats"} {
+		if !mounts(p.Services[server], filepath.Join(dev, "tls.key"), "") {
+			t.Errorf("%s: does not mount %s/tls.key", server, devSecretsDir)
+		}
+		cert := verifyCert(t, dev, server)
+		if time.Until(cert.NotAfter) < 365*24*time.Hour {
+			t.Errorf("%s/tls.crt expires %v: renew it (%s/README.md)", devSecretsDir, cert.NotAfter, devSecretsDir)
+		}
+	}
+	for _, service := range everyService {
+		for _, name := range []string{"MINTGATE_REDIS_CA", "MINTGATE_NATS_CA"} {
+			if v := envValue(p, service, name); v != "" && !mounts(p.Services[service], filepath.Join(dev, "ca.crt"), v) {
+				t.Errorf("%s: %s=%s is not %s/ca.crt", service, name, v, devSecretsDir)
+			}
+		}
 	}
 }

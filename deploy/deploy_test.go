@@ -62,6 +62,16 @@ var specEnv = map[string][]string{
 	"MINTGATE_SWEEP_GRACE":            {signer, sweeper, completer},
 }
 
+// addedEnv are the names beyond SPEC §5's table (SPEC §7, README), with
+// the services that read them.
+var addedEnv = map[string][]string{
+	"MINTGATE_NATS_CREDS":   {signer, sweeper},
+	"MINTGATE_NATS_CA":      {signer, sweeper},
+	"MINTGATE_REDIS_CA":     everyService,
+	"MINTGATE_GRANT_SECRET": {signer, sweeper},
+	"MINTGATE_OPS_ADDR":     {signer},
+}
+
 // awsEnv are the SDK's own variables, for the services that call AWS.
 var awsEnv = map[string][]string{
 	"AWS_ACCESS_KEY_ID":     {signer, completer},
@@ -108,11 +118,14 @@ func checkServiceEnv(t *testing.T, where, service string, env map[string]string)
 	for name := range env {
 		users, ok := specEnv[name]
 		if !ok {
+			users, ok = addedEnv[name]
+		}
+		if !ok {
 			users, ok = awsEnv[name]
 		}
 		switch {
 		case !ok && strings.HasPrefix(name, "MINTGATE_"):
-			t.Errorf("%s: %s sets %s, which is not a SPEC §5 name", where, service, name)
+			t.Errorf("%s: %s sets %s, which is not a SPEC §5 or §7 name", where, service, name)
 		case !ok:
 			t.Errorf("%s: %s sets %s, which no mintgate service reads", where, service, name)
 		case !slices.Contains(users, service):
@@ -158,6 +171,39 @@ func checkServiceEnv(t *testing.T, where, service string, env map[string]string)
 	}
 	if env["MINTGATE_ANON_TENANTS"] != "" && env["MINTGATE_IP_HASH_SECRET"] == "" {
 		t.Errorf("%s: anonymous tenants need MINTGATE_IP_HASH_SECRET", where)
+	}
+}
+
+// checkCredentials: no service connects without credentials (issue 10):
+// Redis as an ACL user with a password over TLS, NATS over TLS as the
+// service's own user, both servers' certificates checked against a CA, and
+// grants sealed with a MAC key of at least 32 bytes.
+func checkCredentials(t *testing.T, where, service string, env map[string]string) {
+	t.Helper()
+	u, err := url.Parse(env["MINTGATE_REDIS_URL"])
+	if err != nil || u.Scheme != "rediss" || u.User == nil || u.User.Username() == "" {
+		t.Errorf("%s: %s: MINTGATE_REDIS_URL must be rediss://<user>:<password>@… (TLS and an ACL user)", where, service)
+	} else if p, _ := u.User.Password(); p == "" {
+		t.Errorf("%s: %s: MINTGATE_REDIS_URL has no password", where, service)
+	}
+	if env["MINTGATE_REDIS_CA"] == "" {
+		t.Errorf("%s: %s: no MINTGATE_REDIS_CA: the Redis certificate's CA", where, service)
+	}
+	if !slices.Contains(specEnv["MINTGATE_NATS_URL"], service) {
+		return
+	}
+	for item := range strings.SplitSeq(env["MINTGATE_NATS_URL"], ",") {
+		if u, err := url.Parse(strings.TrimSpace(item)); err != nil || u.Scheme != "tls" {
+			t.Errorf("%s: %s: MINTGATE_NATS_URL must be tls://…", where, service)
+		}
+	}
+	for _, name := range []string{"MINTGATE_NATS_CREDS", "MINTGATE_NATS_CA"} {
+		if env[name] == "" {
+			t.Errorf("%s: %s: no %s", where, service, name)
+		}
+	}
+	if s := env["MINTGATE_GRANT_SECRET"]; len(s) < 32 {
+		t.Errorf("%s: %s: MINTGATE_GRANT_SECRET is %d bytes, want at least 32", where, service, len(s))
 	}
 }
 
@@ -221,15 +267,22 @@ func sameSet(a, b []string) bool {
 }
 
 // TestNATSConfigs: every server config we ship fsyncs each JetStream write
-// (sync_interval: always, see INFRA.md on Jepsen's NATS 2.12.1 analysis), and
-// the real nats-server accepts it.
+// (sync_interval: always, see INFRA.md on Jepsen's NATS 2.12.1 analysis),
+// lets no one in without credentials (authorization.conf's users, no
+// anonymous or default user), speaks TLS to clients, and the real
+// nats-server accepts it, with its certificate paths moved to real files.
 func TestNATSConfigs(t *testing.T) {
 	confs, err := filepath.Glob(filepath.Join(root(t), "deploy", "nats", "*.conf"))
 	if err != nil || len(confs) == 0 {
 		t.Fatalf("no deploy/nats/*.conf (%v)", err)
 	}
 	bin := testenv.Binary(t, "nats-server")
+	sec := devSecrets(t, "127.0.0.1")
+	env := append(envFile(t, filepath.Join(sec, "nats-users.env")), "NATS_SERVER_NAME=nats-0")
 	for _, conf := range confs {
+		if filepath.Base(conf) == authorizationConf {
+			continue // included by the others, checked by TestNATSAuthorizationFile
+		}
 		t.Run(filepath.Base(conf), func(t *testing.T) {
 			text, err := os.ReadFile(conf)
 			if err != nil {
@@ -245,14 +298,89 @@ func TestNATSConfigs(t *testing.T) {
 			if !regexp.MustCompile(`(?m)^\s*store_dir\s*[:=]`).MatchString(js) {
 				t.Errorf("the jetstream block has no store_dir: the file store would land in a temporary folder")
 			}
-			// -t parses the file as the server does (unknown fields are errors)
-			// and exits. Variables the cluster config reads get a value here.
-			cmd := exec.Command(bin, "-c", conf, "-t")
-			cmd.Env = append(os.Environ(), "NATS_SERVER_NAME=nats-0")
+			if !regexp.MustCompile(`(?m)^include\s+"?` + regexp.QuoteMeta(authorizationConf) + `"?\s*$`).Match(text) {
+				t.Errorf("does not include %s: the server would let anyone in", authorizationConf)
+			}
+			for _, banned := range []string{"no_auth_user", "authorization", "accounts"} {
+				if regexp.MustCompile(`(?m)^\s*` + banned + `\s*[:={]`).Match(text) {
+					t.Errorf("sets %s: the users are %s's alone", banned, authorizationConf)
+				}
+			}
+			if tls := natsBlock(string(text), "tls"); !strings.Contains(tls, "cert_file") || !strings.Contains(tls, "key_file") {
+				t.Errorf("no client tls block with cert_file and key_file")
+			}
+			if c := natsBlock(string(text), "cluster"); c != "" && !regexp.MustCompile(`(?s)tls\s*\{.*verify:\s*true`).MatchString(c) {
+				t.Errorf("cluster routes without mutual TLS (tls { … verify: true }): anyone reaching the route port joins the cluster")
+			}
+
+			// -t parses the file as the server does (unknown fields are errors,
+			// and the certificate and the variables must exist) and exits.
+			dir := t.TempDir()
+			moved := strings.ReplaceAll(string(text), "/etc/nats/tls/", sec+"/")
+			for name, body := range map[string]string{filepath.Base(conf): moved, authorizationConf: readFile(t, "deploy/nats/"+authorizationConf)} {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd := exec.Command(bin, "-c", filepath.Join(dir, filepath.Base(conf)), "-t")
+			cmd.Env = append(os.Environ(), env...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Errorf("nats-server -t: %v\n%s", err, out)
 			}
+			// Without the users' keys the server refuses to start.
+			cmd = exec.Command(bin, "-c", filepath.Join(dir, filepath.Base(conf)), "-t")
+			cmd.Env = append(os.Environ(), "NATS_SERVER_NAME=nats-0")
+			if out, err := cmd.CombinedOutput(); err == nil {
+				t.Errorf("nats-server -t accepts the file without NATS_*_NKEY:\n%s", out)
+			}
 		})
+	}
+}
+
+// authorizationConf is the users file every server config includes.
+const authorizationConf = "authorization.conf"
+
+// TestNATSAuthorizationFile: one nkey user per service, each with allow
+// lists for publish and subscribe (so everything else is denied), replies
+// only on its own inbox, and no anonymous way in.
+func TestNATSAuthorizationFile(t *testing.T) {
+	text := readFile(t, "deploy/nats/"+authorizationConf)
+	auth := natsBlock(text, "authorization")
+	if auth == "" {
+		t.Fatal("no authorization block")
+	}
+	for _, banned := range []string{"no_auth_user", "password", "token", "user:"} {
+		if strings.Contains(auth, banned) {
+			t.Errorf("the authorization block has %s: only nkey users", banned)
+		}
+	}
+	users := regexp.MustCompile(`\{\s*nkey:\s*\$NATS_([A-Z]+)_NKEY,\s*permissions:\s*\$([A-Z_]+)\s*\}`).FindAllStringSubmatch(auth, -1)
+	got := map[string]string{}
+	for _, u := range users {
+		got[strings.ToLower(u[1])] = u[2]
+	}
+	for _, service := range everyService {
+		perms, ok := got[service]
+		if !ok {
+			t.Errorf("no nkey user for %s (users: %v)", service, got)
+			continue
+		}
+		block := natsBlock(text, perms)
+		if block == "" {
+			t.Errorf("%s: no %s = { … }", service, perms)
+			continue
+		}
+		for _, dir := range []string{"publish", "subscribe"} {
+			if d := natsBlock(block, dir); !strings.Contains(d, "allow") || strings.Contains(d, `">"`) {
+				t.Errorf("%s: %s is not an allow list of its own subjects:\n%s", service, dir, d)
+			}
+		}
+		if sub := natsBlock(block, "subscribe"); !strings.Contains(sub, `"_INBOX.`+service+`.>"`) || strings.Count(sub, `"`) != 2 {
+			t.Errorf("%s may subscribe to more than its own replies (_INBOX.%s.>):%s", service, service, sub)
+		}
+	}
+	if len(users) != len(everyService) {
+		t.Errorf("%d users, want one per service", len(users))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -43,11 +44,26 @@ type (
 		ServiceAccountName string `yaml:"serviceAccountName"`
 		SecurityContext    struct {
 			RunAsNonRoot   *bool `yaml:"runAsNonRoot"`
+			RunAsGroup     *int  `yaml:"runAsGroup"`
+			FSGroup        *int  `yaml:"fsGroup"`
 			SeccompProfile struct {
 				Type string
 			} `yaml:"seccompProfile"`
 		} `yaml:"securityContext"`
 		Containers []container
+		Volumes    []volume
+	}
+	volume struct {
+		Name   string
+		Secret *struct {
+			SecretName  string `yaml:"secretName"`
+			DefaultMode *int   `yaml:"defaultMode"`
+			Items       []struct{ Key, Path string }
+		}
+		ConfigMap *struct {
+			Name  string
+			Items []struct{ Key, Path string }
+		} `yaml:"configMap"`
 	}
 	container struct {
 		Name  string
@@ -70,6 +86,11 @@ type (
 		Resources struct {
 			Requests, Limits map[string]string
 		}
+		VolumeMounts []struct {
+			Name      string
+			MountPath string `yaml:"mountPath"`
+			ReadOnly  bool   `yaml:"readOnly"`
+		} `yaml:"volumeMounts"`
 		LivenessProbe  *probe `yaml:"livenessProbe"`
 		ReadinessProbe *probe `yaml:"readinessProbe"`
 		Security       struct {
@@ -307,8 +328,15 @@ func TestKustomizeDeployments(t *testing.T) {
 				}
 			}
 
-			if len(c.Ports) != 1 || c.Ports[0].ContainerPort != httpPort[name] {
-				t.Fatalf("ports %+v, want %d", c.Ports, httpPort[name])
+			wantPorts := 1
+			if name == signer {
+				wantPorts = 2 // and ops, :9080, for /metrics and the admin API
+				if len(c.Ports) != 2 || c.Ports[1].Name != "ops" || c.Ports[1].ContainerPort != 9080 {
+					t.Errorf("ports %+v, want ops 9080 second", c.Ports)
+				}
+			}
+			if len(c.Ports) != wantPorts || c.Ports[0].ContainerPort != httpPort[name] {
+				t.Fatalf("ports %+v, want %d first", c.Ports, httpPort[name])
 			}
 			for path, p := range map[string]*probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
 				if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path {
@@ -342,7 +370,11 @@ func TestKustomizeDeployments(t *testing.T) {
 					if e.ValueFrom.SecretKeyRef.Name != "mintgate-secrets" {
 						t.Errorf("%s from secret %s, want mintgate-secrets", e.Name, e.ValueFrom.SecretKeyRef.Name)
 					}
-					env[e.Name] = strings.Repeat("s", 32) // provided by the Secret at run time
+					v, ok := secretKeys[e.ValueFrom.SecretKeyRef.Key]
+					if !ok {
+						t.Errorf("%s from key %s, which the kustomization does not document", e.Name, e.ValueFrom.SecretKeyRef.Key)
+					}
+					env[e.Name] = v // provided by the Secret at run time
 				case strings.Contains(e.Name, "SECRET"):
 					t.Errorf("%s is given in clear, not from the Secret", e.Name)
 				default:
@@ -350,6 +382,8 @@ func TestKustomizeDeployments(t *testing.T) {
 				}
 			}
 			checkServiceEnv(t, k8sBase, name, env)
+			checkCredentials(t, k8sBase, name, env)
+			checkFiles(t, name, pod, c, env)
 		})
 	}
 	if d := b.deployment(t, signer); d.Replicas != nil {
@@ -357,11 +391,80 @@ func TestKustomizeDeployments(t *testing.T) {
 	}
 }
 
+// secretKeys are the keys of the Secret mintgate-secrets an overlay
+// provides, as kustomization.yaml lists them, with a value of their shape.
+var secretKeys = map[string]string{
+	"jwt-hs256-secret": strings.Repeat("s", 32),
+	"ip-hash-secret":   strings.Repeat("s", 32),
+	"grant-secret":     strings.Repeat("s", 64),
+	"redis-url":        "rediss://mintgate:password@redis.mintgate-data.svc:6379/0",
+	"nats-signer.nk":   "",
+	"nats-sweeper.nk":  "",
+}
+
+// checkFiles: the files the environment names are mounted read-only in the
+// pod: the NATS seed from the Secret, that service's own key only and
+// readable by the pod's group alone, the CA from the ConfigMap mintgate-ca.
+func checkFiles(t *testing.T, service string, pod podSpec, c container, env map[string]string) {
+	t.Helper()
+	mounted := func(file string) *volume {
+		for _, m := range c.VolumeMounts {
+			if rel, ok := strings.CutPrefix(file, m.MountPath+"/"); ok && m.ReadOnly {
+				for i, v := range pod.Volumes {
+					if v.Name == m.Name {
+						found := false
+						if v.Secret != nil {
+							found = slices.ContainsFunc(v.Secret.Items, func(it struct{ Key, Path string }) bool { return it.Path == rel })
+						}
+						if v.ConfigMap != nil {
+							found = slices.ContainsFunc(v.ConfigMap.Items, func(it struct{ Key, Path string }) bool { return it.Path == rel })
+						}
+						if found {
+							return &pod.Volumes[i]
+						}
+					}
+				}
+			}
+		}
+		t.Errorf("%s: %s is not a file of a read-only volume", service, file)
+		return nil
+	}
+	if f := env["MINTGATE_NATS_CREDS"]; f != "" {
+		if v := mounted(f); v != nil {
+			if v.Secret == nil || v.Secret.SecretName != "mintgate-secrets" || len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "nats-"+service+".nk" {
+				t.Errorf("%s: MINTGATE_NATS_CREDS is not the key nats-%s.nk of mintgate-secrets, alone: %+v", service, service, v.Secret)
+			} else if m := v.Secret.DefaultMode; m == nil || *m&0o007 != 0 {
+				t.Errorf("%s: the NATS seed is readable by others (defaultMode %v)", service, m)
+			} else if g := pod.SecurityContext.FSGroup; *m&0o040 != 0 && (g == nil || pod.SecurityContext.RunAsGroup == nil || *g != *pod.SecurityContext.RunAsGroup) {
+				t.Errorf("%s: the NATS seed is group-readable, but the pod's fsGroup is not its group", service)
+			}
+		}
+	}
+	for _, name := range []string{"MINTGATE_REDIS_CA", "MINTGATE_NATS_CA"} {
+		if f := env[name]; f != "" {
+			if v := mounted(f); v != nil && (v.ConfigMap == nil || v.ConfigMap.Name != "mintgate-ca") {
+				t.Errorf("%s: %s is not from the ConfigMap mintgate-ca", service, name)
+			}
+		}
+	}
+}
+
+// TestKustomizeSecretsDocumented: every key of mintgate-secrets the pods
+// use is listed in kustomization.yaml's comment, which operators read.
+func TestKustomizeSecretsDocumented(t *testing.T) {
+	text := readFile(t, k8sBase+"/kustomization.yaml")
+	for key := range secretKeys {
+		if !regexp.MustCompile(`(?m)^#\s+` + regexp.QuoteMeta(key) + `\s`).MatchString(text) {
+			t.Errorf("kustomization.yaml does not list the Secret key %s", key)
+		}
+	}
+}
+
 // TestKustomizeConfigHasNoSecrets: the ConfigMaps never carry a secret value.
 func TestKustomizeConfigHasNoSecrets(t *testing.T) {
 	for name, env := range loadK8s(t).envs {
 		for k := range env {
-			if strings.Contains(k, "SECRET") || strings.Contains(k, "AWS_ACCESS_KEY") {
+			if strings.Contains(k, "SECRET") || strings.Contains(k, "AWS_ACCESS_KEY") || k == "MINTGATE_REDIS_URL" {
 				t.Errorf("ConfigMap %s holds %s: it belongs in the Secret", name, k)
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"net/url"
 	"strings"
 	"time"
 
@@ -39,7 +38,7 @@ const minHS256Secret = 32
 type cfg struct {
 	HTTPAddr string
 	Redis    config.Redis
-	NATSURL  string
+	NATS     config.NATS
 
 	S3Bucket    string
 	S3Region    string
@@ -89,7 +88,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	c := cfg{
 		HTTPAddr: e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
 		Redis:    e.Redis(),
-		NATSURL:  e.String("MINTGATE_NATS_URL", "nats://127.0.0.1:4222"),
+		NATS:     e.NATS(),
 
 		S3Bucket:    e.Required("MINTGATE_S3_BUCKET"),
 		S3Region:    e.String("MINTGATE_S3_REGION", ""),
@@ -127,12 +126,6 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	}
 	if c.MaxObject > maxPutBytes {
 		e.Fail("MINTGATE_MAX_OBJECT_BYTES", "%d is above %d, the largest single S3 PUT", c.MaxObject, int64(maxPutBytes))
-	}
-
-	for _, u := range strings.Split(c.NATSURL, ",") {
-		if !validNATSURL(strings.TrimSpace(u)) {
-			e.Fail("MINTGATE_NATS_URL", "%q is not a nats:// or tls:// URL (a comma-separated list is fine)", u)
-		}
 	}
 
 	c.ContentTypes = map[string]bool{}
@@ -226,9 +219,4 @@ func validContentType(s string) bool {
 
 func validClaimName(s string) bool {
 	return s != "" && len(s) <= 128 && !strings.ContainsAny(s, " \t\r\n")
-}
-
-func validNATSURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && u.Host != "" && (u.Scheme == "nats" || u.Scheme == "tls" || u.Scheme == "ws" || u.Scheme == "wss")
 }

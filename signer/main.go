@@ -90,7 +90,11 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	if d.ledger == nil {
-		led, err := grant.Dial(ctx, c.NATSURL, grant.LedgerConfig{Grace: c.SweepGrace, Secret: c.GrantSecret})
+		natsOpts, err := c.NATS.Options("signer")
+		if err != nil {
+			return err
+		}
+		led, err := grant.Dial(ctx, c.NATS.URL, grant.LedgerConfig{Grace: c.SweepGrace, Secret: c.GrantSecret}, natsOpts...)
 		if err != nil {
 			return fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
 		}

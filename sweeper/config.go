@@ -2,8 +2,6 @@ package main
 
 import (
 	"net"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/mintgate/mintgate/shared/config"
@@ -12,7 +10,7 @@ import (
 // settings is the sweeper's configuration (SPEC §5).
 type settings struct {
 	Redis    config.Redis
-	NATSURL  string
+	NATS     config.NATS
 	HTTPAddr string
 	Tiers    config.TierSet // MINTGATE_TIERS with MINTGATE_TENANT_TIERS' overrides
 	Grace    time.Duration
@@ -28,7 +26,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	e := config.New(getenv)
 	s := settings{
 		Redis:    e.Redis(),
-		NATSURL:  natsURL(e, "MINTGATE_NATS_URL", "nats://127.0.0.1:4222"),
+		NATS:     e.NATS(),
 		HTTPAddr: e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
 		Tiers:    e.TenantTiers("MINTGATE_TENANT_TIERS", e.Tiers("MINTGATE_TIERS", config.DefaultTiers)),
 		Grace:    e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
@@ -38,18 +36,4 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		e.Fail("MINTGATE_HTTP_ADDR", "%q is not host:port (such as :8082)", s.HTTPAddr)
 	}
 	return s, e.Err()
-}
-
-// natsURL reads one nats:// (or tls://) URL, or a comma-separated list of
-// them for a cluster's seeds.
-func natsURL(e *config.Env, name, def string) string {
-	v := e.String(name, def)
-	for item := range strings.SplitSeq(v, ",") {
-		u, err := url.Parse(strings.TrimSpace(item))
-		if err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls") {
-			e.Fail(name, "%q is not a nats:// or tls:// URL (or a comma-separated list of them)", item)
-			return def
-		}
-	}
-	return v
 }

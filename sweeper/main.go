@@ -71,8 +71,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer rdb.Close()
 
+	natsOpts, err := cfg.NATS.Options("sweeper")
+	if err != nil {
+		return err
+	}
 	dialCtx, dialCancel := context.WithTimeout(ctx, 10*time.Second)
-	ledger, err := grant.Dial(dialCtx, cfg.NATSURL, grant.LedgerConfig{Grace: cfg.Grace, Secret: cfg.Secret})
+	ledger, err := grant.Dial(dialCtx, cfg.NATS.URL, grant.LedgerConfig{Grace: cfg.Grace, Secret: cfg.Secret}, natsOpts...)
 	dialCancel()
 	if err != nil {
 		return fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)

@@ -4,7 +4,13 @@
 # with a dead-letter queue), the S3→SQS bridge, then signer, completer and
 # sweeper. Installs what is missing (cached in .tools/), waits until every
 # part is ready, prints one ready line, and stops everything it started, by
-# PID, on Ctrl-C. State lives in .stack/ and is wiped at each start.
+# PID, on Ctrl-C. State lives in .stack/ and is wiped at each start, except
+# .stack/secrets/ (made at the first start by deploy/local/devsecrets).
+#
+# Nothing connects without credentials, as in production: Redis and NATS
+# speak only TLS (a throwaway CA and certificate for 127.0.0.1), Redis
+# allows only the ACL users of deploy/redis/users.acl, NATS only the nkey
+# users of deploy/nats/authorization.conf, each service with its own key.
 #
 # Ports can be moved with MINTGATE_PORT_<NAME> (REDIS NATS S3 SQS BRIDGE
 # SIGNER COMPLETER SWEEPER).
@@ -59,10 +65,16 @@ done
 "$root/deploy/local/tools.sh" redis nats versitygw fauxqs
 export PATH=$tools/bin:$PATH
 
-rm -rf "$stack"
+# Everything but the secrets, which are reused: the CA, passwords and keys a
+# developer copied into a tool stay valid across restarts.
+if [ -d "$stack" ]; then
+  find "$stack" -mindepth 1 -maxdepth 1 ! -name secrets -exec rm -rf {} +
+fi
+secrets=$stack/secrets
 mkdir -p "$stack/bin" "$stack/logs" "$stack/nats" "$stack/s3/data" "$stack/s3/meta"
 log "building the services"
-go build -o "$stack/bin/" ./signer ./completer ./sweeper ./deploy/s3bridge ./deploy/local/devtoken
+go build -o "$stack/bin/" ./signer ./completer ./sweeper ./deploy/s3bridge ./deploy/local/devtoken ./deploy/local/devsecrets
+"$stack/bin/devsecrets" -dir "$secrets" -hosts 127.0.0.1,localhost -redis-acl "$root/deploy/redis/users.acl"
 
 # start NAME CMD...: runs CMD in the background with its output in logs/NAME.log.
 start() {
@@ -88,18 +100,29 @@ http_ok() { curl -fsS -o /dev/null "$1"; }
 export AWS_ACCESS_KEY_ID=mintgate-local AWS_SECRET_ACCESS_KEY=mintgate-local-secret AWS_REGION=us-east-1
 bucket=uploads
 
-start redis redis-server --port "$p_redis" --bind 127.0.0.1 --save "" --appendonly no
+# TLS only (no plain port) and the ACL users; the default user is off.
+start redis redis-server --port 0 --tls-port "$p_redis" --bind 127.0.0.1 --save "" --appendonly no \
+  --tls-cert-file "$secrets/tls.crt" --tls-key-file "$secrets/tls.key" --tls-ca-cert-file "$secrets/ca.crt" \
+  --tls-auth-clients no --aclfile "$secrets/redis-users.acl"
 wait_for redis tcp "$p_redis"
 
+# The shipped authorization, beside the config that includes it; the users'
+# public keys come from the environment.
+cp "$root/deploy/nats/authorization.conf" "$stack/authorization.conf"
 cat >"$stack/nats.conf" <<CONF
 listen: "127.0.0.1:$p_nats"
 http: "127.0.0.1:$((p_nats + 1))"
+tls {
+  cert_file: "$secrets/tls.crt"
+  key_file: "$secrets/tls.key"
+}
+include authorization.conf
 jetstream {
   store_dir: "$stack/nats"
   sync_interval: always
 }
 CONF
-start nats nats-server -c "$stack/nats.conf"
+start nats env $(cat "$secrets/nats-users.env") nats-server -c "$stack/nats.conf"
 wait_for nats http_ok "http://127.0.0.1:$((p_nats + 1))/healthz?js-enabled-only=true"
 
 . "$root/deploy/local/s3sqs.sh"
@@ -107,12 +130,18 @@ start_s3sqs
 
 secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 common=(
-  MINTGATE_REDIS_URL="redis://127.0.0.1:$p_redis/0"
-  MINTGATE_NATS_URL="nats://127.0.0.1:$p_nats"
+  MINTGATE_REDIS_URL="rediss://mintgate:$(cat "$secrets/redis-password")@127.0.0.1:$p_redis/0"
+  MINTGATE_REDIS_CA="$secrets/ca.crt"
   MINTGATE_URL_TTL=120s
   MINTGATE_SWEEP_GRACE=30s
 )
-start signer env "${common[@]}" \
+# The ledger's two ends, each with its own NATS user, and the grants' MAC key.
+nats=(
+  MINTGATE_NATS_URL="tls://127.0.0.1:$p_nats"
+  MINTGATE_NATS_CA="$secrets/ca.crt"
+  MINTGATE_GRANT_SECRET="$(cat "$secrets/grant-secret")"
+)
+start signer env "${common[@]}" "${nats[@]}" MINTGATE_NATS_CREDS="$secrets/nats-signer.nk" \
   MINTGATE_HTTP_ADDR="127.0.0.1:$p_signer" \
   MINTGATE_S3_BUCKET="$bucket" MINTGATE_S3_ENDPOINT="http://127.0.0.1:$p_s3" \
   MINTGATE_S3_PATH_STYLE=true MINTGATE_S3_REGION=us-east-1 \
@@ -123,7 +152,7 @@ start completer env "${common[@]}" \
   MINTGATE_HTTP_ADDR="127.0.0.1:$p_completer" \
   MINTGATE_SQS_QUEUE_URL="$queue_url" MINTGATE_SQS_ENDPOINT="http://127.0.0.1:$p_sqs" \
   "$stack/bin/completer"
-start sweeper env "${common[@]}" \
+start sweeper env "${common[@]}" "${nats[@]}" MINTGATE_NATS_CREDS="$secrets/nats-sweeper.nk" \
   MINTGATE_HTTP_ADDR="127.0.0.1:$p_sweeper" \
   "$stack/bin/sweeper"
 wait_for signer http_ok "http://127.0.0.1:$p_signer/readyz"
@@ -133,7 +162,7 @@ wait_for sweeper http_ok "http://127.0.0.1:$p_sweeper/readyz"
 token=$("$stack/bin/devtoken" -secret "$secret" -tenant acme -sub alice -ttl 24h)
 cat <<MSG
 
-mintgate is ready: signer http://127.0.0.1:$p_signer  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  (S3 http://127.0.0.1:$p_s3, SQS http://127.0.0.1:$p_sqs, Redis 127.0.0.1:$p_redis, NATS 127.0.0.1:$p_nats; logs in .stack/logs)
+mintgate is ready: signer http://127.0.0.1:$p_signer  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  (S3 http://127.0.0.1:$p_s3, SQS http://127.0.0.1:$p_sqs, Redis rediss://127.0.0.1:$p_redis, NATS tls://127.0.0.1:$p_nats; logs in .stack/logs, credentials in .stack/secrets)
 
 Try it (a dev JWT for tenant acme, user alice, valid 24 h):
   curl -s -X POST http://127.0.0.1:$p_signer/uploads/sign \\
@@ -141,6 +170,7 @@ Try it (a dev JWT for tenant acme, user alice, valid 24 h):
     -H "Idempotency-Key: \$(date +%s%N)" -H 'Content-Type: application/json' \\
     -d '{"contentType":"image/png","contentLength":5}'
 then PUT 5 bytes to the returned url with the returned headers.
+Redis as admin: REDISCLI_AUTH=\$(cat .stack/secrets/redis-admin-password) redis-cli --tls --cacert .stack/secrets/ca.crt -p $p_redis --user admin
 Ctrl-C stops everything.
 MSG
 echo "$token" >"$stack/devtoken"

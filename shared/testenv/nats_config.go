@@ -50,3 +50,15 @@ func OldNATSBinary(tb testing.TB) string {
 	}
 	return p
 }
+
+// StartNATSConfig starts nats-server with the config file conf, which makes
+// it listen on addr (host:port), with extra environment variables (KEY=value)
+// such as the values the file refers to. It waits until addr accepts
+// connections; the server is stopped when the test ends.
+func StartNATSConfig(tb testing.TB, conf, addr string, env []string) *NATS {
+	tb.Helper()
+	n := &NATS{Process: newProcess(tb, Binary(tb, "nats-server"), "-c", conf), Addr: addr}
+	n.env = env
+	n.Start()
+	return n
+}

@@ -1,0 +1,307 @@
+package deploy_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+// rewrite replaces each old with its new in text, failing the test when
+// an old is missing: a change to the shipped file must show up here.
+func rewrite(t *testing.T, name, text string, pairs ...string) string {
+	t.Helper()
+	for i := 0; i < len(pairs); i += 2 {
+		if !strings.Contains(text, pairs[i]) {
+			t.Fatalf("%s no longer contains %q: update the test's rewrite", name, pairs[i])
+		}
+		text = strings.ReplaceAll(text, pairs[i], pairs[i+1])
+	}
+	return text
+}
+
+// shippedNATS is nats-server running deploy/nats/nats.conf as the compose
+// stack does: its authorization.conf, TLS and JetStream, with the ports,
+// the store and the certificate moved to the test's own.
+type shippedNATS struct {
+	server  *testenv.NATS
+	url     string // tls://127.0.0.1:<port>
+	secrets string // devSecrets' folder
+}
+
+func startShippedNATS(t *testing.T) shippedNATS {
+	t.Helper()
+	sec := devSecrets(t, "127.0.0.1")
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	conf := rewrite(t, "deploy/nats/nats.conf", readFile(t, "deploy/nats/nats.conf"),
+		"listen: 0.0.0.0:4222", fmt.Sprintf("listen: %q", addr),
+		"http: 0.0.0.0:8222", fmt.Sprintf("http: \"127.0.0.1:%d\"", testenv.FreePort(t)),
+		"store_dir: /data", fmt.Sprintf("store_dir: %q", filepath.Join(dir, "js")),
+		"/etc/nats/tls/", sec+"/",
+	)
+	for name, text := range map[string]string{"nats.conf": conf, "authorization.conf": readFile(t, "deploy/nats/authorization.conf")} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := testenv.StartNATSConfig(t, filepath.Join(dir, "nats.conf"), addr, envFile(t, filepath.Join(sec, "nats-users.env")))
+	return shippedNATS{server: n, url: "tls://" + addr, secrets: sec}
+}
+
+// options are the connection options a service gets from its environment.
+func (s shippedNATS) options(t *testing.T, service string) []nats.Option {
+	t.Helper()
+	n := config.NATS{URL: s.url, Creds: filepath.Join(s.secrets, "nats-"+service+".nk"), CA: filepath.Join(s.secrets, "ca.crt")}
+	opts, err := n.Options(service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opts
+}
+
+// connect is a plain connection as service; permission errors the server
+// reports for it arrive on the returned channel.
+func (s shippedNATS) connect(t *testing.T, service string) (*nats.Conn, <-chan error) {
+	t.Helper()
+	errs := make(chan error, 16)
+	opts := append(s.options(t, service), nats.MaxReconnects(0), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}))
+	nc, err := nats.Connect(s.url, opts...)
+	if err != nil {
+		t.Fatalf("connect as %s: %v", service, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, errs
+}
+
+// violations are the subjects of the server's permission violation log
+// lines, as "<user> publish|subscribe <subject>".
+func (s shippedNATS) violations(t *testing.T) []string {
+	t.Helper()
+	users := map[string]string{}
+	for _, kv := range envFile(t, filepath.Join(s.secrets, "nats-users.env")) {
+		name, key, _ := strings.Cut(kv, "=")
+		users[key] = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(name, "NATS_"), "_NKEY"))
+	}
+	re := regexp.MustCompile(`"\$G/nkey:([A-Z0-9]+)" - (Publish|Subscription) Violation - Subject "([^"]+)"`)
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(s.server.Output(), -1) {
+		out = append(out, fmt.Sprintf("%s %s %s", users[m[1]], strings.ToLower(m[2]), m[3]))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// dialLedger is grant.Dial as service, retried while JetStream starts.
+func dialLedger(t *testing.T, s shippedNATS, service string) *grant.Ledger {
+	t.Helper()
+	var l *grant.Ledger
+	var err error
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		l, err = grant.Dial(ctx, s.url, grant.LedgerConfig{Grace: 0, Secret: []byte(testenv.GrantSecret)}, s.options(t, service)...)
+		cancel()
+		if err == nil {
+			t.Cleanup(l.Close)
+			return l
+		}
+	}
+	t.Fatalf("grant.Dial as %s: %v; the server refused %q", service, err, s.violations(t))
+	return nil
+}
+
+// TestNATSAuthorizationLetsTheLedgerWork runs the ledger's own code, each
+// end as its own user, against the shipped authorization: the signer
+// records a grant, the sweeper consumes and acks it and trims the stream,
+// the completer publishes an upload event; the server reports no
+// permission violation. A subject the code needs and authorization.conf
+// lacks fails here, naming it.
+func TestNATSAuthorizationLetsTheLedgerWork(t *testing.T) {
+	s := startShippedNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	signerLedger := dialLedger(t, s, signer)
+	sweeperLedger := dialLedger(t, s, sweeper)
+	g := grant.Grant{
+		URLID: "0b9e6f0e-7f6c-4d3a-9a51-3c1f2a9d8e77", Tenant: "acme", Tier: "user", Subject: "u:alice",
+		Key: "incoming/acme/0b9e6f0e-7f6c-4d3a-9a51-3c1f2a9d8e77", IssuedAt: time.Now(), ExpiresAt: time.Now().Add(time.Second),
+	}
+	if err := signerLedger.Record(ctx, g); err != nil {
+		t.Fatalf("signer records a grant: %v; the server refused %q", err, s.violations(t))
+	}
+	if err := signerLedger.Ping(ctx); err != nil {
+		t.Errorf("signer's readiness check: %v", err)
+	}
+
+	got := make(chan grant.Grant, 1)
+	trimmed := make(chan grant.Trim, 16)
+	stop, err := sweeperLedger.Consume(ctx, "sweeper", func(_ context.Context, b grant.Batch) error {
+		got <- b.Grants[0]
+		return nil
+	}, grant.WithTrimInterval(100*time.Millisecond), grant.WithTrimObserver(func(tr grant.Trim) { trimmed <- tr }))
+	if err != nil {
+		t.Fatalf("sweeper consumes: %v; the server refused %q", err, s.violations(t))
+	}
+	defer stop()
+	select {
+	case d := <-got:
+		if d.URLID != g.URLID {
+			t.Errorf("sweeper got %+v", d)
+		}
+	case <-ctx.Done():
+		t.Fatalf("the sweeper never got the grant; the server refused %q", s.violations(t))
+	}
+	for done := false; !done; {
+		select {
+		case tr := <-trimmed:
+			if tr.Err != nil {
+				t.Fatalf("sweeper's trim: %v; the server refused %q", tr.Err, s.violations(t))
+			}
+			done = tr.Floor > 0
+		case <-ctx.Done():
+			t.Fatalf("the sweeper never trimmed; the server refused %q", s.violations(t))
+		}
+	}
+	if err := sweeperLedger.Ping(ctx); err != nil {
+		t.Errorf("sweeper's readiness check: %v", err)
+	}
+
+	// The completer's upload events (SPEC §7), as the feature will send them.
+	nc, _ := s.connect(t, completer)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: "MINTGATE_UPLOADS", Subjects: []string{"mintgate.uploads.completed.>"}, Storage: jetstream.FileStorage,
+	}); err != nil {
+		t.Fatalf("completer creates its stream: %v", err)
+	}
+	if _, err := js.Publish(ctx, "mintgate.uploads.completed.acme", []byte(`{"urlId":"x"}`), jetstream.WithMsgID(g.URLID)); err != nil {
+		t.Fatalf("completer publishes an event: %v", err)
+	}
+
+	if v := s.violations(t); len(v) > 0 {
+		t.Errorf("the services' own calls were refused: %q\n(add the subjects to deploy/nats/authorization.conf if the code needs them)", v)
+	}
+}
+
+// TestNATSAuthorizationRefuses: no one without a key, nothing over an
+// unchecked certificate, and each user only its own part: the sweeper and
+// the completer cannot publish a grant, the signer cannot pull the
+// sweepers' consumer, read their replies or purge the ledger.
+func TestNATSAuthorizationRefuses(t *testing.T) {
+	s := startShippedNATS(t)
+	ca := filepath.Join(s.secrets, "ca.crt")
+
+	if nc, err := nats.Connect(s.url, nats.RootCAs(ca), nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Error("an anonymous client connected")
+	} else if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Errorf("anonymous: %v, want an authorization violation", err)
+	}
+	creds, err := nats.NkeyOptionFromSeed(filepath.Join(s.secrets, "nats-sweeper.nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := nats.Connect(s.url, creds, nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Error("connected to a server whose certificate no trusted CA signed")
+	}
+
+	// The stream exists, as after any service's start.
+	dialLedger(t, s, signer)
+	type attempt struct {
+		user, op, subject string
+	}
+	var want []string
+	try := func(a attempt) {
+		t.Helper()
+		nc, errs := s.connect(t, a.user)
+		switch a.op {
+		case "publish":
+			if err := nc.Publish(a.subject, []byte(`{"urlId":"forged"}`)); err != nil {
+				t.Fatal(err)
+			}
+		case "request":
+			if _, err := nc.Request(a.subject, []byte(`{"batch":1}`), 500*time.Millisecond); err == nil {
+				t.Errorf("%s: request to %s answered", a.user, a.subject)
+			}
+		case "subscribe":
+			if _, err := nc.SubscribeSync(a.subject); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = nc.Flush()
+		select {
+		case err := <-errs:
+			if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+				t.Errorf("%s %s %s: %v, want a permissions violation", a.user, a.op, a.subject, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s may %s %s", a.user, a.op, a.subject)
+		}
+		op := a.op
+		if op == "request" {
+			op = "publish"
+		}
+		if op == "subscribe" {
+			op = "subscription"
+		}
+		want = append(want, fmt.Sprintf("%s %s %s", a.user, op, a.subject))
+	}
+	for _, a := range []attempt{
+		{sweeper, "publish", "mintgate.grants.sched.x"},
+		{sweeper, "publish", grant.SubjectDue},
+		{completer, "publish", "mintgate.grants.sched.x"},
+		{completer, "publish", grant.SubjectDue},
+		{signer, "publish", grant.SubjectDue},
+		{signer, "request", "$JS.API.CONSUMER.MSG.NEXT.MINTGATE_GRANTS.sweeper"},
+		{signer, "request", "$JS.API.CONSUMER.CREATE.MINTGATE_GRANTS.thief.mintgate.grants.due"},
+		{signer, "request", "$JS.API.STREAM.PURGE.MINTGATE_GRANTS"},
+		{signer, "request", "$JS.API.STREAM.DELETE.MINTGATE_GRANTS"},
+		{sweeper, "request", "$JS.API.STREAM.DELETE.MINTGATE_GRANTS"},
+		{sweeper, "request", "$JS.API.CONSUMER.DELETE.MINTGATE_GRANTS.sweeper"},
+		{signer, "subscribe", grant.SubjectDue},
+		{signer, "subscribe", "_INBOX.sweeper.>"},
+		{sweeper, "subscribe", "_INBOX.>"},
+	} {
+		try(a)
+	}
+
+	// Nothing reached the stream: it holds no message.
+	nc, _ := s.connect(t, sweeper)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(context.Background(), grant.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Msgs; n != 0 {
+		t.Errorf("the ledger holds %d messages after refused publishes", n)
+	}
+	slices.Sort(want)
+	if got := s.violations(t); !slices.Equal(got, want) {
+		t.Errorf("server logged violations\n%q\nwant\n%q", got, want)
+	}
+}
