@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -147,6 +148,33 @@ func (p *Process) Stop() { p.signal(os.Interrupt) }
 // Kill ends the process by PID with SIGKILL and waits for it.
 func (p *Process) Kill() { p.signal(os.Kill) }
 
+// Pause stops the process with SIGSTOP, as a stalled disk or a long GC
+// pause would: it keeps its sockets and its state but answers nothing
+// until Resume. Stop and Kill end a paused process too.
+func (p *Process) Pause() { p.send(syscall.SIGSTOP) }
+
+// Resume lets a paused process run again with SIGCONT.
+func (p *Process) Resume() { p.send(syscall.SIGCONT) }
+
+// PID is the running process's id, 0 when it is not running.
+func (p *Process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// send delivers sig to the running process, if any, by PID.
+func (p *Process) send(sig os.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
 func (p *Process) signal(sig os.Signal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -154,6 +182,8 @@ func (p *Process) signal(sig os.Signal) {
 		return
 	}
 	_ = p.cmd.Process.Signal(sig)
+	// A paused process acts on SIGINT only once it runs again.
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
