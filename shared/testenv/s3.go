@@ -66,6 +66,17 @@ func (v *VersityGW) Start() {
 	waitHTTP(v.tb, v.Process, v.Endpoint+"/health")
 }
 
+// S3Env is the signer's environment for presigning URLs to bucket on the
+// test S3 server at endpoint: path-style, region AWSRegion.
+func S3Env(endpoint, bucket string) map[string]string {
+	return map[string]string{
+		"MINTGATE_S3_BUCKET":     bucket,
+		"MINTGATE_S3_ENDPOINT":   endpoint,
+		"MINTGATE_S3_PATH_STYLE": "true",
+		"MINTGATE_S3_REGION":     AWSRegion,
+	}
+}
+
 // Client is an S3 client for the gateway: path-style, region AWSRegion.
 func (v *VersityGW) Client() *s3.Client {
 	return s3.New(s3.Options{
