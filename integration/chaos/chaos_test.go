@@ -53,7 +53,9 @@ var shortPlan = plan{
 
 var longPlan = plan{
 	name: "long", clients: 8, users: 400, tenants: 4, think: 20 * time.Millisecond,
-	ttl: 5 * time.Second, grace: 5 * time.Second, visibility: time.Second, doneTTL: 3 * time.Hour,
+	// A grace above the completer's hold (see completerHold), so any
+	// order of faults is fair game.
+	ttl: 5 * time.Second, grace: 40 * time.Second, visibility: time.Second, doneTTL: 3 * time.Hour,
 	faults: map[kind]int{
 		killSigner: 12, killSweeper: 12, killCompleter: 12, killNATS: 12, killRedis: 12,
 		stallNATS: 10, stallRedis: 8, scriptFlush: 6,
@@ -122,7 +124,7 @@ func soak(t *testing.T, p plan, topo topology, seed uint64, kinds map[kind]bool)
 	t.Cleanup(ld.stop) // on a failure below, the clients still end before the servers
 
 	loadStart := time.Now()
-	done := runFaults(ctx, t, st, ld, faults)
+	done := runFaults(ctx, t, st, ld, faults, loadStart)
 	lastFault := loadStart
 	if len(done) > 0 {
 		lastFault = done[len(done)-1].end
@@ -135,7 +137,7 @@ func soak(t *testing.T, p plan, topo topology, seed uint64, kinds map[kind]bool)
 
 	res := ld.result()
 	settled := st.settle(ctx, t, res, loadStop)
-	r := check(ctx, t, st, res, done, lastFault)
+	r := check(ctx, t, st, res, done, loadStart, lastFault)
 	r.seed, r.settled, r.elapsed = seed, settled, time.Since(began)
 	t.Logf("%s\n%s", topo.name, r.table())
 	if r.failed() {

@@ -23,6 +23,7 @@ import (
 // outcome is what Redis says became of one URL.
 type outcome struct {
 	done, refunded bool
+	doneAt         time.Time // when the done marker was set, from its remaining TTL
 	refundedAt     time.Time // the refunded marker's value: the refund time in ms
 }
 
@@ -32,18 +33,21 @@ func (st *stack) outcomes(ctx context.Context, urls []received) ([]outcome, erro
 	for from := 0; from < len(urls); from += 500 {
 		batch := urls[from:min(from+500, len(urls))]
 		pipe := st.rdb.Pipeline()
-		done := make([]*redis.IntCmd, len(batch))
+		done := make([]*redis.DurationCmd, len(batch))
 		refunded := make([]*redis.StringCmd, len(batch))
 		for i, u := range batch {
-			done[i] = pipe.Exists(ctx, keys.Done(u.tenant, u.urlID))
+			done[i] = pipe.PTTL(ctx, keys.Done(u.tenant, u.urlID))
 			refunded[i] = pipe.Get(ctx, keys.Refunded(u.tenant, u.urlID))
 		}
+		read := time.Now()
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, err
 		}
 		for i := range batch {
 			o := &out[from+i]
-			o.done = done[i].Val() == 1
+			if ttl := done[i].Val(); ttl > 0 {
+				o.done, o.doneAt = true, read.Add(ttl-st.p.doneTTL)
+			}
 			if v, err := refunded[i].Result(); err == nil {
 				o.refunded = true
 				if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
@@ -128,9 +132,33 @@ type report struct {
 	settled  bool
 	elapsed  time.Duration
 	settle   time.Duration
+	grace    time.Duration
+	origin   time.Time // the load's start: times of examples count from it
 	summary  []string
 	rows     []row
 	failures int
+	examples map[string][]string // per failure, a few URLs that show it
+}
+
+// maxExamples is how many URLs the report shows per kind of failure.
+const maxExamples = 5
+
+// example records u as a case of the failure what, with its timeline.
+func (r *report) example(what string, u received, o outcome) {
+	if r.examples == nil {
+		r.examples = map[string][]string{}
+	}
+	if len(r.examples[what]) >= maxExamples {
+		return
+	}
+	at := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return fmt.Sprintf("%.3fs", t.Sub(r.origin).Seconds())
+	}
+	r.examples[what] = append(r.examples[what], fmt.Sprintf("%s (tenant %s, user %s): signed %s, uploaded %s (PUT %d), expires %s, due %s, done marker set %s, refunded %s",
+		u.urlID, u.tenant, u.user, at(u.signedAt), at(u.uploadedAt), u.putStatus, at(u.expiresAt), at(u.expiresAt.Add(r.grace)), at(o.doneAt), at(o.refundedAt)))
 }
 
 // row is one invariant: what was seen, what is allowed, and whether it held.
@@ -169,13 +197,25 @@ func (r *report) table() string {
 		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", x.name, x.observed, x.limit, verdict)
 	}
 	w.Flush()
+	whats := make([]string, 0, len(r.examples))
+	for what := range r.examples {
+		whats = append(whats, what)
+	}
+	sort.Strings(whats)
+	for _, what := range whats {
+		fmt.Fprintf(&b, "  %s, e.g. (times from the load's start):\n", what)
+		for _, e := range r.examples[what] {
+			fmt.Fprintf(&b, "    %s\n", e)
+		}
+	}
 	return b.String()
 }
 
 // check reads Redis and the clients' records and judges every invariant.
-func check(ctx context.Context, t *testing.T, st *stack, res result, faults []injected, lastFault time.Time) *report {
+// Times in the report count from origin, the start of the load.
+func check(ctx context.Context, t *testing.T, st *stack, res result, faults []injected, origin, lastFault time.Time) *report {
 	t.Helper()
-	r := &report{topo: st.topo.name, settle: st.p.settle}
+	r := &report{topo: st.topo.name, settle: st.p.settle, origin: origin, grace: st.p.grace}
 	outs, err := st.outcomes(ctx, res.urls)
 	if err != nil {
 		t.Fatalf("reading the markers: %v", err)
@@ -248,13 +288,17 @@ func (r *report) checkURLs(res result, outs []outcome) {
 		switch {
 		case o.done && o.refunded:
 			both++
+			r.example("done and refunded", u, o)
 		case !o.done && !o.refunded:
 			neither++
+			r.example("neither done nor refunded", u, o)
 		case o.done && !u.uploaded:
 			doneUnused++
+			r.example("done but never uploaded", u, o)
 		}
 		if u.uploaded && o.refunded {
 			uploadRefunded++
+			r.example("uploaded and refunded", u, o)
 		}
 	}
 	r.add("every URL received ends done xor refunded",
@@ -293,6 +337,7 @@ func (r *report) checkLateness(res result, outs []outcome, p plan, lastFault tim
 		late := outs[i].refundedAt.Sub(due)
 		if late < 0 {
 			early++
+			r.example("refunded before due", u, outs[i])
 		}
 		all = append(all, late)
 		if due.After(lastFault) {

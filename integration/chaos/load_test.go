@@ -43,8 +43,9 @@ type signed struct {
 type received struct {
 	tenant, user, key, urlID string
 	expiresAt                time.Time
-	uploaded                 bool // the PUT was stored
-	putStatus                int  // the last PUT's status, 0 when not tried or no answer
+	signedAt, uploadedAt     time.Time // when the answer came, when the PUT's did
+	uploaded                 bool      // the PUT was stored
+	putStatus                int       // the last PUT's status, 0 when not tried or no answer
 }
 
 // flight counts one signer's requests, so a kill knows how many it cut.
@@ -159,6 +160,7 @@ func (c *client) run(ctx context.Context) {
 			i := c.receive(u, key, s)
 			if upload {
 				c.urls[i].uploaded, c.urls[i].putStatus = c.put(s, size)
+				c.urls[i].uploadedAt = time.Now()
 			}
 			if replay {
 				// A client that lost the answer asks again with the same
@@ -181,7 +183,7 @@ func (c *client) receive(u user, key string, s signed) int {
 	if i, ok := c.seen[s.URLID]; ok {
 		return i
 	}
-	c.urls = append(c.urls, received{tenant: u.tenant, user: u.id, key: key, urlID: s.URLID, expiresAt: s.ExpiresAt})
+	c.urls = append(c.urls, received{tenant: u.tenant, user: u.id, key: key, urlID: s.URLID, expiresAt: s.ExpiresAt, signedAt: time.Now()})
 	c.seen[s.URLID] = len(c.urls) - 1
 	return len(c.urls) - 1
 }
