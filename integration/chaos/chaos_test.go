@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -141,6 +142,13 @@ func soak(t *testing.T, p plan, topo topology, seed uint64, kinds map[kind]bool)
 	r.seed, r.settled, r.elapsed = seed, settled, time.Since(began)
 	t.Logf("%s\n%s", topo.name, r.table())
 	if r.failed() {
-		t.Errorf("%s: invariants failed (repeat with -chaos.seed=%d -chaos.topology=%s)", topo.name, seed, topo.name)
+		again := fmt.Sprintf("-chaos.seed=%d -chaos.topology=%s", seed, topo.name)
+		if *longFlag {
+			again += " -chaos.long"
+		}
+		if *faultsFlag != "all" {
+			again += " -chaos.faults=" + *faultsFlag
+		}
+		t.Errorf("%s: invariants failed (repeat with %s)", topo.name, again)
 	}
 }
