@@ -1,4 +1,4 @@
-.PHONY: up test tools bench
+.PHONY: up test tools bench chaos
 
 # Run the whole stack locally on loopback; Ctrl-C stops everything it started.
 up:
@@ -15,3 +15,11 @@ tools:
 # table (also artifacts/bench.md); see docs/performance.md.
 bench:
 	deploy/local/bench.sh
+
+# The fault soak's long form (its short form runs in make test): at least 10
+# kills of every process kind against a single nats-server, then against a
+# 3-node cluster; prints the invariant table of each. Extra flags go in
+# CHAOS_ARGS, e.g. make chaos CHAOS_ARGS='-chaos.seed=42 -chaos.topology=r3'.
+chaos:
+	deploy/local/tools.sh redis nats versitygw fauxqs
+	go test ./integration/chaos -run '^TestChaos$$' -count=1 -v -timeout 60m -chaos.long $(CHAOS_ARGS)

@@ -2,9 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -98,10 +95,6 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		common[k] = v
 	}
 	signerEnv := map[string]string{
-		"MINTGATE_S3_BUCKET":        in.Bucket,
-		"MINTGATE_S3_ENDPOINT":      in.S3Endpoint,
-		"MINTGATE_S3_PATH_STYLE":    "true",
-		"MINTGATE_S3_REGION":        testenv.AWSRegion,
 		"MINTGATE_JWT_HS256_SECRET": jwtSecret,
 		"MINTGATE_ANON_TENANTS":     opts.AnonTenants,
 		"MINTGATE_IP_HASH_SECRET":   jwtSecret,
@@ -112,9 +105,9 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		"MINTGATE_SQS_ENDPOINT":  in.SQSEndpoint,
 		"MINTGATE_DONE_TTL":      opts.DoneTTL.String(),
 	}
-	s.Signer, s.SignerURL = startService(t, "signer", "./signer", common, signerEnv, opts.Extra)
-	s.Completer, s.CompleterURL = startService(t, "completer", "./completer", common, completerEnv, opts.Extra)
-	s.Sweeper, s.SweeperURL = startService(t, "sweeper", "./sweeper", common, opts.Extra)
+	s.Signer, s.SignerURL = startService(t, "./signer", common, testenv.S3Env(in.S3Endpoint, in.Bucket), signerEnv, opts.Extra)
+	s.Completer, s.CompleterURL = startService(t, "./completer", common, completerEnv, opts.Extra)
+	s.Sweeper, s.SweeperURL = startService(t, "./sweeper", common, opts.Extra)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for name, p := range map[string]*testenv.Process{"signer": s.Signer, "completer": s.Completer, "sweeper": s.Sweeper} {
@@ -129,50 +122,12 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	return s
 }
 
-// startService builds pkg (once per test process), runs it on a free
-// port with env and waits until /readyz answers. A port can be taken by
-// someone else between FreePort and the service's listen, so a service
-// that exits with "address already in use" is started again on another.
-func startService(t *testing.T, name, pkg string, envs ...map[string]string) (*testenv.Process, string) {
+// startService runs the service built from pkg with env on a port of its
+// own and waits until it is ready.
+func startService(t *testing.T, pkg string, envs ...map[string]string) (*testenv.Process, string) {
 	t.Helper()
-	bin := testenv.BuildCommand(t, pkg)
-	for range 3 {
-		port := testenv.FreePort(t)
-		env := []string{fmt.Sprintf("MINTGATE_HTTP_ADDR=127.0.0.1:%d", port)}
-		for _, m := range envs {
-			for k, v := range m {
-				env = append(env, k+"="+v)
-			}
-		}
-		p := testenv.StartProcess(t, bin, env)
-		base := fmt.Sprintf("http://127.0.0.1:%d", port)
-		if waitReady(base+"/readyz", p) {
-			return p, base
-		}
-		if p.Exited() && strings.Contains(p.Output(), "address already in use") {
-			continue
-		}
-		t.Fatalf("%s not ready at %s:\n%s", name, base, p.Output())
-	}
-	t.Fatalf("%s: no free port after 3 tries", name)
-	return nil, ""
-}
-
-// waitReady polls url until it answers 200, the process exits, or 30 s pass.
-func waitReady(url string, p *testenv.Process) bool {
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) && !p.Exited() {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return true
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return false
+	svc := testenv.StartService(t, pkg, envs...)
+	return svc.Process, svc.URL
 }
 
 // localInfra starts every server as a local process on free ports.

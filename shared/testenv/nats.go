@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -27,13 +28,25 @@ func StartNATS(tb testing.TB) *NATS {
 // one without message scheduling.
 func StartNATSBinary(tb testing.TB, bin string) *NATS {
 	tb.Helper()
+	return startNATS(tb, bin, true, "")
+}
+
+// startNATS writes a config (JetStream on file storage in a temporary
+// folder, sync_interval: always unless told otherwise, then extra) and
+// starts bin with it on a free port.
+func startNATS(tb testing.TB, bin string, syncAlways bool, extra string) *NATS {
+	tb.Helper()
 	port := FreePort(tb)
 	dir := tb.TempDir()
 	conf := filepath.Join(dir, "nats.conf")
-	// sync_interval: always, as everywhere we ship: an acknowledged grant is on disk.
-	text := fmt.Sprintf("listen: %q\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n",
-		addr(port), filepath.Join(dir, "js"))
-	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+	var text strings.Builder
+	fmt.Fprintf(&text, "listen: %q\njetstream {\n  store_dir: %q\n", addr(port), filepath.Join(dir, "js"))
+	if syncAlways {
+		// As everywhere we ship: an acknowledged grant is on disk.
+		text.WriteString("  sync_interval: always\n")
+	}
+	text.WriteString("}\n" + extra)
+	if err := os.WriteFile(conf, []byte(text.String()), 0o600); err != nil {
 		tb.Fatalf("testenv: %v", err)
 	}
 	n := &NATS{Process: newProcess(tb, bin, "-c", conf), Addr: addr(port), StoreDir: filepath.Join(dir, "js")}

@@ -1,9 +1,7 @@
 package testenv
 
 import (
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -24,19 +22,7 @@ func StartNATSWith(tb testing.TB, opts NATSOptions) *NATS {
 	if bin == "" {
 		bin = Binary(tb, "nats-server")
 	}
-	if !opts.NoSyncAlways {
-		return StartNATSBinary(tb, bin)
-	}
-	port := FreePort(tb)
-	dir := tb.TempDir()
-	conf := filepath.Join(dir, "nats.conf")
-	text := fmt.Sprintf("listen: %q\njetstream {\n  store_dir: %q\n}\n", addr(port), filepath.Join(dir, "js"))
-	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-		tb.Fatalf("testenv: %v", err)
-	}
-	n := &NATS{Process: newProcess(tb, bin, "-c", conf), Addr: addr(port)}
-	n.Start()
-	return n
+	return startNATS(tb, bin, !opts.NoSyncAlways, "")
 }
 
 // OldNATSBinary is Debian's nats-server 2.9.10 when the machine has it: a

@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -66,6 +68,17 @@ func (v *VersityGW) Start() {
 	waitHTTP(v.tb, v.Process, v.Endpoint+"/health")
 }
 
+// S3Env is the signer's environment for presigning URLs to bucket on the
+// test S3 server at endpoint: path-style, region AWSRegion.
+func S3Env(endpoint, bucket string) map[string]string {
+	return map[string]string{
+		"MINTGATE_S3_BUCKET":     bucket,
+		"MINTGATE_S3_ENDPOINT":   endpoint,
+		"MINTGATE_S3_PATH_STYLE": "true",
+		"MINTGATE_S3_REGION":     AWSRegion,
+	}
+}
+
 // Client is an S3 client for the gateway: path-style, region AWSRegion.
 func (v *VersityGW) Client() *s3.Client {
 	return s3.New(s3.Options{
@@ -112,9 +125,12 @@ var builds sync.Map // pkg → func() (string, error)
 
 // BuildCommand builds the module's command in pkg (such as
 // "./deploy/s3bridge") once per test process and returns the binary. It
-// lands in the tools cache ($MINTGATE_TOOLS or .tools/, under build/),
-// replaced atomically, so test processes running side by side never see a
-// half-written file.
+// lands in the tools cache ($MINTGATE_TOOLS or .tools/), under
+// build/<checkout>/, replaced atomically, so test processes running side by
+// side never see a half-written file. <checkout> is a hash of the module's
+// folder: several worktrees share one tools cache, and a service a test
+// restarts must be the one built from its own tree, not the binary another
+// worktree's test wrote a moment ago.
 func BuildCommand(tb testing.TB, pkg string) string {
 	tb.Helper()
 	build, _ := builds.LoadOrStore(pkg, sync.OnceValues(func() (string, error) { return buildCommand(pkg) }))
@@ -134,7 +150,8 @@ func buildCommand(pkg string) (string, error) {
 	if tools == "" {
 		tools = filepath.Join(root, ".tools")
 	}
-	dir := filepath.Join(tools, "build")
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(tools, "build", hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}

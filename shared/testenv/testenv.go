@@ -152,6 +152,14 @@ func (p *Process) Stop() { p.signal(os.Interrupt) }
 // Kill ends the process by PID with SIGKILL and waits for it.
 func (p *Process) Kill() { p.signal(os.Kill) }
 
+// Pause stops the process with SIGSTOP, as a stalled disk or a long GC
+// pause would: it keeps its sockets and its state but answers nothing
+// until Resume. Stop and Kill end a paused process too.
+func (p *Process) Pause() { p.send(syscall.SIGSTOP) }
+
+// Resume lets a paused process run again with SIGCONT.
+func (p *Process) Resume() { p.send(syscall.SIGCONT) }
+
 // PID is the running process's id, 0 when it is not running.
 func (p *Process) PID() int {
 	p.mu.Lock()
@@ -162,14 +170,7 @@ func (p *Process) PID() int {
 	return p.cmd.Process.Pid
 }
 
-// Pause stops the process with SIGSTOP: a stall (a slow disk, a long GC
-// pause) that keeps its sockets open. Resume continues it.
-func (p *Process) Pause() { p.send(syscall.SIGSTOP) }
-
-// Resume continues a paused process with SIGCONT.
-func (p *Process) Resume() { p.send(syscall.SIGCONT) }
-
-// send signals the running process without waiting for it to exit.
+// send delivers sig to the running process, if any, by PID.
 func (p *Process) send(sig os.Signal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -185,6 +186,8 @@ func (p *Process) signal(sig os.Signal) {
 		return
 	}
 	_ = p.cmd.Process.Signal(sig)
+	// A paused process acts on SIGINT only once it runs again.
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):

@@ -1,0 +1,449 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/keys"
+)
+
+// outcome is what Redis says became of one URL.
+type outcome struct {
+	done, refunded bool
+	doneAt         time.Time // when the done marker was set, from its remaining TTL
+	refundedAt     time.Time // the refunded marker's value: the refund time in ms
+}
+
+// outcomes reads the done and refunded markers of every URL, pipelined.
+func (st *stack) outcomes(ctx context.Context, urls []received) ([]outcome, error) {
+	out := make([]outcome, len(urls))
+	for from := 0; from < len(urls); from += 500 {
+		batch := urls[from:min(from+500, len(urls))]
+		pipe := st.rdb.Pipeline()
+		done := make([]*redis.DurationCmd, len(batch))
+		refunded := make([]*redis.StringCmd, len(batch))
+		for i, u := range batch {
+			done[i] = pipe.PTTL(ctx, keys.Done(u.tenant, u.urlID))
+			refunded[i] = pipe.Get(ctx, keys.Refunded(u.tenant, u.urlID))
+		}
+		read := time.Now()
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		for i := range batch {
+			o := &out[from+i]
+			if ttl := done[i].Val(); ttl > 0 {
+				o.done, o.doneAt = true, read.Add(ttl-st.p.doneTTL)
+			}
+			if v, err := refunded[i].Result(); err == nil {
+				o.refunded = true
+				if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+					o.refundedAt = time.UnixMilli(ms)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// settle waits until every grant is due, then until every URL received
+// has a marker and the ledger has nothing left to deliver, within the
+// plan's settle time. It reports whether that happened.
+func (st *stack) settle(ctx context.Context, t *testing.T, res result, loadStop time.Time) bool {
+	t.Helper()
+	// A grant the clients never saw (its sign was cut) was issued before
+	// the load stopped: due at most TTL + grace later.
+	due := loadStop.Add(st.p.ttl + st.p.grace + time.Second)
+	for _, u := range res.urls {
+		if d := u.expiresAt.Add(st.p.grace); d.After(due) {
+			due = d
+		}
+	}
+	time.Sleep(time.Until(due))
+	began := time.Now()
+	for time.Since(began) < st.p.settle && ctx.Err() == nil {
+		if st.allMarked(ctx, res.urls) && st.ledgerIdle(ctx) {
+			time.Sleep(time.Second) // a last schedule may be firing
+			if st.ledgerIdle(ctx) {
+				t.Logf("%s: settled %v after the last grant was due", st.topo.name, time.Since(began).Round(time.Millisecond))
+				return true
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("%s: not settled %v after the last grant was due", st.topo.name, st.p.settle)
+	return false
+}
+
+func (st *stack) allMarked(ctx context.Context, urls []received) bool {
+	outs, err := st.outcomes(ctx, urls)
+	if err != nil {
+		return false
+	}
+	for _, o := range outs {
+		if !o.done && !o.refunded {
+			return false
+		}
+	}
+	return true
+}
+
+// ledgerIdle reports whether the ledger stream holds no pending schedule
+// and none of its consumers has a message left to deliver or to ack. It
+// reads only counters, not messages, so it holds whatever the ledger's
+// message format.
+func (st *stack) ledgerIdle(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := st.js.Stream(ctx, grant.DefaultStream)
+	if err != nil {
+		return false
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(grant.SubjectSchedPrefix+">"))
+	if err != nil || len(info.State.Subjects) > 0 {
+		return false
+	}
+	consumers := s.ListConsumers(ctx)
+	for c := range consumers.Info() {
+		if c.NumPending > 0 || c.NumAckPending > 0 {
+			return false
+		}
+	}
+	return consumers.Err() == nil
+}
+
+// report is one topology's verdict.
+type report struct {
+	topo     string
+	seed     uint64
+	settled  bool
+	elapsed  time.Duration
+	settle   time.Duration
+	grace    time.Duration
+	origin   time.Time // the load's start: times of examples count from it
+	summary  []string
+	rows     []row
+	failures int
+	examples map[string][]string // per failure, a few URLs that show it
+}
+
+// maxExamples is how many URLs the report shows per kind of failure.
+const maxExamples = 5
+
+// example records u as a case of the failure what, with its timeline.
+func (r *report) example(what string, u received, o outcome) {
+	if r.examples == nil {
+		r.examples = map[string][]string{}
+	}
+	if len(r.examples[what]) >= maxExamples {
+		return
+	}
+	at := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return fmt.Sprintf("%.3fs", t.Sub(r.origin).Seconds())
+	}
+	r.examples[what] = append(r.examples[what], fmt.Sprintf("%s (tenant %s, user %s): signed %s, uploaded %s (PUT %d), expires %s, due %s, done marker set %s, refunded %s",
+		u.urlID, u.tenant, u.user, at(u.signedAt), at(u.uploadedAt), u.putStatus, at(u.expiresAt), at(u.expiresAt.Add(r.grace)), at(o.doneAt), at(o.refundedAt)))
+}
+
+// row is one invariant: what was seen, what is allowed, and whether it held.
+type row struct {
+	name, observed, limit string
+	ok                    bool
+}
+
+func (r *report) add(name, observed, limit string, ok bool) {
+	r.rows = append(r.rows, row{name, observed, limit, ok})
+	if !ok {
+		r.failures++
+	}
+}
+
+func (r *report) failed() bool { return r.failures > 0 || !r.settled }
+
+// table is the report as printed: the run's numbers, then the invariants.
+func (r *report) table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos %s: seed %d, %v\n", r.topo, r.seed, r.elapsed.Round(time.Second))
+	for _, s := range r.summary {
+		fmt.Fprintf(&b, "  %s\n", s)
+	}
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "  invariant\tobserved\tlimit\tresult")
+	settled := row{"settled after every grant was due", "yes", fmt.Sprintf("within %v", r.settle), r.settled}
+	if !r.settled {
+		settled.observed = "no"
+	}
+	for _, x := range append([]row{settled}, r.rows...) {
+		verdict := "pass"
+		if !x.ok {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", x.name, x.observed, x.limit, verdict)
+	}
+	w.Flush()
+	whats := make([]string, 0, len(r.examples))
+	for what := range r.examples {
+		whats = append(whats, what)
+	}
+	sort.Strings(whats)
+	for _, what := range whats {
+		fmt.Fprintf(&b, "  %s, e.g. (times from the load's start):\n", what)
+		for _, e := range r.examples[what] {
+			fmt.Fprintf(&b, "    %s\n", e)
+		}
+	}
+	return b.String()
+}
+
+// check reads Redis and the clients' records and judges every invariant.
+// Times in the report count from origin, the start of the load.
+func check(ctx context.Context, t *testing.T, st *stack, res result, faults []injected, origin, lastFault time.Time) *report {
+	t.Helper()
+	r := &report{topo: st.topo.name, settle: st.p.settle, origin: origin, grace: st.p.grace}
+	outs, err := st.outcomes(ctx, res.urls)
+	if err != nil {
+		t.Fatalf("reading the markers: %v", err)
+	}
+	markers, err := st.countKeys(ctx, keys.Refunded("*", "*"))
+	if err != nil {
+		t.Fatalf("counting refunded markers: %v", err)
+	}
+	b, err := st.buckets(ctx, res)
+	if err != nil {
+		t.Fatalf("reading the buckets: %v", err)
+	}
+	exposed := 0
+	for _, f := range faults {
+		exposed += f.exposed
+	}
+
+	r.summarize(res, outs, faults, exposed, markers)
+	r.checkURLs(res, outs)
+	r.add("no token minted (final > capacity − uploads)",
+		fmt.Sprintf("users +%d in %d buckets, tenants +%d in %d", b.users.minted, b.users.mintedIn, b.tenants.minted, b.tenants.mintedIn),
+		"0", b.users.minted == 0 && b.tenants.minted == 0)
+	r.add("no refund lost (tokens never given back)",
+		fmt.Sprintf("users %d, tenants %d", b.users.short, b.tenants.short),
+		fmt.Sprintf("≤ %d in flight at signer kills", exposed), b.users.short <= exposed && b.tenants.short <= exposed)
+	r.checkAnswers(res)
+	r.add("no service exited by itself", strings.Join(append([]string{fmt.Sprint(len(st.crashes))}, st.crashes...), " "), "0", len(st.crashes) == 0)
+	r.checkLateness(res, outs, st.p, lastFault)
+	return r
+}
+
+// summarize writes the run's numbers above the table.
+func (r *report) summarize(res result, outs []outcome, faults []injected, exposed, markers int) {
+	var kinds [numKinds]int
+	for _, f := range faults {
+		kinds[f.kind]++
+	}
+	var counts []string
+	for k, n := range kinds {
+		counts = append(counts, fmt.Sprintf("%s %d", kind(k), n))
+	}
+	uploaded, refused, refunded := 0, 0, 0
+	for i, u := range res.urls {
+		switch {
+		case u.uploaded:
+			uploaded++
+		case u.putStatus != 0:
+			refused++
+		}
+		if outs[i].refunded {
+			refunded++
+		}
+	}
+	r.summary = append(r.summary,
+		"faults: "+strings.Join(counts, ", "),
+		fmt.Sprintf("signs: %d requests (%d replays), %d URLs received, %d uploaded, %d left unused, %d PUTs refused, %d requests gave up",
+			res.ops, res.replays, len(res.urls), uploaded, len(res.urls)-uploaded, refused, res.abandoned),
+		"answers: "+answers(res.answers),
+		fmt.Sprintf("tokens at risk: %d requests in flight at signer kills; %d answers 503 limiter_unavailable "+
+			"(a spend that timed out on a paused Redis still runs when it resumes)", exposed, res.answers["503 limiter_unavailable"]),
+		fmt.Sprintf("refunded markers: %d of URLs received, %d of grants no client received", refunded, markers-refunded),
+	)
+}
+
+// checkURLs: each URL received ends either uploaded or refunded.
+func (r *report) checkURLs(res result, outs []outcome) {
+	var neither, both, doneUnused, uploadRefunded int
+	for i, u := range res.urls {
+		o := outs[i]
+		switch {
+		case o.done && o.refunded:
+			both++
+			r.example("done and refunded", u, o)
+		case !o.done && !o.refunded:
+			neither++
+			r.example("neither done nor refunded", u, o)
+		case o.done && !u.uploaded:
+			doneUnused++
+			r.example("done but never uploaded", u, o)
+		}
+		if u.uploaded && o.refunded {
+			uploadRefunded++
+			r.example("uploaded and refunded", u, o)
+		}
+	}
+	r.add("every URL received ends done xor refunded",
+		fmt.Sprintf("%d neither, %d both, %d done but never uploaded", neither, both, doneUnused), "0", neither+both+doneUnused == 0)
+	r.add("no uploaded URL refunded", fmt.Sprint(uploadRefunded), "0", uploadRefunded == 0)
+}
+
+// checkAnswers: keys replay one URL, and no answer is a 500.
+func (r *report) checkAnswers(res result) {
+	twoURLs := 0
+	for _, ids := range res.keys {
+		if len(ids) > 1 {
+			twoURLs++
+		}
+	}
+	r.add("no Idempotency-Key yielded two urlIds", fmt.Sprintf("%d of %d keys", twoURLs, len(res.keys)), "0", twoURLs == 0)
+	n500 := 0
+	for a, n := range res.answers {
+		if strings.HasPrefix(a, "500") {
+			n500 += n
+		}
+	}
+	r.add("no HTTP 500", fmt.Sprint(n500), "0", n500 == 0)
+}
+
+// checkLateness: refund time (the marker's value) − due time (expiry +
+// grace), over every refunded URL and over those due after the last fault.
+func (r *report) checkLateness(res result, outs []outcome, p plan, lastFault time.Time) {
+	var all, after []time.Duration
+	early := 0
+	for i, u := range res.urls {
+		if !outs[i].refunded || outs[i].refundedAt.IsZero() {
+			continue
+		}
+		due := u.expiresAt.Add(p.grace)
+		late := outs[i].refundedAt.Sub(due)
+		if late < 0 {
+			early++
+			r.example("refunded before due", u, outs[i])
+		}
+		all = append(all, late)
+		if due.After(lastFault) {
+			after = append(after, late)
+		}
+	}
+	r.add("no refund before its due time", fmt.Sprintf("%d of %d", early, len(all)), "0", early == 0)
+	r.add("refund lateness, all", spread(all), fmt.Sprintf("max ≤ %v", p.settle), len(all) == 0 || slices.Max(all) <= p.settle)
+	r.add("refund lateness, due after the last fault", spread(after), fmt.Sprintf("p99 ≤ %v", lateAfterFaults),
+		len(after) == 0 || pct(after, 0.99) <= lateAfterFaults)
+}
+
+// countKeys counts the keys matching pattern.
+func (st *stack) countKeys(ctx context.Context, pattern string) (int, error) {
+	n := 0
+	iter := st.rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		n++
+	}
+	return n, iter.Err()
+}
+
+// lateAfterFaults bounds refund lateness once nothing fails any more.
+const lateAfterFaults = 5 * time.Second
+
+// tally is the accounting of one kind of bucket.
+type tally struct {
+	minted, mintedIn, short int
+}
+
+// bucketTallies compares each bucket with capacity − its uploads.
+type bucketTallies struct{ users, tenants tally }
+
+// buckets reads every user and tenant bucket the clients spent from. With
+// a negligible refill, a bucket's tokens are capacity − spends + refunds:
+// above capacity − uploads is a token minted, below it a token lost.
+func (st *stack) buckets(ctx context.Context, res result) (bucketTallies, error) {
+	userUploads := map[[2]string]int{}
+	tenantUploads := map[string]int{}
+	for _, u := range res.urls {
+		k := [2]string{u.tenant, u.user}
+		userUploads[k] += 0
+		tenantUploads[u.tenant] += 0
+		if u.uploaded {
+			userUploads[k]++
+			tenantUploads[u.tenant]++
+		}
+	}
+	var out bucketTallies
+	for k, n := range userUploads {
+		if err := st.tallyBucket(ctx, &out.users, keys.Bucket(k[0], keys.UserSubject(k[1])), userCapacity, n); err != nil {
+			return out, err
+		}
+	}
+	for tenant, n := range tenantUploads {
+		if err := st.tallyBucket(ctx, &out.tenants, keys.TenantBucket(tenant), tenantCapacity, n); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// tallyBucket adds one bucket's difference from capacity − uploads to t.
+func (st *stack) tallyBucket(ctx context.Context, t *tally, key string, capacity, uploads int) error {
+	tokens, err := st.rdb.HGet(ctx, key, "t").Float64()
+	switch {
+	case errors.Is(err, redis.Nil):
+		tokens = float64(capacity) // a missing key is a full bucket (SPEC §1)
+	case err != nil:
+		return fmt.Errorf("bucket %s: %w", key, err)
+	}
+	switch d := int(math.Round(tokens - float64(capacity-uploads))); {
+	case d > 0:
+		t.minted += d
+		t.mintedIn++
+	case d < 0:
+		t.short -= d
+	}
+	return nil
+}
+
+// spread is "p50 … p99 … max … (n)" of durations.
+func spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("p50 %v, p99 %v, max %v (%d)", pct(ds, 0.5).Round(time.Millisecond),
+		pct(ds, 0.99).Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond), len(ds))
+}
+
+func pct(ds []time.Duration, q float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[max(0, int(math.Ceil(q*float64(len(s))))-1)]
+}
+
+// answers is the tally of sign answers, most frequent first.
+func answers(m map[string]int) string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return m[ks[i]] > m[ks[j]] || (m[ks[i]] == m[ks[j]] && ks[i] < ks[j]) })
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = fmt.Sprintf("%s ×%d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,13 @@
+// Package chaos is mintgate's fault soak: two signers, two sweepers and the
+// completer, built as binaries, against real Redis (append-only, fsync
+// always), nats-server (one server, and a three-node cluster with an R3
+// ledger stream), versitygw, the S3→SQS bridge and fauxqs. Clients sign
+// with retries on the same Idempotency-Key and upload about half the URLs
+// while processes are killed, paused and restarted at random times drawn
+// from a seed; afterwards the test checks, from Redis and the HTTP answers
+// alone, that every token came back exactly when it should.
+//
+// The short form runs with go test (make test); make chaos runs the long
+// one (-chaos.long). -chaos.seed repeats a run's schedule of faults and
+// requests.
+package chaos

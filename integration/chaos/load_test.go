@@ -1,0 +1,313 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// How a client retries a sign that got no answer, a 503 or a 409: with the
+// same Idempotency-Key, a bounded number of times.
+const (
+	maxAttempts  = 8
+	firstBackoff = 100 * time.Millisecond
+	maxBackoff   = 1600 * time.Millisecond
+)
+
+// user is one caller: a tenant's user and its JWT.
+type user struct {
+	tenant, id, token string
+}
+
+// signed is the signer's 201 body (and a replay's 200).
+type signed struct {
+	URL       string            `json:"url"`
+	Method    string            `json:"method"`
+	Headers   map[string]string `json:"headers"`
+	URLID     string            `json:"urlId"`
+	ExpiresAt time.Time         `json:"expiresAt"`
+}
+
+// received is one URL a client got.
+type received struct {
+	tenant, user, key, urlID string
+	expiresAt                time.Time
+	signedAt, uploadedAt     time.Time // when the answer came, when the PUT's did
+	uploaded                 bool      // the PUT was stored
+	putStatus                int       // the last PUT's status, 0 when not tried or no answer
+}
+
+// flight counts one signer's requests, so a kill knows how many it cut.
+type flight struct {
+	inFlight, started atomic.Int64
+}
+
+type flightSnapshot struct{ inFlight, started int64 }
+
+func (f *flight) snapshot() flightSnapshot {
+	return flightSnapshot{f.inFlight.Load(), f.started.Load()}
+}
+
+// cutBy is how many requests a kill between two snapshots may have cut:
+// those in flight at the first, and those started since.
+func (s flightSnapshot) cutBy(after flightSnapshot) int {
+	return int(s.inFlight + after.started - s.started)
+}
+
+// load is the clients signing against a stack.
+type load struct {
+	flights []*flight // per signer
+	clients []*client
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+// startLoad starts the plan's clients; stop ends them. Each client's
+// requests (user, size, upload or not, replay or not) come from the seed.
+func startLoad(ctx context.Context, t *testing.T, st *stack, p plan, seed uint64) *load {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	ld := &load{cancel: cancel}
+	for range st.signers {
+		ld.flights = append(ld.flights, &flight{})
+	}
+	users := makeUsers(t, st.jwtSecret, p)
+	httpc := &http.Client{
+		Timeout:   15 * time.Second, // above the signer's 10 s budget for one sign
+		Transport: &http.Transport{MaxIdleConnsPerHost: p.clients * 2},
+	}
+	for i := range p.clients {
+		c := &client{
+			id: i, st: st, ld: ld, users: users, think: p.think, http: httpc,
+			rng:     rand.New(rand.NewPCG(seed, uint64(st.topo.replicas)<<32|uint64(i+1))),
+			keys:    map[string][]string{},
+			seen:    map[string]int{},
+			answers: map[string]int{},
+		}
+		ld.clients = append(ld.clients, c)
+		ld.wg.Go(func() { c.run(ctx) })
+	}
+	return ld
+}
+
+// stop ends the load: no new request starts, those under way finish.
+func (ld *load) stop() {
+	ld.once.Do(func() {
+		ld.cancel()
+		ld.wg.Wait()
+	})
+}
+
+func makeUsers(t *testing.T, secret []byte, p plan) []user {
+	t.Helper()
+	users := make([]user, p.users)
+	for i := range users {
+		u := user{tenant: fmt.Sprintf("t%d", i%p.tenants), id: fmt.Sprintf("u%03d", i)}
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+			"sub": u.id, "tenant_id": u.tenant, "exp": time.Now().Add(p.deadline + time.Hour).Unix(),
+		}).SignedString(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.token = tok
+		users[i] = u
+	}
+	return users
+}
+
+// client signs in a loop, one request at a time.
+type client struct {
+	id    int
+	st    *stack
+	ld    *load
+	users []user
+	think time.Duration
+	http  *http.Client
+	rng   *rand.Rand
+
+	ops       int                 // sign requests (each with its retries)
+	urls      []received          // every URL received, once each
+	seen      map[string]int      // urlId → index in urls
+	keys      map[string][]string // Idempotency-Key → the distinct urlIds it yielded
+	answers   map[string]int      // "201", "503 grant_ledger_unavailable", "transport", …
+	abandoned int                 // requests that ran out of attempts without a URL
+	replays   int
+}
+
+func (c *client) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		u := c.users[c.rng.IntN(len(c.users))]
+		size := 1 + c.rng.IntN(256)
+		upload := c.rng.IntN(2) == 0
+		replay := c.rng.IntN(10) == 0
+		think := time.Duration(c.rng.Int64N(int64(c.think) + 1))
+		key := fmt.Sprintf("c%d-%d", c.id, c.ops)
+		c.ops++
+
+		if s, ok := c.sign(ctx, u, key, size, time.Time{}); ok {
+			i := c.receive(u, key, s)
+			if upload {
+				c.urls[i].uploaded, c.urls[i].putStatus = c.put(s, size)
+				c.urls[i].uploadedAt = time.Now()
+			}
+			if replay {
+				// A client that lost the answer asks again with the same
+				// key while the URL is valid: the same URL, no new token.
+				c.replays++
+				if again, ok := c.sign(ctx, u, key, size, s.ExpiresAt.Add(-time.Second)); ok {
+					c.receive(u, key, again)
+				}
+			}
+		}
+		time.Sleep(think)
+	}
+}
+
+// receive records a URL the client got for key and returns its index.
+func (c *client) receive(u user, key string, s signed) int {
+	if !contains(c.keys[key], s.URLID) {
+		c.keys[key] = append(c.keys[key], s.URLID)
+	}
+	if i, ok := c.seen[s.URLID]; ok {
+		return i
+	}
+	c.urls = append(c.urls, received{tenant: u.tenant, user: u.id, key: key, urlID: s.URLID, expiresAt: s.ExpiresAt, signedAt: time.Now()})
+	c.seen[s.URLID] = len(c.urls) - 1
+	return len(c.urls) - 1
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// sign asks for a URL, retrying with the same key on no answer, 503 and
+// 409, until it gets one, runs out of attempts, the load stops or (when
+// set) until passes. Attempts go to the signers in turn.
+func (c *client) sign(ctx context.Context, u user, key string, size int, until time.Time) (signed, bool) {
+	body := fmt.Sprintf(`{"contentType":"image/png","contentLength":%d}`, size)
+	backoff := firstBackoff
+	for attempt := range maxAttempts {
+		if attempt > 0 {
+			if ctx.Err() != nil || (!until.IsZero() && time.Now().Add(backoff).After(until)) {
+				break
+			}
+			time.Sleep(backoff)
+			backoff = min(2*backoff, maxBackoff)
+		}
+		status, raw, err := c.post((c.id+c.ops+attempt)%len(c.st.signers), u, key, body)
+		if err != nil {
+			c.answers["transport error"]++
+			continue
+		}
+		switch status {
+		case http.StatusCreated, http.StatusOK:
+			c.answers[fmt.Sprint(status)]++
+			var s signed
+			if err := json.Unmarshal(raw, &s); err != nil || s.URLID == "" {
+				c.answers[fmt.Sprintf("%d unreadable body", status)]++
+				return signed{}, false
+			}
+			return s, true
+		}
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(raw, &e)
+		c.answers[strings.TrimSpace(fmt.Sprintf("%d %s", status, e.Error))]++
+		if status != http.StatusServiceUnavailable && status != http.StatusConflict {
+			break
+		}
+	}
+	c.abandoned++
+	return signed{}, false
+}
+
+// post sends one sign request to signer i, counted in its flight.
+func (c *client) post(i int, u user, key, body string) (int, []byte, error) {
+	fl := c.ld.flights[i]
+	fl.started.Add(1)
+	fl.inFlight.Add(1)
+	defer fl.inFlight.Add(-1)
+	req, err := http.NewRequest(http.MethodPost, c.st.signers[i].URL+"/uploads/sign", strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Authorization", "Bearer "+u.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, raw, err
+}
+
+// put uploads size bytes with exactly the returned headers, as a browser
+// would. A 412 after a lost answer means the first try was stored.
+func (c *client) put(s signed, size int) (stored bool, status int) {
+	body := bytes.Repeat([]byte{'x'}, size)
+	for try := range 3 {
+		req, err := http.NewRequest(s.Method, s.URL, bytes.NewReader(body))
+		if err != nil {
+			return false, 0
+		}
+		for k, v := range s.Headers {
+			if http.CanonicalHeaderKey(k) != "Content-Length" { // net/http sends it from the body
+				req.Header.Set(k, v)
+			}
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK || (resp.StatusCode == http.StatusPreconditionFailed && try > 0), resp.StatusCode
+	}
+	return false, 0
+}
+
+// result is what every client saw, merged.
+type result struct {
+	urls                    []received
+	keys                    map[string][]string
+	answers                 map[string]int
+	ops, abandoned, replays int
+}
+
+// result merges the clients' records; call it after stop.
+func (ld *load) result() result {
+	r := result{keys: map[string][]string{}, answers: map[string]int{}}
+	for _, c := range ld.clients {
+		r.urls = append(r.urls, c.urls...)
+		for k, v := range c.keys {
+			r.keys[k] = v
+		}
+		for k, v := range c.answers {
+			r.answers[k] += v
+		}
+		r.ops += c.ops
+		r.abandoned += c.abandoned
+		r.replays += c.replays
+	}
+	return r
+}

@@ -1,0 +1,185 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+// Bucket shapes that make the accounting exact: a capacity no client
+// reaches and a refill so slow (capacity per 2,000,000 h, the longest fill
+// time a time.Duration holds) that a bucket gains well under a tenth of a
+// token in a run, so its final tokens are capacity − spends + refunds.
+const (
+	userCapacity   = 20_000
+	tenantCapacity = 1_000_000
+	tiers          = "anonymous=5:5/60s,user=20000:20000/2000000h,tenant=1000000:1000000/2000000h"
+)
+
+// stack is one topology's running servers and services.
+type stack struct {
+	topo      topology
+	p         plan
+	redis     *testenv.Redis
+	nats      []*testenv.NATS // one server, or the cluster's nodes
+	natsURL   string
+	signers   []*testenv.Service
+	sweepers  []*testenv.Service
+	completer *testenv.Service
+	rdb       *redis.Client       // the test's own, to read what the services stored
+	js        jetstream.JetStream // the test's own, to create the ledger stream and watch it drain
+	jwtSecret []byte
+	crashes   []string // services found exited that no fault had killed
+}
+
+// startStack starts every server and service of the topology and waits
+// until each service is ready.
+func startStack(t *testing.T, p plan, topo topology) *stack {
+	t.Helper()
+	st := &stack{topo: topo, p: p, jwtSecret: []byte(secret(t))}
+	// Append-only with an fsync per write: a SIGKILL loses no write Redis
+	// acknowledged, so every token the soak cannot account for is the
+	// services' doing.
+	st.redis = testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
+	if topo.replicas == 1 {
+		n := testenv.StartNATS(t)
+		st.nats, st.natsURL = []*testenv.NATS{n}, n.URL()
+	} else {
+		c := testenv.StartNATSCluster(t, topo.replicas)
+		st.nats, st.natsURL = c.Nodes, c.URL()
+	}
+	nc, err := nats.Connect(st.natsURL, nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatalf("nats: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	if st.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	// The services keep the replicas of a stream that exists: create it
+	// as an operator would, before any of them starts.
+	st.createStream(t)
+
+	sqs := testenv.StartFauxqs(t)
+	q := sqs.CreateQueue(t, "mintgate-uploads", testenv.QueueOptions{VisibilityTimeout: p.visibility})
+	bridge := testenv.StartBridge(t, q.URL, sqs.Endpoint)
+	s3 := testenv.StartVersityGW(t, bridge.URL)
+
+	common := map[string]string{
+		"MINTGATE_REDIS_URL":    st.redis.URL(),
+		"MINTGATE_NATS_URL":     st.natsURL,
+		"MINTGATE_URL_TTL":      p.ttl.String(),
+		"MINTGATE_SWEEP_GRACE":  p.grace.String(),
+		"MINTGATE_TIERS":        tiers,
+		"MINTGATE_GRANT_SECRET": secret(t),
+	}
+	for k, v := range testenv.AWSEnv() {
+		common[k] = v
+	}
+	signerEnv := map[string]string{"MINTGATE_JWT_HS256_SECRET": string(st.jwtSecret)}
+	completerEnv := map[string]string{
+		"MINTGATE_SQS_QUEUE_URL": q.URL,
+		"MINTGATE_SQS_ENDPOINT":  sqs.Endpoint,
+		"MINTGATE_DONE_TTL":      p.doneTTL.String(),
+	}
+	for range 2 {
+		st.signers = append(st.signers, testenv.StartService(t, "./signer", common, testenv.S3Env(s3.Endpoint, s3.Bucket), signerEnv))
+		st.sweepers = append(st.sweepers, testenv.StartService(t, "./sweeper", common))
+	}
+	st.completer = testenv.StartService(t, "./completer", common, completerEnv)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, s := range st.services() {
+				t.Logf("%s log (tail):\n%s", s.name, tail(s.Output(), 3000))
+			}
+		}
+	})
+
+	st.rdb = redis.NewClient(&redis.Options{Addr: st.redis.Addr, ReadTimeout: 5 * time.Second})
+	t.Cleanup(func() { st.rdb.Close() })
+	return st
+}
+
+// secret is 32 random bytes, hex: a JWT or grant secret of 64 bytes.
+func secret(t *testing.T) string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// createStream creates the ledger stream with the topology's replicas,
+// retrying while a new cluster still elects its leaders.
+func (st *stack) createStream(t *testing.T) {
+	t.Helper()
+	cfg := grant.LedgerConfig{Replicas: st.topo.replicas}.StreamConfig()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := st.js.CreateStream(ctx, cfg)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create stream %s with %d replicas: %v", cfg.Name, cfg.Replicas, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// namedService is a service with the name the fault log uses.
+type namedService struct {
+	*testenv.Service
+	name string
+}
+
+func (st *stack) services() []namedService {
+	var out []namedService
+	for i, s := range st.signers {
+		out = append(out, namedService{s, fmt.Sprintf("signer%d", i)})
+	}
+	for i, s := range st.sweepers {
+		out = append(out, namedService{s, fmt.Sprintf("sweeper%d", i)})
+	}
+	return append(out, namedService{st.completer, "completer"})
+}
+
+// ensureUp restarts any service that exited without a fault killing it
+// (a crash, recorded) and waits until every service is ready again.
+func (st *stack) ensureUp(t *testing.T) time.Duration {
+	t.Helper()
+	began := time.Now()
+	for _, s := range st.services() {
+		if s.Exited() {
+			st.crashes = append(st.crashes, s.name)
+			t.Logf("%s exited by itself; its log (tail):\n%s", s.name, tail(s.Output(), 3000))
+			s.Kill() // forgets the exited process, so Start runs a new one
+			s.Start()
+		}
+	}
+	for _, s := range st.services() {
+		if !s.WaitReady(30 * time.Second) {
+			t.Logf("%s is not ready 30 s after a fault", s.name)
+		}
+	}
+	return time.Since(began)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
