@@ -56,6 +56,10 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("capacity %v: must be at least 1", l.Capacity)
 	case !(l.Rate > 0) || math.IsInf(l.Rate, 0):
 		return fmt.Errorf("refill %v: must be above 0 per second", l.Rate)
+	case l.Capacity/l.Rate > maxFillSeconds:
+		// FillTime would overflow time.Duration, the key's expiry would go
+		// negative and Redis would drop every bucket at once: no limit at all.
+		return fmt.Errorf("refill %v per second: filling %v tokens would take more than %d years", l.Rate, l.Capacity, int64(maxFillSeconds)/(365*24*3600))
 	case l.TTL != 0 && l.TTL < l.FillTime():
 		// A key that expired must mean a full bucket, or expiry would mint quota.
 		return fmt.Errorf("ttl %v: must be at least the time to fill (%v)", l.TTL, l.FillTime())
@@ -69,6 +73,10 @@ func (l Limit) ttl() time.Duration {
 	}
 	return l.FillTime()
 }
+
+// maxFillSeconds is the longest time to fill a bucket that time.Duration
+// can hold (about 292 years).
+const maxFillSeconds = float64(math.MaxInt64 / int64(time.Second))
 
 // Bucket is one bucket of a decision: its Redis key and its shape.
 type Bucket struct {

@@ -234,13 +234,22 @@ func TestClusterNoCrossSlot(t *testing.T) {
 }
 
 func TestLimitValidate(t *testing.T) {
-	for _, l := range []bucket.Limit{{Capacity: 0, Rate: 1}, {Capacity: 5, Rate: 0}, {Capacity: 30, Rate: 0.5, TTL: time.Second}} {
+	for _, l := range []bucket.Limit{
+		{Capacity: 0, Rate: 1}, {Capacity: 5, Rate: 0}, {Capacity: 30, Rate: 0.5, TTL: time.Second},
+		// 300 years to fill: time.Duration overflows, the key's TTL would go
+		// negative and Redis would drop the bucket at once.
+		{Capacity: 100_000, Rate: 100_000 / (300 * 365 * 24 * 3600.0)},
+	} {
 		if l.Validate() == nil {
 			t.Errorf("%+v: no error", l)
 		}
 	}
 	if err := user.Validate(); err != nil {
 		t.Error(err)
+	}
+	slow := bucket.Limit{Capacity: 100_000, Rate: 100_000 / (200 * 365 * 24 * 3600.0)}
+	if err := slow.Validate(); err != nil || slow.FillTime() <= 0 {
+		t.Errorf("200 years to fill: %v, fill time %v", err, slow.FillTime())
 	}
 	if w := anon.Window(); w != 60 {
 		t.Errorf("anonymous window %d, want 60", w)
