@@ -70,5 +70,5 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 // String is the configuration for the start-up log, without secrets.
 func (c cfg) String() string {
 	return fmt.Sprintf("queue=%s endpoint=%q visibility=%s done_ttl=%s url_ttl=%s grace=%s",
-		c.QueueURL, c.SQSEndpoint, c.Visibility, c.DoneTTL, c.URLTTL, c.Grace)
+		config.RedactURL(c.QueueURL), config.RedactURL(c.SQSEndpoint), c.Visibility, c.DoneTTL, c.URLTTL, c.Grace)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"net/url"
 	"strings"
 	"time"
 
@@ -84,7 +83,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	c := cfg{
 		HTTPAddr: e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
 		Redis:    e.Redis(),
-		NATSURL:  e.String("MINTGATE_NATS_URL", "nats://127.0.0.1:4222"),
+		NATSURL:  e.URLList("MINTGATE_NATS_URL", "nats://127.0.0.1:4222", "nats", "tls", "ws", "wss"),
 
 		S3Bucket:    e.Required("MINTGATE_S3_BUCKET"),
 		S3Region:    e.String("MINTGATE_S3_REGION", ""),
@@ -97,14 +96,14 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		MaxObject: e.Int("MINTGATE_MAX_OBJECT_BYTES", 104857600),
 		Tiers:     e.TenantTiers("MINTGATE_TENANT_TIERS", e.Tiers("MINTGATE_TIERS", config.DefaultTiers)),
 
-		JWTSecret:      []byte(e.String("MINTGATE_JWT_HS256_SECRET", "")),
+		JWTSecret:      e.Secret("MINTGATE_JWT_HS256_SECRET"),
 		JWKSURL:        e.URL("MINTGATE_JWT_JWKS_URL", "", "https", "http"),
 		JWTIssuer:      e.String("MINTGATE_JWT_ISSUER", ""),
 		JWTAudience:    e.String("MINTGATE_JWT_AUDIENCE", ""),
 		JWTTenantClaim: e.String("MINTGATE_JWT_TENANT_CLAIM", "tenant_id"),
 
 		IPSource:     e.OneOf("MINTGATE_IP_SOURCE", ipRemote, ipRemote, ipCF, ipXFF),
-		IPHashSecret: []byte(e.String("MINTGATE_IP_HASH_SECRET", "")),
+		IPHashSecret: e.Secret("MINTGATE_IP_HASH_SECRET"),
 
 		Degraded:        e.OneOf("MINTGATE_DEGRADED_MODE", "off", "off", "local") == "local",
 		SweepGrace:      e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
@@ -117,12 +116,6 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	}
 	if c.MaxObject > maxPutBytes {
 		e.Fail("MINTGATE_MAX_OBJECT_BYTES", "%d is above %d, the largest single S3 PUT", c.MaxObject, int64(maxPutBytes))
-	}
-
-	for _, u := range strings.Split(c.NATSURL, ",") {
-		if !validNATSURL(strings.TrimSpace(u)) {
-			e.Fail("MINTGATE_NATS_URL", "%q is not a nats:// or tls:// URL (a comma-separated list is fine)", u)
-		}
 	}
 
 	c.ContentTypes = map[string]bool{}
@@ -216,9 +209,4 @@ func validContentType(s string) bool {
 
 func validClaimName(s string) bool {
 	return s != "" && len(s) <= 128 && !strings.ContainsAny(s, " \t\r\n")
-}
-
-func validNATSURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && u.Host != "" && (u.Scheme == "nats" || u.Scheme == "tls" || u.Scheme == "ws" || u.Scheme == "wss")
 }

@@ -24,7 +24,7 @@ func (e *Env) Redis() Redis {
 	}
 	if len(r.ClusterAddrs) == 0 {
 		if _, err := redis.ParseURL(r.URL); err != nil {
-			e.Fail("MINTGATE_REDIS_URL", "%v", err)
+			e.Fail("MINTGATE_REDIS_URL", "%q: %v", RedactURL(r.URL), err)
 		}
 	}
 	return r
@@ -47,7 +47,8 @@ func (r Redis) Client() (redis.UniversalClient, error) {
 	}
 	opt, err := redis.ParseURL(r.URL)
 	if err != nil {
-		return nil, fmt.Errorf("MINTGATE_REDIS_URL: %w", err)
+		// url.Parse's error quotes the whole URL, password and all.
+		return nil, fmt.Errorf("MINTGATE_REDIS_URL: %q is not a redis or rediss URL", RedactURL(r.URL))
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = r.Timeout, r.Timeout, r.Timeout, r.Timeout
 	opt.MaxRetries = -1
