@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -151,6 +152,18 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	case len(c.JWTSecret) == 0 && c.JWKSURL == "" && len(c.AnonTenants) == 0:
 		e.Fail("MINTGATE_JWT_HS256_SECRET", "no caller could ever authenticate: set it, MINTGATE_JWT_JWKS_URL or MINTGATE_ANON_TENANTS")
 	}
+	if c.JWKSURL != "" {
+		// The JWKS decides whose signatures we believe: fetched in clear, it
+		// is anyone's on the path. And an identity provider shared with other
+		// apps mints tokens that carry tenant_id for them too: only those
+		// minted for us (aud) may spend our tenants' quota.
+		if u, err := url.Parse(c.JWKSURL); err == nil && u.Scheme != "https" && !isLoopback(u.Hostname()) {
+			e.Fail("MINTGATE_JWT_JWKS_URL", "%q must be https:// (http:// only on a loopback address)", config.RedactURL(c.JWKSURL))
+		}
+		if c.JWTAudience == "" {
+			e.Fail("MINTGATE_JWT_AUDIENCE", "required with MINTGATE_JWT_JWKS_URL: the audience our tokens are minted for")
+		}
+	}
 	if !validClaimName(c.JWTTenantClaim) {
 		e.Fail("MINTGATE_JWT_TENANT_CLAIM", "%q is not a claim name", c.JWTTenantClaim)
 	}
@@ -175,6 +188,15 @@ func degradedLimit(l bucket.Limit) bucket.Limit {
 
 // degradedShare divides every limit in degraded mode.
 const degradedShare = 4
+
+// isLoopback reports whether host (a URL's Hostname) is this machine.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}
 
 func parsePrefix(s string) (netip.Prefix, error) {
 	if strings.Contains(s, "/") {

@@ -52,3 +52,37 @@ func TestConfigErrorsNeverPrintSecrets(t *testing.T) {
 		})
 	}
 }
+
+// JWKS mode trusts whatever keys the URL serves and, at a shared identity
+// provider, every app's tokens carry tenant_id: the keys must come over
+// TLS (a loopback URL excepted, for tests and sidecars) and tokens must be
+// minted for us (issue 10, finding 9).
+func TestJWKSModeNeedsHTTPSAndAudience(t *testing.T) {
+	cases := []struct {
+		name, url, audience string
+		variable            string // the variable the error names; "" for accepted
+	}{
+		{"https with audience", "https://idp.example/.well-known/jwks.json", testAudience, ""},
+		{"loopback http", "http://127.0.0.1:8000/jwks", testAudience, ""},
+		{"loopback http by name", "http://localhost:8000/jwks", testAudience, ""},
+		{"loopback IPv6", "http://[::1]:8000/jwks", testAudience, ""},
+		{"plain http", "http://idp.example/.well-known/jwks.json", testAudience, "MINTGATE_JWT_JWKS_URL"},
+		{"http to a name that only starts like localhost", "http://localhost.idp.example/jwks", testAudience, "MINTGATE_JWT_JWKS_URL"},
+		{"no audience", "https://idp.example/.well-known/jwks.json", "", "MINTGATE_JWT_AUDIENCE"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadConfig(mapEnv(map[string]string{
+				"MINTGATE_S3_BUCKET":    "uploads",
+				"MINTGATE_JWT_JWKS_URL": tc.url,
+				"MINTGATE_JWT_AUDIENCE": tc.audience,
+			}))
+			switch {
+			case tc.variable == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.variable != "" && (err == nil || !strings.Contains(err.Error(), tc.variable)):
+				t.Fatalf("error %v; want one naming %s", err, tc.variable)
+			}
+		})
+	}
+}

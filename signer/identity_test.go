@@ -57,6 +57,7 @@ func TestJWKSVerification(t *testing.T) {
 		"MINTGATE_S3_BUCKET":    "uploads",
 		"MINTGATE_JWT_JWKS_URL": srv.URL + "/.well-known/jwks.json",
 		"MINTGATE_JWT_ISSUER":   testIssuer,
+		"MINTGATE_JWT_AUDIENCE": testAudience,
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -68,9 +69,11 @@ func TestJWKSVerification(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	claims := jwt.MapClaims{"sub": "alice", "tenant_id": "acme", "iss": testIssuer, "exp": time.Now().Add(time.Hour).Unix()}
-	signed := func(m jwt.SigningMethod, kid string, key any) string {
-		tok := jwt.NewWithClaims(m, claims)
+	claims := jwt.MapClaims{"sub": "alice", "tenant_id": "acme", "iss": testIssuer, "aud": testAudience, "exp": time.Now().Add(time.Hour).Unix()}
+	otherApp := jwt.MapClaims{"sub": "alice", "tenant_id": "acme", "iss": testIssuer, "aud": "another-app", "exp": time.Now().Add(time.Hour).Unix()}
+	noAudience := jwt.MapClaims{"sub": "alice", "tenant_id": "acme", "iss": testIssuer, "exp": time.Now().Add(time.Hour).Unix()}
+	signedClaims := func(c jwt.MapClaims, m jwt.SigningMethod, kid string, key any) string {
+		tok := jwt.NewWithClaims(m, c)
 		if kid != "" {
 			tok.Header["kid"] = kid
 		}
@@ -80,6 +83,7 @@ func TestJWKSVerification(t *testing.T) {
 		}
 		return s
 	}
+	signed := func(m jwt.SigningMethod, kid string, key any) string { return signedClaims(claims, m, kid, key) }
 	otherRSA, _ := rsa.GenerateKey(rand.Reader, 2048)
 	pubDER, _ := x509.MarshalPKIXPublicKey(&rsaKey.PublicKey)
 	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})
@@ -98,6 +102,8 @@ func TestJWKSVerification(t *testing.T) {
 		{"HS256 keyed with the modulus", signed(jwt.SigningMethodHS256, "rsa-1", rsaKey.N.Bytes()), false},
 		{"RS512 not allowed", signed(jwt.SigningMethodRS512, "rsa-1", rsaKey), false},
 		{"alg none", none, false},
+		{"minted for another app of the same identity provider", signedClaims(otherApp, jwt.SigningMethodRS256, "rsa-1", rsaKey), false},
+		{"minted for no audience", signedClaims(noAudience, jwt.SigningMethodRS256, "rsa-1", rsaKey), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
