@@ -171,10 +171,15 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	if len(c.AnonTenants) > 0 && len(c.IPHashSecret) < 16 {
 		e.Fail("MINTGATE_IP_HASH_SECRET", "anonymous tenants need a secret of at least 16 bytes to key the IP hash")
 	}
-	if c.IPSource == ipXFF && len(c.TrustedProxies) == 0 {
+	switch {
+	case c.IPSource == ipXFF && len(c.TrustedProxies) == 0:
 		// Without trusted proxies every X-Forwarded-For entry is untrusted
 		// and the socket address would be used: say so instead of guessing.
 		e.Fail("MINTGATE_TRUSTED_PROXIES", "required with MINTGATE_IP_SOURCE=xff: the proxy ranges whose X-Forwarded-For entries are trusted")
+	case c.IPSource == ipCF && len(c.TrustedProxies) == 0:
+		// Believed from any peer, the header lets one client name a fresh
+		// address, and so a fresh anonymous bucket, on every request.
+		e.Fail("MINTGATE_TRUSTED_PROXIES", "required with MINTGATE_IP_SOURCE=cf-connecting-ip: the edge's ranges, the only peers whose CF-Connecting-IP is believed")
 	}
 	return c, e.Err()
 }

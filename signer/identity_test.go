@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -188,5 +189,33 @@ func TestAnonymousBucketIsKeyedByHashedIP(t *testing.T) {
 	}
 	if got := s.tokens(keys.TenantBucket("pub")); got != "595.000000" {
 		t.Errorf("tenant bucket %q, want 595.000000", got)
+	}
+}
+
+// One client rotating CF-Connecting-IP from one socket (issue 10, finding
+// 2: 25 × 201 at capacity 5): the header is believed only from the edge's
+// ranges, so from any other peer every sign spends the socket address's
+// bucket, and without ranges the signer does not start at all.
+func TestRotatingCFConnectingIPBuysNoBuckets(t *testing.T) {
+	env := newStack(t).env(t)
+	env["MINTGATE_IP_SOURCE"] = "cf-connecting-ip"
+	if _, err := loadConfig(mapEnv(env)); err == nil || !strings.Contains(err.Error(), "MINTGATE_TRUSTED_PROXIES") {
+		t.Fatalf("cf-connecting-ip without trusted proxies: %v; want a refusal naming MINTGATE_TRUSTED_PROXIES", err)
+	}
+	env["MINTGATE_TRUSTED_PROXIES"] = "173.245.48.0/20,2400:cb00::/32" // an edge; the test's socket is not in it
+	s := start(t, env)
+	created := 0
+	for i := range 25 {
+		r := s.sign("", newKey(), pngBody, hdrTenant, "pub", hdrCFConnectingIP, fmt.Sprintf("198.51.100.%d", i+1))
+		switch r.status {
+		case http.StatusCreated:
+			created++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("sign %d: %d %s", i, r.status, r.raw)
+		}
+	}
+	if created != 5 {
+		t.Errorf("%d × 201 from one socket with 25 CF-Connecting-IP values, want 5 (one anonymous bucket)", created)
 	}
 }

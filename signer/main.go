@@ -103,10 +103,6 @@ func warnRisky(log *slog.Logger, c cfg) {
 			"has the proxy's address and shares ONE bucket. Set MINTGATE_IP_SOURCE to cf-connecting-ip or xff (with MINTGATE_TRUSTED_PROXIES) " +
 			"unless clients really connect directly.")
 	}
-	if len(c.AnonTenants) > 0 && c.IPSource == ipCF && len(c.TrustedProxies) == 0 {
-		log.Warn("MINTGATE_IP_SOURCE=cf-connecting-ip without MINTGATE_TRUSTED_PROXIES: the header is trusted from any peer; " +
-			"only safe when nothing but the edge can reach the signer")
-	}
 	if c.Degraded {
 		log.Warn("MINTGATE_DEGRADED_MODE=local: while Redis is unavailable each instance grants from in-process buckets at a quarter of the limits, without idempotency")
 	}

@@ -287,6 +287,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{"bad tenant tiers", "MINTGATE_TENANT_TIERS", map[string]string{"MINTGATE_TENANT_TIERS": "acme:gold=60:1"}},
 		{"bad ip source", "MINTGATE_IP_SOURCE", map[string]string{"MINTGATE_IP_SOURCE": "x-real-ip"}},
 		{"xff without proxies", "MINTGATE_TRUSTED_PROXIES", map[string]string{"MINTGATE_IP_SOURCE": "xff"}},
+		{"cf-connecting-ip without proxies", "MINTGATE_TRUSTED_PROXIES", map[string]string{"MINTGATE_IP_SOURCE": "cf-connecting-ip"}},
 		{"bad proxy", "MINTGATE_TRUSTED_PROXIES", map[string]string{"MINTGATE_TRUSTED_PROXIES": "10.0.0.0/99"}},
 		{"anon without hash secret", "MINTGATE_IP_HASH_SECRET", map[string]string{"MINTGATE_ANON_TENANTS": "pub"}},
 		{"bad anon tenant", "MINTGATE_ANON_TENANTS", map[string]string{"MINTGATE_ANON_TENANTS": "a:b", "MINTGATE_IP_HASH_SECRET": "0123456789abcdef"}},
