@@ -118,6 +118,26 @@ func TestReplayReturnsTheSameBodyAndSpendsNothing(t *testing.T) {
 	}
 }
 
+// Two users whose ids and keys cut the same way (issue 10, finding 5):
+// "alice:x" with key "y" and "alice" with key "x:y" are two requests, two
+// records, two URLs; neither replays nor blocks the other.
+func TestIdempotencyKeysOfDifferentUsersNeverCollide(t *testing.T) {
+	s := start(t, newStack(t).env(t))
+	first := s.sign(s.token("acme", "alice:x"), "y", pngBody)
+	if first.status != http.StatusCreated {
+		t.Fatalf("alice:x with key y: %d %s", first.status, first.raw)
+	}
+	second := s.sign(s.token("acme", "alice"), "x:y", `{"contentType":"image/png","contentLength":2048}`)
+	if second.status != http.StatusCreated || second.str("urlId") == first.str("urlId") {
+		t.Fatalf("alice with key x:y: %d %s; want her own 201", second.status, second.raw)
+	}
+	third := s.sign(s.token("acme", "alice"), "x:y", pngBody) // same body as the first: still not its replay
+	mustStatus(t, third, http.StatusUnprocessableEntity, codeKeyReused)
+	if r := s.sign(s.token("acme", "alice:x"), "y", pngBody); r.status != http.StatusOK || string(r.raw) != string(first.raw) {
+		t.Errorf("alice:x's replay: %d %s", r.status, r.raw)
+	}
+}
+
 func TestKeyInFlightConflicts(t *testing.T) {
 	s := start(t, newStack(t).env(t))
 	tok := s.token("acme", "alice")
