@@ -138,6 +138,9 @@ func startService(t *testing.T, name, pkg string, envs ...map[string]string) (*t
 	for range 3 {
 		port := testenv.FreePort(t)
 		env := []string{fmt.Sprintf("MINTGATE_HTTP_ADDR=127.0.0.1:%d", port)}
+		if name == "signer" { // its /metrics port, :9080 by default
+			env = append(env, fmt.Sprintf("MINTGATE_OPS_ADDR=127.0.0.1:%d", testenv.FreePort(t)))
+		}
 		for _, m := range envs {
 			for k, v := range m {
 				env = append(env, k+"="+v)

@@ -38,8 +38,12 @@ const minHS256Secret = 32
 // cfg is the signer's configuration, read from SPEC §5's variables.
 type cfg struct {
 	HTTPAddr string
-	Redis    config.Redis
-	NATSURL  string
+	// OpsAddr serves /metrics (and /admin/*) besides /healthz and /readyz,
+	// never on HTTPAddr (MINTGATE_OPS_ADDR, SPEC §7).
+	OpsAddr string
+
+	Redis   config.Redis
+	NATSURL string
 
 	S3Bucket    string
 	S3Region    string
@@ -77,12 +81,16 @@ type cfg struct {
 // defaultHTTPAddr is where the signer listens without MINTGATE_HTTP_ADDR.
 const defaultHTTPAddr = ":8080"
 
+// defaultOpsAddr is where it serves /metrics without MINTGATE_OPS_ADDR.
+const defaultOpsAddr = ":9080"
+
 // loadConfig reads every variable and reports all bad values at once, each
 // naming its variable.
 func loadConfig(getenv func(string) string) (cfg, error) {
 	e := config.New(getenv)
 	c := cfg{
 		HTTPAddr: e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
+		OpsAddr:  e.String("MINTGATE_OPS_ADDR", defaultOpsAddr),
 		Redis:    e.Redis(),
 		NATSURL:  e.URLList("MINTGATE_NATS_URL", "nats://127.0.0.1:4222", "nats", "tls", "ws", "wss"),
 
@@ -112,6 +120,9 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		DemoPage:        e.OneOf("MINTGATE_DEMO_PAGE", "off", "off", "on") == "on",
 	}
 
+	if c.OpsAddr == c.HTTPAddr {
+		e.Fail("MINTGATE_OPS_ADDR", "%q is MINTGATE_HTTP_ADDR too: /metrics must not be on the public port", c.OpsAddr)
+	}
 	if c.URLTTL < time.Second || c.URLTTL > maxPresignTTL {
 		e.Fail("MINTGATE_URL_TTL", "%v must be between 1s and %v (the SigV4 presign limit)", c.URLTTL, maxPresignTTL)
 	}

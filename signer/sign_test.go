@@ -185,7 +185,7 @@ func TestTenantLimitLeavesTheUserBucketAlone(t *testing.T) {
 	if after := s.tokens(aliceBucket); after != before || before != "29.000000" {
 		t.Errorf("alice's bucket %q → %q; a tenant-level 429 must not charge her", before, after)
 	}
-	m := string(s.do(http.MethodGet, "/metrics", nil, "").raw)
+	m := s.metrics()
 	if !strings.Contains(m, `mintgate_signer_rate_limited_total{scope="tenant",tenant="acme"} 1`) {
 		t.Error("the tenant-level 429 is not counted by tenant and scope")
 	}
@@ -403,8 +403,7 @@ func TestDegradedModeGrantsALocalShare(t *testing.T) {
 	if created != 7 {
 		t.Errorf("%d URLs issued without Redis, want 7 (a quarter of the user limit)", created)
 	}
-	m := s.do(http.MethodGet, "/metrics", nil, "")
-	if !strings.Contains(string(m.raw), "mintgate_signer_degraded_decisions_total 10") {
+	if !strings.Contains(s.metrics(), "mintgate_signer_degraded_decisions_total 10") {
 		t.Errorf("degraded decisions not counted")
 	}
 }
@@ -469,7 +468,7 @@ func TestSignResponseAndMetrics(t *testing.T) {
 	if sub := s.rdb.HGet(ctx, grantKey, "subject").Val(); sub != "u:alice" {
 		t.Errorf("grant record subject %q", sub)
 	}
-	m := string(s.do(http.MethodGet, "/metrics", nil, "").raw)
+	m := s.metrics()
 	for _, series := range []string{
 		`mintgate_signer_signs_total{outcome="issued"} 1`,
 		`mintgate_signer_redis_script_seconds_count{script="sign"} 1`,
