@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,7 +71,11 @@ type cfg struct {
 	TrustedProxies []netip.Prefix
 	IPHashSecret   []byte
 
+	// Degraded decides without Redis, while it is unavailable, from
+	// in-process buckets holding DegradedShare of every limit
+	// (MINTGATE_DEGRADED_MODE=local, MINTGATE_DEGRADED_SHARE).
 	Degraded        bool
+	DegradedShare   float64
 	SweepGrace      time.Duration
 	RateLimitHeader string
 	// DemoPage serves the demo upload page at /demo/ (MINTGATE_DEMO_PAGE=on;
@@ -115,6 +120,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		IPHashSecret: e.Secret("MINTGATE_IP_HASH_SECRET"),
 
 		Degraded:        e.OneOf("MINTGATE_DEGRADED_MODE", "off", "off", "local") == "local",
+		DegradedShare:   share(e, "MINTGATE_DEGRADED_SHARE", defaultDegradedShare),
 		SweepGrace:      e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
 		RateLimitHeader: e.OneOf("MINTGATE_RATELIMIT_HEADERS", headersLegacy, headersLegacy, headersDraft),
 		DemoPage:        e.OneOf("MINTGATE_DEMO_PAGE", "off", "off", "on") == "on",
@@ -196,14 +202,30 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 }
 
 // degradedLimit is the share of a tier each signer instance allows on its own
-// while Redis is unavailable: a quarter of capacity and rate, so four
-// instances together stay within the real limit.
-func degradedLimit(l bucket.Limit) bucket.Limit {
-	return bucket.Limit{Capacity: math.Max(1, l.Capacity/degradedShare), Rate: l.Rate / degradedShare}
+// while Redis is unavailable: share × capacity and rate, so that instances ×
+// share ≤ 1 keeps them together within the real limit (docs/production.md:
+// the HPA's maxReplicas × MINTGATE_DEGRADED_SHARE ≤ 1). A bucket holds at
+// least one token, or a small tier would refuse everyone.
+func degradedLimit(l bucket.Limit, share float64) bucket.Limit {
+	return bucket.Limit{Capacity: math.Max(1, l.Capacity*share), Rate: l.Rate * share}
 }
 
-// degradedShare divides every limit in degraded mode.
-const degradedShare = 4
+// defaultDegradedShare is 5 %: twenty instances, the base HPA's maximum.
+const defaultDegradedShare = 0.05
+
+// share reads a fraction 0 < share ≤ 1.
+func share(e *config.Env, name string, def float64) float64 {
+	v := e.String(name, "")
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f > 0 && f <= 1) {
+		e.Fail(name, "%q is not a share above 0 and at most 1, such as 0.05", v)
+		return def
+	}
+	return f
+}
 
 // isLoopback reports whether host (a URL's Hostname) is this machine.
 func isLoopback(host string) bool {

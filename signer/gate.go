@@ -89,12 +89,14 @@ type gate struct {
 	refund   *redis.Script
 	complete *redis.Script
 	local    *bucket.Local
+	share    float64       // of every limit, for the local buckets (MINTGATE_DEGRADED_SHARE)
 	timeout  time.Duration // MINTGATE_REDIS_TIMEOUT, for the whole call
 	metrics  *metrics
 	log      *slog.Logger
 }
 
-func newGate(rdb redis.Scripter, timeout time.Duration, degraded bool, m *metrics, log *slog.Logger) *gate {
+// newGate is the gate on rdb; a share above 0 turns the degraded mode on.
+func newGate(rdb redis.Scripter, timeout time.Duration, share float64, m *metrics, log *slog.Logger) *gate {
 	g := &gate{
 		rdb:      rdb,
 		timeout:  timeout,
@@ -104,8 +106,8 @@ func newGate(rdb redis.Scripter, timeout time.Duration, degraded bool, m *metric
 		metrics:  m,
 		log:      log,
 	}
-	if degraded {
-		g.local = bucket.NewLocal()
+	if share > 0 {
+		g.local, g.share = bucket.NewLocal(), share
 	}
 	return g
 }
@@ -122,7 +124,7 @@ func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, 
 		}
 		g.metrics.degraded.Inc()
 		g.log.Warn("redis unavailable: deciding with in-process buckets; idempotency is not guaranteed", "tenant", a.who.Tenant, "err", err)
-		res := g.local.Take(now, 1, degradedBuckets(a.buckets)...)
+		res := g.local.Take(now, 1, g.degradedBuckets(a.buckets)...)
 		d := decision{outcome: denied, result: res, degraded: true}
 		if res.Allowed {
 			d.outcome = allowed
@@ -156,7 +158,7 @@ func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, 
 // idempotency key, in one step.
 func (g *gate) undo(ctx context.Context, a attempt, d decision, now time.Time) error {
 	if d.degraded {
-		g.local.Take(now, -1, degradedBuckets(a.buckets)...)
+		g.local.Take(now, -1, g.degradedBuckets(a.buckets)...)
 		return nil
 	}
 	args := bucket.Args([]any{a.fp}, now, -1, a.buckets)
@@ -194,10 +196,11 @@ func (g *gate) run(ctx context.Context, name string, s *redis.Script, keys []str
 	return nil, fmt.Errorf("%w: %s script: unexpected reply %T", bucket.ErrUnavailable, name, v)
 }
 
-func degradedBuckets(bs []bucket.Bucket) []bucket.Bucket {
+// degradedBuckets are bs shrunk to this instance's share.
+func (g *gate) degradedBuckets(bs []bucket.Bucket) []bucket.Bucket {
 	out := make([]bucket.Bucket, len(bs))
 	for i, b := range bs {
-		out[i] = bucket.Bucket{Key: b.Key, Limit: degradedLimit(b.Limit)}
+		out[i] = bucket.Bucket{Key: b.Key, Limit: degradedLimit(b.Limit, g.share)}
 	}
 	return out
 }

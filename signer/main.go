@@ -75,7 +75,11 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	}
 	defer rdb.Close()
 	d.rdb = rdb
-	d.gate = newGate(rdb, c.Redis.Timeout, c.Degraded, d.metrics, log)
+	share := 0.0 // no degraded mode
+	if c.Degraded {
+		share = c.DegradedShare
+	}
+	d.gate = newGate(rdb, c.Redis.Timeout, share, d.metrics, log)
 	d.checks = append(d.checks, ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 
 	if d.ident, err = newIdentity(ctx, c, d.now); err != nil {
@@ -108,7 +112,8 @@ func warnRisky(log *slog.Logger, c cfg) {
 			"unless clients really connect directly.")
 	}
 	if c.Degraded {
-		log.Warn("MINTGATE_DEGRADED_MODE=local: while Redis is unavailable each instance grants from in-process buckets at a quarter of the limits, without idempotency")
+		log.Warn("MINTGATE_DEGRADED_MODE=local: while Redis is unavailable each instance grants from in-process buckets at MINTGATE_DEGRADED_SHARE of the limits, without idempotency; "+
+			"keep the number of instances × the share at most 1", "share", c.DegradedShare)
 	}
 }
 
