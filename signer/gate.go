@@ -51,25 +51,43 @@ type attempt struct {
 	req     signRequest
 	fp      string          // fingerprint of what was asked
 	idem    string          // idempotency record key
-	buckets []bucket.Bucket // the caller's tier, then the tenant
+	buckets []bucket.Bucket // the caller's tier, the tenant, and for anonymous callers anonymous_all
 }
 
 func newAttempt(who caller, req signRequest, tiers config.TierSet) attempt {
-	// ParseTiers guarantees the caller tiers and the tenant tier exist.
-	callerLimit, _ := tiers.For(who.Tenant, who.Tier)
-	tenantLimit, _ := tiers.For(who.Tenant, config.TierTenant)
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", who.Tenant, who.Subject, req.ContentType, req.ContentLength)
-	return attempt{
+	a := attempt{
 		who:  who,
 		req:  req,
 		fp:   hex.EncodeToString(h.Sum(nil)),
 		idem: keys.Idempotency(who.Tenant, who.Subject, req.Key),
-		buckets: []bucket.Bucket{
-			{Key: keys.Bucket(who.Tenant, who.Subject), Limit: callerLimit},
-			{Key: keys.TenantBucket(who.Tenant), Limit: tenantLimit},
-		},
 	}
+	add := func(key, tier string) {
+		// ParseTiers guarantees the caller tiers and the tenant tier exist;
+		// TierSet.For derives anonymous_all when it is not named.
+		l, _ := tiers.For(who.Tenant, tier)
+		a.buckets = append(a.buckets, bucket.Bucket{Key: key, Limit: l})
+	}
+	add(keys.Bucket(who.Tenant, who.Subject), who.Tier)
+	add(keys.TenantBucket(who.Tenant), config.TierTenant)
+	if who.Tier == config.TierAnonymous {
+		// Every anonymous sign also spends from one bucket per tenant: an
+		// IPv6 caller has a fresh /64, and so a fresh anonymous bucket, for
+		// each of the 256 in a home /56 (65 536 in a tunnel broker's /48).
+		add(keys.AnonBucket(who.Tenant), config.TierAnonymousAll)
+	}
+	return a
+}
+
+// keys is the sign and refund scripts' KEYS: the idempotency record, then
+// every bucket.
+func (a attempt) keys() []string {
+	ks := []string{a.idem}
+	for _, b := range a.buckets {
+		ks = append(ks, b.Key)
+	}
+	return ks
 }
 
 // decision is the sign script's answer.
@@ -112,12 +130,13 @@ func newGate(rdb redis.Scripter, timeout time.Duration, share float64, m *metric
 	return g
 }
 
-// decide checks the idempotency record and spends one token from the
-// caller's and the tenant's buckets, in one round trip. An error wraps
+// decide checks the idempotency record and spends one token from every
+// bucket of the attempt (the caller's, the tenant's, and for an anonymous
+// caller anonymous_all), all or none, in one round trip. An error wraps
 // bucket.ErrUnavailable.
 func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, error) {
 	args := bucket.Args([]any{a.fp, inFlightTTL.Milliseconds()}, now, 1, a.buckets)
-	vals, err := g.run(ctx, "sign", g.sign, []string{a.idem, a.buckets[0].Key, a.buckets[1].Key}, args)
+	vals, err := g.run(ctx, "sign", g.sign, a.keys(), args)
 	if err != nil {
 		if g.local == nil {
 			return decision{}, err
@@ -162,7 +181,7 @@ func (g *gate) undo(ctx context.Context, a attempt, d decision, now time.Time) e
 		return nil
 	}
 	args := bucket.Args([]any{a.fp}, now, -1, a.buckets)
-	_, err := g.run(ctx, "refund", g.refund, []string{a.idem, a.buckets[0].Key, a.buckets[1].Key}, args)
+	_, err := g.run(ctx, "refund", g.refund, a.keys(), args)
 	return err
 }
 

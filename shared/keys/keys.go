@@ -34,6 +34,11 @@ func Bucket(tenant, subject string) string { return "rl:" + tag(tenant) + ":sign
 // TenantBucket is the key of the bucket every caller of a tenant shares.
 func TenantBucket(tenant string) string { return "rl:" + tag(tenant) + ":sign:tenant" }
 
+// AnonBucket is the key of the bucket every anonymous caller of a tenant
+// also spends from (tier anonymous_all). No subject collides with it:
+// subjects start with "u:" or "a:".
+func AnonBucket(tenant string) string { return "rl:" + tag(tenant) + ":sign:anon" }
+
 // Idempotency is the key of an idempotency record:
 // sign:idem:{t:<tenant>}:<len(subject)>:<subject>:<key>. The subject's
 // length in bytes comes first because a user id and an Idempotency-Key may

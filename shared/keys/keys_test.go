@@ -28,3 +28,15 @@ func TestIdempotencyKeysNeverCollide(t *testing.T) {
 		t.Errorf("Idempotency = %q, want %q", got, want)
 	}
 }
+
+// The anonymous_all bucket shares the tenant's hash tag and no subject's key.
+func TestAnonBucket(t *testing.T) {
+	if got, want := keys.AnonBucket("acme"), "rl:{t:acme}:sign:anon"; got != want {
+		t.Errorf("AnonBucket = %q, want %q", got, want)
+	}
+	for _, subject := range []string{keys.UserSubject("anon"), keys.AnonSubject("anon"), keys.UserSubject("")} {
+		if keys.Bucket("acme", subject) == keys.AnonBucket("acme") {
+			t.Errorf("subject %q has the anonymous_all bucket's key", subject)
+		}
+	}
+}
