@@ -103,6 +103,32 @@ func TestIgnoredMessagesAreDeleted(t *testing.T) {
 	}
 }
 
+// TestForeignRecordsAreIgnored: a record of another bucket, or from a
+// source other than S3, marks nothing (issue 10, finding 7: anyone who can
+// write to the queue, or a second bucket notifying it, could mark any
+// grant done and so stop its refund). It is deleted and counted.
+func TestForeignRecordsAreIgnored(t *testing.T) {
+	s := startStack(t, nil)
+	id := uuid.NewString()
+	put := fixture(t, "direct-put.json", id)
+	s.send(t, strings.ReplaceAll(put, fixtureBucket, "someone-elses-bucket"))
+	s.send(t, strings.Replace(put, `"eventSource": "aws:s3"`, `"eventSource": "aws:lambda"`, 1))
+	s.send(t, strings.Replace(put, `"eventSource": "aws:s3"`, `"eventSource": ""`, 1))
+	eventually(t, "all deleted", func() bool { return s.metric(t, deleted) == 3 && s.inQueue(t, s.q.URL) == 0 })
+	want := map[string]float64{ignored("foreign_bucket"): 1, ignored("foreign_source"): 2, recordsDone: 0}
+	for series, n := range want {
+		if got := s.metric(t, series); got != n {
+			t.Errorf("%s = %v, want %v", series, got, n)
+		}
+	}
+	if n := s.rdb.Exists(context.Background(), keys.Done("acme", id)).Val(); n != 0 {
+		t.Error("a foreign record set the done marker")
+	}
+	// The same record from our bucket still counts.
+	s.send(t, put)
+	s.waitDone(t, id, 15*time.Minute)
+}
+
 // TestMalformedMessageGoesToDLQ: a message that is no S3 notification is
 // never deleted, so the redrive policy moves it to the dead-letter queue,
 // and the completer goes on with the messages after it.

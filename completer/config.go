@@ -15,6 +15,10 @@ type cfg struct {
 	HTTPAddr string
 	Redis    config.Redis
 
+	// Bucket is MINTGATE_S3_BUCKET, required: without it any bucket
+	// notifying the queue could mark grants done.
+	Bucket string
+
 	QueueURL    string
 	SQSEndpoint string
 	// Visibility is passed to every ReceiveMessage; 0 keeps the queue's own.
@@ -39,6 +43,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	c := cfg{
 		HTTPAddr:    e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
 		Redis:       e.Redis(),
+		Bucket:      e.Required("MINTGATE_S3_BUCKET"),
 		QueueURL:    e.URL("MINTGATE_SQS_QUEUE_URL", "", "https", "http"),
 		SQSEndpoint: e.URL("MINTGATE_SQS_ENDPOINT", "", "https", "http"),
 		Visibility:  e.Duration("MINTGATE_SQS_VISIBILITY_TIMEOUT", 0),
@@ -69,6 +74,6 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 
 // String is the configuration for the start-up log, without secrets.
 func (c cfg) String() string {
-	return fmt.Sprintf("queue=%s endpoint=%q visibility=%s done_ttl=%s url_ttl=%s grace=%s",
-		c.QueueURL, c.SQSEndpoint, c.Visibility, c.DoneTTL, c.URLTTL, c.Grace)
+	return fmt.Sprintf("bucket=%s queue=%s endpoint=%q visibility=%s done_ttl=%s url_ttl=%s grace=%s",
+		c.Bucket, config.RedactURL(c.QueueURL), config.RedactURL(c.SQSEndpoint), c.Visibility, c.DoneTTL, c.URLTTL, c.Grace)
 }

@@ -11,7 +11,7 @@ import (
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestConfigDefaults(t *testing.T) {
-	c, err := loadConfig(env(map[string]string{"MINTGATE_SQS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/uploads"}))
+	c, err := loadConfig(env(map[string]string{"MINTGATE_SQS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/uploads", "MINTGATE_S3_BUCKET": "uploads"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,8 +22,9 @@ func TestConfigDefaults(t *testing.T) {
 }
 
 func TestConfigBadValuesNameTheVariable(t *testing.T) {
-	base := map[string]string{"MINTGATE_SQS_QUEUE_URL": "http://127.0.0.1:4566/000000000000/uploads"}
+	base := map[string]string{"MINTGATE_SQS_QUEUE_URL": "http://127.0.0.1:4566/000000000000/uploads", "MINTGATE_S3_BUCKET": "uploads"}
 	cases := []struct{ name, value string }{
+		{"MINTGATE_S3_BUCKET", ""}, // required: which bucket's records count
 		{"MINTGATE_SQS_QUEUE_URL", ""},
 		{"MINTGATE_SQS_QUEUE_URL", "uploads"},
 		{"MINTGATE_SQS_ENDPOINT", "localhost:4566"},
@@ -65,6 +66,7 @@ func TestDoneTTLMustOutliveTheSweep(t *testing.T) {
 	}
 	for _, c := range cases {
 		c.vars["MINTGATE_SQS_QUEUE_URL"] = "http://127.0.0.1:4566/000000000000/uploads"
+		c.vars["MINTGATE_S3_BUCKET"] = "uploads"
 		_, err := loadConfig(env(c.vars))
 		if c.ok && err != nil {
 			t.Errorf("%v refused: %v", c.vars, err)

@@ -106,7 +106,7 @@ func newTestConsumer(q queue, handle func(context.Context, s3event.Notification)
 		gate: newGate(), m: m, log: log, backoff: backoff{min: time.Millisecond, max: time.Millisecond}}, m
 }
 
-const goodBody = `{"Records":[{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"incoming/acme/7c9e6679-7425-40de-944b-e07fc1f90ae7"}}}]}`
+const goodBody = `{"Records":[{"eventSource":"aws:s3","eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"incoming/acme/7c9e6679-7425-40de-944b-e07fc1f90ae7"}}}]}`
 
 // TestBatchDeletesOnlyHandledMessages: unparseable messages stay for the
 // DLQ; a handle failure stops the batch and returns the rest (to hold); what
@@ -348,9 +348,9 @@ func (f *fakeRedis) Set(ctx context.Context, key string, value any, ttl time.Dur
 func TestHandleFailsWholeNotification(t *testing.T) {
 	const a, b = "7c9e6679-7425-40de-944b-e07fc1f90ae7", "0f8fad5b-d9cb-469f-a165-70867728950e"
 	body := `{"Records":[` + strings.Join([]string{
-		`{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"incoming/acme/` + a + `"}}}`,
-		`{"eventName":"ObjectRemoved:Delete","s3":{"bucket":{"name":"b"},"object":{"key":"incoming/acme/` + a + `"}}}`,
-		`{"eventName":"ObjectCreated:Copy","s3":{"bucket":{"name":"b"},"object":{"key":"incoming/acme/` + b + `"}}}`,
+		`{"eventSource":"aws:s3","eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"incoming/acme/` + a + `"}}}`,
+		`{"eventSource":"aws:s3","eventName":"ObjectRemoved:Delete","s3":{"bucket":{"name":"b"},"object":{"key":"incoming/acme/` + a + `"}}}`,
+		`{"eventSource":"aws:s3","eventName":"ObjectCreated:Copy","s3":{"bucket":{"name":"b"},"object":{"key":"incoming/acme/` + b + `"}}}`,
 	}, ",") + `]}`
 	n, err := s3event.Parse([]byte(body))
 	if err != nil {
@@ -358,7 +358,7 @@ func TestHandleFailsWholeNotification(t *testing.T) {
 	}
 	m := newMetrics(prometheus.NewRegistry())
 	rdb := &fakeRedis{ok: 1}
-	c := &completer{rdb: rdb, doneTTL: time.Minute, m: m, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	c := &completer{rdb: rdb, bucket: "b", doneTTL: time.Minute, m: m, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if err := c.handle(context.Background(), n); err == nil {
 		t.Fatal("handle succeeded with Redis failing")
 	}

@@ -33,6 +33,7 @@ func TestUploadThroughVersityGWIsMarkedDone(t *testing.T) {
 		"MINTGATE_HTTP_ADDR":     addr,
 		"MINTGATE_SQS_QUEUE_URL": q.URL,
 		"MINTGATE_SQS_ENDPOINT":  fq.Endpoint,
+		"MINTGATE_S3_BUCKET":     gw.Bucket,
 	}
 	for k, v := range testenv.AWSEnv() {
 		vars[k] = v
@@ -44,9 +45,20 @@ func TestUploadThroughVersityGWIsMarkedDone(t *testing.T) {
 
 	id := uuid.NewString()
 	ctx := context.Background()
-	for _, key := range []string{"incoming/acme/" + id, "incoming/acme/my photo+1.jpg"} {
+	// Another bucket on the same server notifies the same queue: its object
+	// under our urlId's key must not mark the grant done.
+	const foreign = "another-app"
+	if _, err := gw.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(foreign)}); err != nil {
+		t.Fatal(err)
+	}
+	foreignID := uuid.NewString()
+	for _, put := range []struct{ bucket, key string }{
+		{foreign, "incoming/acme/" + foreignID},
+		{gw.Bucket, "incoming/acme/" + id},
+		{gw.Bucket, "incoming/acme/my photo+1.jpg"},
+	} {
 		if _, err := gw.Client().PutObject(ctx, &s3.PutObjectInput{
-			Bucket: aws.String(gw.Bucket), Key: aws.String(key), Body: strings.NewReader("hello"),
+			Bucket: aws.String(put.bucket), Key: aws.String(put.key), Body: strings.NewReader("hello"),
 			ContentType: aws.String("image/jpeg"), IfNoneMatch: aws.String("*"),
 		}); err != nil {
 			t.Fatal(err)
@@ -57,10 +69,11 @@ func TestUploadThroughVersityGWIsMarkedDone(t *testing.T) {
 	if ttl := rdb.TTL(ctx, done).Val(); ttl <= 14*time.Minute || ttl > 15*time.Minute {
 		t.Errorf("TTL %s", ttl)
 	}
-	eventually(t, "all three messages handled", func() bool {
-		return scrape(t, addr, deleted) == 3 &&
+	eventually(t, "all four messages handled", func() bool {
+		return scrape(t, addr, deleted) == 4 &&
 			scrape(t, addr, ignored("test_event")) == 1 &&
-			scrape(t, addr, ignored("bad_url_id")) == 1
+			scrape(t, addr, ignored("bad_url_id")) == 1 &&
+			scrape(t, addr, ignored("foreign_bucket")) == 1
 	})
 	if n := rdb.DBSize(ctx).Val(); n != 1 {
 		t.Errorf("%d keys in Redis, want the one marker", n)

@@ -23,14 +23,17 @@ type marker interface {
 // done marker, so the sweeper does not refund its token.
 type completer struct {
 	rdb     marker
+	bucket  string // MINTGATE_S3_BUCKET: the only bucket whose records count
 	doneTTL time.Duration
 	m       *metrics
 	log     *slog.Logger
 }
 
-// handle sets the done marker for every ObjectCreated record of n under
-// incoming/<tenant>/<uuid>, and ignores (counting why) the test event and
-// every other record. It is safe to run twice on the same notification: SET
+// handle sets the done marker for every ObjectCreated record of n from S3
+// (eventSource aws:s3) for our bucket under incoming/<tenant>/<uuid>, and
+// ignores (counting why) the test event and every other record: a done
+// marker stops a refund, so a record of another bucket notifying the same
+// queue, or one written by anyone else who can send to it, must not set it. It is safe to run twice on the same notification: SET
 // of the same value changes nothing. An error means Redis failed; the
 // caller must not delete the message.
 func (c *completer) handle(ctx context.Context, n s3event.Notification) error {
@@ -39,6 +42,11 @@ func (c *completer) handle(ctx context.Context, n s3event.Notification) error {
 		return nil
 	}
 	for _, r := range n.Records {
+		if reason := c.foreign(r); reason != "" {
+			c.m.ignored.WithLabelValues(reason).Inc()
+			c.log.Debug("record ignored", "reason", reason, "eventSource", r.EventSource, "bucket", r.S3.Bucket.Name)
+			continue
+		}
 		if !r.IsObjectCreated() {
 			c.m.ignored.WithLabelValues(ignoredNotCreated).Inc()
 			continue
@@ -62,6 +70,17 @@ func (c *completer) handle(ctx context.Context, n s3event.Notification) error {
 		c.m.done.Inc()
 	}
 	return nil
+}
+
+// foreign says why r is not a record of our bucket from S3, or is "".
+func (c *completer) foreign(r s3event.Record) string {
+	switch {
+	case r.EventSource != "aws:s3":
+		return ignoredSource
+	case r.S3.Bucket.Name != c.bucket:
+		return ignoredBucket
+	}
+	return ""
 }
 
 // upload splits a decoded object key incoming/<tenant>/<urlId> as the

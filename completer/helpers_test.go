@@ -22,6 +22,9 @@ import (
 // fixtureID is the urlId in the fixtures' keys; tests swap in a fresh one.
 const fixtureID = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 
+// fixtureBucket is the bucket of the fixtures' records (AWS's example name).
+const fixtureBucket = "amzn-s3-demo-bucket"
+
 // fixture is one of AWS's event bodies in shared/s3event/testdata, with
 // its urlId replaced by id.
 func fixture(t *testing.T, name, id string) string {
@@ -64,6 +67,7 @@ func startStack(t *testing.T, env map[string]string) *stack {
 		"MINTGATE_HTTP_ADDR":     s.addr,
 		"MINTGATE_SQS_QUEUE_URL": s.q.URL,
 		"MINTGATE_SQS_ENDPOINT":  s.fq.Endpoint,
+		"MINTGATE_S3_BUCKET":     fixtureBucket,
 	}
 	for k, v := range testenv.AWSEnv() {
 		vars[k] = v

@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		})
 		return err
 	}
-	comp := &completer{rdb: rdb, doneTTL: c.DoneTTL, m: m, log: log}
+	comp := &completer{rdb: rdb, bucket: c.Bucket, doneTTL: c.DoneTTL, m: m, log: log}
 	cons := &consumer{
 		q: q, queueURL: c.QueueURL, visibility: c.Visibility,
 		handle: comp.handle, ready: pingRedis, gate: newGate(), m: m, log: log,

@@ -9,6 +9,8 @@ const (
 	ignoredOutside    = "outside_incoming" // a key not under incoming/
 	ignoredTenant     = "bad_tenant"       // incoming/<tenant>/… with an invalid tenant
 	ignoredURLID      = "bad_url_id"       // incoming/<tenant>/<x> where x is not a canonical UUID
+	ignoredSource     = "foreign_source"   // a record whose eventSource is not aws:s3
+	ignoredBucket     = "foreign_bucket"   // a record of a bucket other than MINTGATE_S3_BUCKET
 )
 
 // metrics are the completer's own series, on the run's registry.
@@ -40,7 +42,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_completer_ignored_total",
-			Help: "Messages or records handled by ignoring them, by reason: test_event, not_created, outside_incoming, bad_tenant, bad_url_id.",
+			Help: "Messages or records handled by ignoring them, by reason: test_event, not_created, outside_incoming, bad_tenant, bad_url_id, foreign_source, foreign_bucket.",
 		}, []string{"reason"}),
 		unparseable: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_unparseable_total",
@@ -64,7 +66,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .15, .25, .5},
 		}),
 	}
-	for _, r := range []string{ignoredTestEvent, ignoredNotCreated, ignoredOutside, ignoredTenant, ignoredURLID} {
+	for _, r := range []string{ignoredTestEvent, ignoredNotCreated, ignoredOutside, ignoredTenant, ignoredURLID, ignoredSource, ignoredBucket} {
 		m.ignored.WithLabelValues(r)
 	}
 	for _, op := range []string{opReceive, opHandle, opDelete, opExtend} {

@@ -21,6 +21,7 @@ import (
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -345,19 +346,29 @@ func TestRedisACLOnARealServer(t *testing.T) {
 	if err := m.Ping(ctx).Err(); err != nil {
 		t.Fatalf("mintgate over rediss://: %v", err)
 	}
+	// Every operation of a grant's life, as the services run them.
 	limit := bucket.Limit{Capacity: 5, Rate: 1}
-	res, err := bucket.New(m).Take(ctx, time.Now(), 1,
-		bucket.Bucket{Key: keys.Bucket("acme", "u:alice"), Limit: limit}, bucket.Bucket{Key: keys.TenantBucket("acme"), Limit: limit})
-	if err != nil || !res.Allowed {
-		t.Fatalf("the limiter's script as mintgate: %+v, %v", res, err)
+	store := quota.New(m)
+	ask := quota.Ask{Tenant: "acme", Idem: keys.Idempotency("acme", "u:alice", "k1"), Fingerprint: "fp",
+		Buckets: []bucket.Bucket{{Key: keys.Bucket("acme", "u:alice"), Limit: limit}, {Key: keys.TenantBucket("acme"), Limit: limit}}}
+	d, err := store.Spend(ctx, time.Now(), ask, time.Minute)
+	if err != nil || d.Outcome != quota.Allowed {
+		t.Fatalf("the sign script as mintgate: %+v, %v", d, err)
+	}
+	if err := store.Finish(ctx, ask, quota.Finished{URLID: "u1", Subject: "u:alice", Body: []byte("{}"), ExpiresAt: time.Now(),
+		RecordTTL: time.Minute, GrantTTL: time.Minute}); err != nil {
+		t.Errorf("the completing write: %v", err)
+	}
+	if _, err := store.Undo(ctx, time.Now(), ask, "u2"); err != nil {
+		t.Errorf("the signer's undo: %v", err)
+	}
+	if _, err := store.Refund(ctx, time.Now(), []quota.Due{{Tenant: "acme", URLID: "u3", Buckets: ask.Buckets}}); err != nil {
+		t.Errorf("the sweeper's refund: %v", err)
 	}
 	if err := m.Set(ctx, keys.Done("acme", "u1"), "1", time.Minute).Err(); err != nil {
 		t.Errorf("the completer's done marker: %v", err)
 	}
-	pipe := m.Pipeline()
-	pipe.Exists(ctx, keys.Done("acme", "u1"))
-	pipe.HGet(ctx, keys.Grant("acme", "u1"), "expiresAt")
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+	if _, err := store.Status(ctx, "acme", "u1"); err != nil {
 		t.Errorf("the status read: %v", err)
 	}
 	if got := aclLog(); len(got) > 0 {

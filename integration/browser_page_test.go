@@ -18,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
 	"github.com/mintgate/mintgate/signer/demo"
@@ -140,10 +141,41 @@ func TestBrowserPage(t *testing.T) {
 		}
 	})
 
-	t.Run("bearer token from the query string", func(t *testing.T) {
+	// A link that carries a token would sign its victim in as the link's
+	// author, whose uploads the victim then makes (issue 10, finding 11):
+	// the page ignores it, stays anonymous and drops it from the address.
+	t.Run("a bearer token in the address is ignored", func(t *testing.T) {
 		f := newPageSigner(t, newPageFakeS3(t, true))
 		tab := browserTab(t, browser, 30*time.Second)
-		browserChoose(t, tab, f.pageURL("?token=header.payload.sig"), file)
+		browserChoose(t, tab, f.pageURL("?token=attacker.payload.sig&tenant=acme"), file)
+		if s := browserWaitState(t, tab, 10*time.Second, "completed", "error", "timeout"); s != "completed" {
+			t.Fatalf("state %s", browserStatus(tab))
+		}
+		s := f.signCalls()[0]
+		if s.auth != "" || s.tenant != "acme" {
+			t.Errorf("Authorization %q, X-Tenant-ID %q; want an anonymous sign for acme", s.auth, s.tenant)
+		}
+		if v, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById('token').value`)); err != nil || v != "" {
+			t.Errorf("token field %q, %v", v, err)
+		}
+		if loc := browserLocation(t, tab); strings.Contains(loc, "token") || !strings.Contains(loc, "tenant=acme") {
+			t.Errorf("address %s: want the token gone and the tenant kept", loc)
+		}
+	})
+
+	t.Run("bearer token pasted into the form", func(t *testing.T) {
+		f := newPageSigner(t, newPageFakeS3(t, true))
+		tab := browserTab(t, browser, 30*time.Second)
+		if err := chromedp.Do(tab,
+			chromedp.Navigate(f.pageURL("")),
+			chromedp.WaitVisible(chromedp.ID("file")),
+			chromedp.Click(chromedp.ID("mode-bearer")),
+			chromedp.SendKeys(chromedp.ID("token"), "header.payload.sig"),
+			chromedp.SetUploadFiles(chromedp.ID("file"), []string{file}),
+		); err != nil {
+			t.Fatal(err)
+		}
+		browserClick(t, tab, "upload")
 		if s := browserWaitState(t, tab, 10*time.Second, "completed", "error", "timeout"); s != "completed" {
 			t.Fatalf("state %s", browserStatus(tab))
 		}
@@ -153,9 +185,6 @@ func TestBrowserPage(t *testing.T) {
 		}
 		if polls := f.statusAuth(); len(polls) == 0 || polls[0] != s.auth {
 			t.Errorf("status polls sent Authorization %q", polls)
-		}
-		if loc := browserLocation(t, tab); strings.Contains(loc, "token") {
-			t.Errorf("the token stayed in the address: %s", loc)
 		}
 	})
 

@@ -102,6 +102,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	}
 	completerEnv := map[string]string{
 		"MINTGATE_SQS_QUEUE_URL": in.Queue.URL,
+		"MINTGATE_S3_BUCKET":     in.Bucket,
 		"MINTGATE_SQS_ENDPOINT":  in.SQSEndpoint,
 		"MINTGATE_DONE_TTL":      opts.DoneTTL.String(),
 	}

@@ -22,8 +22,8 @@ func (ip clientIP) of(r *http.Request) netip.Addr {
 	peer := remoteAddr(r.RemoteAddr)
 	switch ip.source {
 	case ipCF:
-		if len(ip.trusted) > 0 && !ip.isTrusted(peer) {
-			return peer
+		if !ip.isTrusted(peer) {
+			return peer // anyone can write the header; only the edge is believed
 		}
 		if a, err := netip.ParseAddr(strings.TrimSpace(r.Header.Get(hdrCFConnectingIP))); err == nil {
 			return a.Unmap()

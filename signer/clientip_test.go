@@ -20,11 +20,12 @@ func TestClientIPTrustModels(t *testing.T) {
 		{"remote unmaps IPv4-in-IPv6", clientIP{source: ipRemote}, "[::ffff:203.0.113.7]:5000", "", nil, "203.0.113.7"},
 		{"remote IPv6", clientIP{source: ipRemote}, "[2001:db8::1]:443", "", nil, "2001:db8::1"},
 
-		{"cf header", clientIP{source: ipCF}, "10.1.1.1:1", "198.51.100.1", nil, "198.51.100.1"},
+		{"cf header without trusted ranges", clientIP{source: ipCF}, "10.1.1.1:1", "198.51.100.1", nil, "10.1.1.1"},
 		{"cf header from a trusted edge", clientIP{source: ipCF, trusted: proxies}, "10.1.1.1:1", "198.51.100.1", nil, "198.51.100.1"},
 		{"cf header from an untrusted peer", clientIP{source: ipCF, trusted: proxies}, "203.0.113.9:1", "198.51.100.1", nil, "203.0.113.9"},
-		{"cf header missing", clientIP{source: ipCF}, "10.1.1.1:1", "", nil, "10.1.1.1"},
-		{"cf header garbage", clientIP{source: ipCF}, "10.1.1.1:1", "not-an-ip", nil, "10.1.1.1"},
+		{"cf header missing", clientIP{source: ipCF, trusted: proxies}, "10.1.1.1:1", "", nil, "10.1.1.1"},
+		{"cf header garbage", clientIP{source: ipCF, trusted: proxies}, "10.1.1.1:1", "not-an-ip", nil, "10.1.1.1"},
+		{"cf header mapped", clientIP{source: ipCF, trusted: proxies}, "10.1.1.1:1", "::ffff:198.51.100.1", nil, "198.51.100.1"},
 
 		{"xff one proxy", clientIP{source: ipXFF, trusted: proxies}, "10.0.0.2:1", "", []string{"198.51.100.1"}, "198.51.100.1"},
 		{"xff spoofed leftmost", clientIP{source: ipXFF, trusted: proxies}, "10.0.0.2:1", "", []string{"1.2.3.4, 198.51.100.1"}, "198.51.100.1"},

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,8 +39,12 @@ const minHS256Secret = 32
 // cfg is the signer's configuration, read from SPEC §5's variables.
 type cfg struct {
 	HTTPAddr string
-	Redis    config.Redis
-	NATS     config.NATS
+	// OpsAddr serves /metrics (and /admin/*) besides /healthz and /readyz,
+	// never on HTTPAddr (MINTGATE_OPS_ADDR, SPEC §7).
+	OpsAddr string
+
+	Redis config.Redis
+	NATS  config.NATS
 
 	S3Bucket    string
 	S3Region    string
@@ -65,8 +71,12 @@ type cfg struct {
 	TrustedProxies []netip.Prefix
 	IPHashSecret   []byte
 
-	Degraded   bool
-	SweepGrace time.Duration
+	// Degraded decides without Redis, while it is unavailable, from
+	// in-process buckets holding DegradedShare of every limit
+	// (MINTGATE_DEGRADED_MODE=local, MINTGATE_DEGRADED_SHARE).
+	Degraded      bool
+	DegradedShare float64
+	SweepGrace    time.Duration
 	// GrantSecret keys the MAC of every ledger batch (MINTGATE_GRANT_SECRET).
 	GrantSecret     []byte
 	RateLimitHeader string
@@ -81,12 +91,16 @@ type cfg struct {
 // defaultHTTPAddr is where the signer listens without MINTGATE_HTTP_ADDR.
 const defaultHTTPAddr = ":8080"
 
+// defaultOpsAddr is where it serves /metrics without MINTGATE_OPS_ADDR.
+const defaultOpsAddr = ":9080"
+
 // loadConfig reads every variable and reports all bad values at once, each
 // naming its variable.
 func loadConfig(getenv func(string) string) (cfg, error) {
 	e := config.New(getenv)
 	c := cfg{
 		HTTPAddr: e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
+		OpsAddr:  e.String("MINTGATE_OPS_ADDR", defaultOpsAddr),
 		Redis:    e.Redis(),
 		NATS:     e.NATS(),
 
@@ -101,16 +115,17 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		MaxObject: e.Int("MINTGATE_MAX_OBJECT_BYTES", 104857600),
 		Tiers:     e.TenantTiers("MINTGATE_TENANT_TIERS", e.Tiers("MINTGATE_TIERS", config.DefaultTiers)),
 
-		JWTSecret:      []byte(e.String("MINTGATE_JWT_HS256_SECRET", "")),
+		JWTSecret:      e.Secret("MINTGATE_JWT_HS256_SECRET"),
 		JWKSURL:        e.URL("MINTGATE_JWT_JWKS_URL", "", "https", "http"),
 		JWTIssuer:      e.String("MINTGATE_JWT_ISSUER", ""),
 		JWTAudience:    e.String("MINTGATE_JWT_AUDIENCE", ""),
 		JWTTenantClaim: e.String("MINTGATE_JWT_TENANT_CLAIM", "tenant_id"),
 
 		IPSource:     e.OneOf("MINTGATE_IP_SOURCE", ipRemote, ipRemote, ipCF, ipXFF),
-		IPHashSecret: []byte(e.String("MINTGATE_IP_HASH_SECRET", "")),
+		IPHashSecret: e.Secret("MINTGATE_IP_HASH_SECRET"),
 
 		Degraded:        e.OneOf("MINTGATE_DEGRADED_MODE", "off", "off", "local") == "local",
+		DegradedShare:   share(e, "MINTGATE_DEGRADED_SHARE", defaultDegradedShare),
 		SweepGrace:      e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
 		GrantSecret:     e.GrantSecret(),
 		RateLimitHeader: e.OneOf("MINTGATE_RATELIMIT_HEADERS", headersLegacy, headersLegacy, headersDraft),
@@ -118,6 +133,9 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		PprofAddr:       e.String("MINTGATE_PPROF_ADDR", ""),
 	}
 
+	if c.OpsAddr == c.HTTPAddr {
+		e.Fail("MINTGATE_OPS_ADDR", "%q is MINTGATE_HTTP_ADDR too: /metrics must not be on the public port", c.OpsAddr)
+	}
 	if c.URLTTL < time.Second || c.URLTTL > maxPresignTTL {
 		e.Fail("MINTGATE_URL_TTL", "%v must be between 1s and %v (the SigV4 presign limit)", c.URLTTL, maxPresignTTL)
 	}
@@ -161,6 +179,18 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	case len(c.JWTSecret) == 0 && c.JWKSURL == "" && len(c.AnonTenants) == 0:
 		e.Fail("MINTGATE_JWT_HS256_SECRET", "no caller could ever authenticate: set it, MINTGATE_JWT_JWKS_URL or MINTGATE_ANON_TENANTS")
 	}
+	if c.JWKSURL != "" {
+		// The JWKS decides whose signatures we believe: fetched in clear, it
+		// is anyone's on the path. And an identity provider shared with other
+		// apps mints tokens that carry tenant_id for them too: only those
+		// minted for us (aud) may spend our tenants' quota.
+		if u, err := url.Parse(c.JWKSURL); err == nil && u.Scheme != "https" && !isLoopback(u.Hostname()) {
+			e.Fail("MINTGATE_JWT_JWKS_URL", "%q must be https:// (http:// only on a loopback address)", config.RedactURL(c.JWKSURL))
+		}
+		if c.JWTAudience == "" {
+			e.Fail("MINTGATE_JWT_AUDIENCE", "required with MINTGATE_JWT_JWKS_URL: the audience our tokens are minted for")
+		}
+	}
 	if !validClaimName(c.JWTTenantClaim) {
 		e.Fail("MINTGATE_JWT_TENANT_CLAIM", "%q is not a claim name", c.JWTTenantClaim)
 	}
@@ -168,23 +198,53 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	if len(c.AnonTenants) > 0 && len(c.IPHashSecret) < 16 {
 		e.Fail("MINTGATE_IP_HASH_SECRET", "anonymous tenants need a secret of at least 16 bytes to key the IP hash")
 	}
-	if c.IPSource == ipXFF && len(c.TrustedProxies) == 0 {
+	switch {
+	case c.IPSource == ipXFF && len(c.TrustedProxies) == 0:
 		// Without trusted proxies every X-Forwarded-For entry is untrusted
 		// and the socket address would be used: say so instead of guessing.
 		e.Fail("MINTGATE_TRUSTED_PROXIES", "required with MINTGATE_IP_SOURCE=xff: the proxy ranges whose X-Forwarded-For entries are trusted")
+	case c.IPSource == ipCF && len(c.TrustedProxies) == 0:
+		// Believed from any peer, the header lets one client name a fresh
+		// address, and so a fresh anonymous bucket, on every request.
+		e.Fail("MINTGATE_TRUSTED_PROXIES", "required with MINTGATE_IP_SOURCE=cf-connecting-ip: the edge's ranges, the only peers whose CF-Connecting-IP is believed")
 	}
 	return c, e.Err()
 }
 
 // degradedLimit is the share of a tier each signer instance allows on its own
-// while Redis is unavailable: a quarter of capacity and rate, so four
-// instances together stay within the real limit.
-func degradedLimit(l bucket.Limit) bucket.Limit {
-	return bucket.Limit{Capacity: math.Max(1, l.Capacity/degradedShare), Rate: l.Rate / degradedShare}
+// while Redis is unavailable: share × capacity and rate, so that instances ×
+// share ≤ 1 keeps them together within the real limit (docs/production.md:
+// the HPA's maxReplicas × MINTGATE_DEGRADED_SHARE ≤ 1). A bucket holds at
+// least one token, or a small tier would refuse everyone.
+func degradedLimit(l bucket.Limit, share float64) bucket.Limit {
+	return bucket.Limit{Capacity: math.Max(1, l.Capacity*share), Rate: l.Rate * share}
 }
 
-// degradedShare divides every limit in degraded mode.
-const degradedShare = 4
+// defaultDegradedShare is 5 %: twenty instances, the base HPA's maximum.
+const defaultDegradedShare = 0.05
+
+// share reads a fraction 0 < share ≤ 1.
+func share(e *config.Env, name string, def float64) float64 {
+	v := e.String(name, "")
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f > 0 && f <= 1) {
+		e.Fail(name, "%q is not a share above 0 and at most 1, such as 0.05", v)
+		return def
+	}
+	return f
+}
+
+// isLoopback reports whether host (a URL's Hostname) is this machine.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}
 
 func parsePrefix(s string) (netip.Prefix, error) {
 	if strings.Contains(s, "/") {

@@ -41,19 +41,15 @@ type attempt struct {
 	who     caller
 	req     signRequest
 	ask     quota.Ask
-	buckets []bucket.Bucket // the caller's tier, then the tenant
+	buckets []bucket.Bucket // the caller's tier, the tenant, and for anonymous callers anonymous_all
 }
 
 func newAttempt(who caller, req signRequest, tiers config.TierSet) attempt {
-	// ParseTiers guarantees the caller tiers and the tenant tier exist.
-	callerLimit, _ := tiers.For(who.Tenant, who.Tier)
-	tenantLimit, _ := tiers.For(who.Tenant, config.TierTenant)
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", who.Tenant, who.Subject, req.ContentType, req.ContentLength)
-	buckets := []bucket.Bucket{
-		{Key: keys.Bucket(who.Tenant, who.Subject), Limit: callerLimit},
-		{Key: keys.TenantBucket(who.Tenant), Limit: tenantLimit},
-	}
+	// ParseTiers guarantees the caller tiers and the tenant tier exist;
+	// TierSet.For derives anonymous_all when it is not named.
+	buckets, _ := tiers.SignBuckets(who.Tenant, who.Subject, who.Tier)
 	return attempt{
 		who: who,
 		req: req,
@@ -81,21 +77,24 @@ type decision struct {
 type gate struct {
 	store   *quota.Store
 	local   *bucket.Local
+	share   float64       // of every limit, for the local buckets (MINTGATE_DEGRADED_SHARE)
 	timeout time.Duration // MINTGATE_REDIS_TIMEOUT, for each call
 	metrics *metrics
 	log     *slog.Logger
 }
 
-func newGate(rdb redis.UniversalClient, timeout time.Duration, degraded bool, m *metrics, log *slog.Logger) *gate {
+// newGate is the gate on rdb; a share above 0 turns the degraded mode on.
+func newGate(rdb redis.UniversalClient, timeout time.Duration, share float64, m *metrics, log *slog.Logger) *gate {
 	g := &gate{store: quota.New(rdb), timeout: timeout, metrics: m, log: log}
-	if degraded {
-		g.local = bucket.NewLocal()
+	if share > 0 {
+		g.local, g.share = bucket.NewLocal(), share
 	}
 	return g
 }
 
-// decide checks the idempotency record and spends one token from the
-// caller's and the tenant's buckets, in one round trip. An error wraps
+// decide checks the idempotency record and spends one token from every
+// bucket of the attempt (the caller's, the tenant's, and for an anonymous
+// caller anonymous_all), all or none, in one round trip. An error wraps
 // bucket.ErrUnavailable.
 func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, error) {
 	var d quota.Decision
@@ -109,7 +108,7 @@ func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, 
 		}
 		g.metrics.degraded.Inc()
 		g.log.Warn("redis unavailable: deciding with in-process buckets; idempotency is not guaranteed", "tenant", a.who.Tenant, "err", err)
-		res := g.local.Take(now, 1, degradedBuckets(a.buckets)...)
+		res := g.local.Take(now, 1, g.degradedBuckets(a.buckets)...)
 		dec := decision{outcome: denied, result: res, degraded: true}
 		if res.Allowed {
 			dec.outcome = allowed
@@ -137,7 +136,7 @@ func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, 
 // stall), the sweeper finds the mark and gives nothing back again.
 func (g *gate) undo(ctx context.Context, a attempt, d decision, urlID string, now time.Time) error {
 	if d.degraded {
-		g.local.Take(now, -1, degradedBuckets(a.buckets)...)
+		g.local.Take(now, -1, g.degradedBuckets(a.buckets)...)
 		return nil
 	}
 	return g.call(ctx, "refund", func(ctx context.Context) error {
@@ -189,10 +188,11 @@ func (g *gate) call(ctx context.Context, name string, op func(context.Context) e
 	return nil
 }
 
-func degradedBuckets(bs []bucket.Bucket) []bucket.Bucket {
+// degradedBuckets are bs shrunk to this instance's share.
+func (g *gate) degradedBuckets(bs []bucket.Bucket) []bucket.Bucket {
 	out := make([]bucket.Bucket, len(bs))
 	for i, b := range bs {
-		out[i] = bucket.Bucket{Key: b.Key, Limit: degradedLimit(b.Limit)}
+		out[i] = bucket.Bucket{Key: b.Key, Limit: degradedLimit(b.Limit, g.share)}
 	}
 	return out
 }

@@ -121,6 +121,14 @@ func (id *identity) anonymous(r *http.Request) (caller, *apiError) {
 // computes the same value, the salt changes daily, and Redis holds no IP.
 // IPv6 callers are bucketed by /64, the block one subscriber usually holds,
 // so rotating through one's own addresses does not buy fresh buckets.
+//
+// A subscriber often holds more (a home /56 is 256 /64s, a tunnel broker
+// hands out /48s); what bounds those is the tenant's anonymous_all bucket,
+// which every anonymous sign also spends from (newAttempt), not a coarser
+// per-prefix bucket: a /48 or /56 bucket beside the /64 one would also be
+// shared by every customer of a provider that numbers its subscribers'
+// /64s out of one /48 (mobile carriers do), throttling them together,
+// while a /48 holder would still get no more than anonymous_all allows.
 func ipHash(secret []byte, now time.Time, ip netip.Addr) string {
 	day := hmac.New(sha256.New, secret)
 	day.Write([]byte("mintgate ip salt " + now.UTC().Format(time.DateOnly)))

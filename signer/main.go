@@ -80,7 +80,11 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	}
 	defer rdb.Close()
 	d.rdb = rdb
-	d.gate = newGate(rdb, c.Redis.Timeout, c.Degraded, d.metrics, log)
+	share := 0.0 // no degraded mode
+	if c.Degraded {
+		share = c.DegradedShare
+	}
+	d.gate = newGate(rdb, c.Redis.Timeout, share, d.metrics, log)
 	d.checks = append(d.checks, ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 
 	if d.ident, err = newIdentity(ctx, c, d.now); err != nil {
@@ -102,7 +106,11 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		d.ledger = led
 		d.checks = append(d.checks, ops.Check{Name: "nats", Ping: led.Ping})
 	}
-	return serve(ctx, log, c.HTTPAddr, newServer(d))
+	return serve(ctx, log,
+		endpoint{"MINTGATE_HTTP_ADDR", c.HTTPAddr, newServer(d)},
+		// /metrics names tenants, and /admin/* will change buckets: neither
+		// belongs on the port the internet reaches.
+		endpoint{"MINTGATE_OPS_ADDR", c.OpsAddr, ops.Handler(d.reg, d.checks...)})
 }
 
 // warnRisky logs configurations that start but are likely mistakes.
@@ -112,42 +120,65 @@ func warnRisky(log *slog.Logger, c cfg) {
 			"has the proxy's address and shares ONE bucket. Set MINTGATE_IP_SOURCE to cf-connecting-ip or xff (with MINTGATE_TRUSTED_PROXIES) " +
 			"unless clients really connect directly.")
 	}
-	if len(c.AnonTenants) > 0 && c.IPSource == ipCF && len(c.TrustedProxies) == 0 {
-		log.Warn("MINTGATE_IP_SOURCE=cf-connecting-ip without MINTGATE_TRUSTED_PROXIES: the header is trusted from any peer; " +
-			"only safe when nothing but the edge can reach the signer")
-	}
 	if c.Degraded {
-		log.Warn("MINTGATE_DEGRADED_MODE=local: while Redis is unavailable each instance grants from in-process buckets at a quarter of the limits, without idempotency")
+		log.Warn("MINTGATE_DEGRADED_MODE=local: while Redis is unavailable each instance grants from in-process buckets at MINTGATE_DEGRADED_SHARE of the limits, without idempotency; "+
+			"keep the number of instances × the share at most 1", "share", c.DegradedShare)
 	}
 }
 
-// serve runs h on addr until ctx ends, then drains in-flight requests.
-func serve(ctx context.Context, log *slog.Logger, addr string, h http.Handler) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("MINTGATE_HTTP_ADDR: %w", err)
+// endpoint is one listener of the signer: the API, or the ops port.
+type endpoint struct {
+	variable string // the variable that sets addr, for errors
+	addr     string
+	h        http.Handler
+}
+
+// serve runs every endpoint until ctx ends, then drains in-flight requests.
+// It listens on all of them before serving any, so a bad address stops the
+// signer at start; one that fails later stops them all.
+func serve(ctx context.Context, log *slog.Logger, eps ...endpoint) error {
+	srvs := make([]*http.Server, 0, len(eps))
+	errc := make(chan error, len(eps))
+	for _, ep := range eps {
+		ln, err := net.Listen("tcp", ep.addr)
+		if err != nil {
+			for _, srv := range srvs {
+				srv.Close()
+			}
+			return fmt.Errorf("%s: %w", ep.variable, err)
+		}
+		srv := &http.Server{
+			Handler:           ep.h,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       15 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
+		}
+		srvs = append(srvs, srv)
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s: serve: %w", ep.variable, err)
+			}
+		}()
+		log.Info("signer listening", "addr", ln.Addr().String(), "for", ep.variable)
 	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Info("signer listening", "addr", ln.Addr().String())
+	var failed error
 	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
+	case failed = <-errc:
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("shutdown: %w", err)
+	errs := make(chan error, len(srvs))
+	for _, srv := range srvs {
+		go func() { errs <- srv.Shutdown(sctx) }()
 	}
-	return nil
+	for range srvs {
+		if err := <-errs; err != nil && failed == nil {
+			failed = fmt.Errorf("shutdown: %w", err)
+		}
+	}
+	return failed
 }

@@ -76,6 +76,7 @@ func (s stack) env(t testing.TB) map[string]string {
 		"MINTGATE_REDIS_TIMEOUT":    "1s",
 		"MINTGATE_NATS_URL":         s.nats.URL(),
 		"MINTGATE_HTTP_ADDR":        fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		"MINTGATE_OPS_ADDR":         fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 		"MINTGATE_S3_BUCKET":        "uploads",
 		"MINTGATE_S3_REGION":        "us-east-1",
 		"MINTGATE_S3_ENDPOINT":      "http://127.0.0.1:9",
@@ -93,6 +94,7 @@ func (s stack) env(t testing.TB) map[string]string {
 type signer struct {
 	t     testing.TB
 	base  string
+	ops   string // MINTGATE_OPS_ADDR: /metrics (and /healthz, /readyz)
 	log   *testenv.Buffer
 	clock *clock
 	rdb   redis.UniversalClient
@@ -102,7 +104,7 @@ type signer struct {
 // Unless opts set one, the clock is a fixed one the test moves by hand.
 func start(t testing.TB, env map[string]string, opts ...option) *signer {
 	t.Helper()
-	s := &signer{t: t, base: "http://" + env["MINTGATE_HTTP_ADDR"], log: &testenv.Buffer{}, clock: newClock()}
+	s := &signer{t: t, base: "http://" + env["MINTGATE_HTTP_ADDR"], ops: "http://" + env["MINTGATE_OPS_ADDR"], log: &testenv.Buffer{}, clock: newClock()}
 	opts = append([]option{withClock(s.clock)}, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -202,6 +204,21 @@ func (s *signer) do(method, path string, header map[string]string, body string) 
 	return r
 }
 
+// metrics is the text of /metrics, served on the ops port only.
+func (s *signer) metrics() string {
+	s.t.Helper()
+	res, err := http.Get(s.ops + "/metrics")
+	if err != nil {
+		s.t.Fatalf("metrics: %v", err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		s.t.Fatalf("metrics: %d %v", res.StatusCode, err)
+	}
+	return string(raw)
+}
+
 // sign posts a sign request with the given bearer token ("" for none) and key.
 func (s *signer) sign(token, key, body string, header ...string) reply {
 	s.t.Helper()
@@ -288,6 +305,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{"bad tenant tiers", "MINTGATE_TENANT_TIERS", map[string]string{"MINTGATE_TENANT_TIERS": "acme:gold=60:1"}},
 		{"bad ip source", "MINTGATE_IP_SOURCE", map[string]string{"MINTGATE_IP_SOURCE": "x-real-ip"}},
 		{"xff without proxies", "MINTGATE_TRUSTED_PROXIES", map[string]string{"MINTGATE_IP_SOURCE": "xff"}},
+		{"cf-connecting-ip without proxies", "MINTGATE_TRUSTED_PROXIES", map[string]string{"MINTGATE_IP_SOURCE": "cf-connecting-ip"}},
 		{"bad proxy", "MINTGATE_TRUSTED_PROXIES", map[string]string{"MINTGATE_TRUSTED_PROXIES": "10.0.0.0/99"}},
 		{"anon without hash secret", "MINTGATE_IP_HASH_SECRET", map[string]string{"MINTGATE_ANON_TENANTS": "pub"}},
 		{"bad anon tenant", "MINTGATE_ANON_TENANTS", map[string]string{"MINTGATE_ANON_TENANTS": "a:b", "MINTGATE_IP_HASH_SECRET": "0123456789abcdef"}},
@@ -298,12 +316,18 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{"short grant secret", "MINTGATE_GRANT_SECRET", map[string]string{"MINTGATE_GRANT_SECRET": "too-short"}},
 		{"no grant secret", "MINTGATE_GRANT_SECRET", map[string]string{"MINTGATE_GRANT_SECRET": ""}},
 		{"bad degraded", "MINTGATE_DEGRADED_MODE", map[string]string{"MINTGATE_DEGRADED_MODE": "on"}},
+		{"no degraded share", "MINTGATE_DEGRADED_SHARE", map[string]string{"MINTGATE_DEGRADED_SHARE": "0"}},
+		{"degraded share above all", "MINTGATE_DEGRADED_SHARE", map[string]string{"MINTGATE_DEGRADED_SHARE": "1.5"}},
+		{"negative degraded share", "MINTGATE_DEGRADED_SHARE", map[string]string{"MINTGATE_DEGRADED_SHARE": "-0.05"}},
+		{"degraded share not a number", "MINTGATE_DEGRADED_SHARE", map[string]string{"MINTGATE_DEGRADED_SHARE": "5%"}},
+		{"degraded share NaN", "MINTGATE_DEGRADED_SHARE", map[string]string{"MINTGATE_DEGRADED_SHARE": "NaN"}},
 		{"bad grace", "MINTGATE_SWEEP_GRACE", map[string]string{"MINTGATE_SWEEP_GRACE": "-1s"}},
 		{"bad redis timeout", "MINTGATE_REDIS_TIMEOUT", map[string]string{"MINTGATE_REDIS_TIMEOUT": "fast"}},
 		{"bad content type", "MINTGATE_CONTENT_TYPES", map[string]string{"MINTGATE_CONTENT_TYPES": "image/png; q=1"}},
 		{"bad headers form", "MINTGATE_RATELIMIT_HEADERS", map[string]string{"MINTGATE_RATELIMIT_HEADERS": "rfc"}},
 		{"pprof on every interface", "MINTGATE_PPROF_ADDR", map[string]string{"MINTGATE_PPROF_ADDR": ":6060"}},
 		{"pprof on a public address", "MINTGATE_PPROF_ADDR", map[string]string{"MINTGATE_PPROF_ADDR": "10.0.0.5:6060"}},
+		{"metrics on the public port", "MINTGATE_OPS_ADDR", map[string]string{"MINTGATE_OPS_ADDR": ":8080"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -415,5 +439,64 @@ func TestShutdownFinishesInFlightSigns(t *testing.T) {
 	}
 	if err := <-errc; err != nil {
 		t.Fatalf("run: %v", err)
+	}
+}
+
+// /metrics lists tenant names and lives only on MINTGATE_OPS_ADDR;
+// /healthz and /readyz answer on both ports, and /readyz names what fails
+// and nothing more (issue 10, finding 4: the public port served /metrics
+// with tenant="secret-customer-bigbank", and /readyz printed `dial tcp
+// 127.0.0.1:45259: connect: connection refused`).
+func TestOpsPortServesMetricsAndReadiness(t *testing.T) {
+	st := newStack(t)
+	s := start(t, st.env(t))
+	tok := s.token("secret-customer-bigbank", "alice")
+	for r := s.sign(tok, newKey(), pngBody); r.status != http.StatusTooManyRequests; r = s.sign(tok, newKey(), pngBody) {
+		if r.status != http.StatusCreated {
+			t.Fatalf("sign: %d %s", r.status, r.raw)
+		}
+	}
+	get := func(base, path string) (int, string) {
+		t.Helper()
+		res, err := http.Get(base + path)
+		if err != nil {
+			t.Fatalf("GET %s%s: %v", base, path, err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(raw)
+	}
+
+	if code, body := get(s.base, "/metrics"); code != http.StatusNotFound || strings.Contains(body, "mintgate_") {
+		t.Errorf("public /metrics: %d %.200s; want 404", code, body)
+	}
+	if !strings.Contains(s.metrics(), `tenant="secret-customer-bigbank"`) {
+		t.Error("ops /metrics lacks the signer's series")
+	}
+	if code, _ := get(s.ops, "/uploads/sign"); code != http.StatusNotFound && code != http.StatusMethodNotAllowed {
+		t.Errorf("the ops port serves the API: %d", code)
+	}
+	for _, base := range []string{s.base, s.ops} {
+		for _, path := range []string{"/healthz", "/readyz"} {
+			if code, body := get(base, path); code != http.StatusOK {
+				t.Errorf("%s%s: %d %s", base, path, code, body)
+			}
+		}
+	}
+
+	st.redis.Stop()
+	for _, base := range []string{s.base, s.ops} {
+		code, body := get(base, "/readyz")
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, `"redis"`) {
+			t.Errorf("%s/readyz with Redis down: %d %s; want 503 naming redis", base, code, body)
+		}
+		for _, leak := range []string{"127.0.0.1", "connect", "refused", "dial"} {
+			if strings.Contains(body, leak) {
+				t.Errorf("%s/readyz tells %q: %s", base, leak, body)
+			}
+		}
+		if code, _ := get(base, "/healthz"); code != http.StatusOK {
+			t.Errorf("%s/healthz with Redis down: %d", base, code)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/keys"
 )
 
 // Scopes of a 429: which bucket was short.
@@ -16,16 +17,30 @@ const (
 	scopeTenant = "tenant"
 )
 
-// scope names the bucket that denied: index 0 is the caller's, 1 the tenant's.
+// scope names the bucket that denied. The caller's own bucket comes first
+// (newAttempt); every later one, the tenant's and anonymous_all, is shared
+// by the tenant's callers, so a denial by it is "tenant"-wide: no retry
+// from a fresh address or account of the tenant helps.
 func scope(res bucket.Result) string {
-	if res.Blocked == 1 {
+	if res.Blocked > 0 {
 		return scopeTenant
 	}
 	return scopeCaller
 }
 
-// setRateHeaders describes the scarcest bucket of a decision, in the
-// form MINTGATE_RATELIMIT_HEADERS asks for:
+// tierOf names the tier of one of who's buckets, by its key.
+func tierOf(who caller, b bucket.Bucket) string {
+	switch b.Key {
+	case keys.TenantBucket(who.Tenant):
+		return config.TierTenant
+	case keys.AnonBucket(who.Tenant):
+		return config.TierAnonymousAll
+	}
+	return who.Tier
+}
+
+// setRateHeaders describes the scarcest bucket of a decision, named by its
+// tier, in the form MINTGATE_RATELIMIT_HEADERS asks for:
 //
 //	legacy: RateLimit-Limit: 30, RateLimit-Remaining: 0, RateLimit-Reset: 2, RateLimit-Policy: 30;w=60
 //	draft:  RateLimit-Policy: "user";q=30;w=60, RateLimit: "user";r=0;t=2
@@ -34,11 +49,7 @@ func setRateHeaders(h http.Header, form string, who caller, res bucket.Result, b
 	if i < 0 || i >= len(buckets) {
 		i = 0
 	}
-	lim := buckets[i].Limit
-	name := who.Tier
-	if i == 1 {
-		name = config.TierTenant
-	}
+	lim, name := buckets[i].Limit, tierOf(who, buckets[i])
 	reset := int64(res.Reset / time.Second)
 	if form == headersDraft {
 		h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d;w=%d", name, res.Limit, lim.Window()))

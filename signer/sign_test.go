@@ -118,6 +118,26 @@ func TestReplayReturnsTheSameBodyAndSpendsNothing(t *testing.T) {
 	}
 }
 
+// Two users whose ids and keys cut the same way (issue 10, finding 5):
+// "alice:x" with key "y" and "alice" with key "x:y" are two requests, two
+// records, two URLs; neither replays nor blocks the other.
+func TestIdempotencyKeysOfDifferentUsersNeverCollide(t *testing.T) {
+	s := start(t, newStack(t).env(t))
+	first := s.sign(s.token("acme", "alice:x"), "y", pngBody)
+	if first.status != http.StatusCreated {
+		t.Fatalf("alice:x with key y: %d %s", first.status, first.raw)
+	}
+	second := s.sign(s.token("acme", "alice"), "x:y", `{"contentType":"image/png","contentLength":2048}`)
+	if second.status != http.StatusCreated || second.str("urlId") == first.str("urlId") {
+		t.Fatalf("alice with key x:y: %d %s; want her own 201", second.status, second.raw)
+	}
+	third := s.sign(s.token("acme", "alice"), "x:y", pngBody) // same body as the first: still not its replay
+	mustStatus(t, third, http.StatusUnprocessableEntity, codeKeyReused)
+	if r := s.sign(s.token("acme", "alice:x"), "y", pngBody); r.status != http.StatusOK || string(r.raw) != string(first.raw) {
+		t.Errorf("alice:x's replay: %d %s", r.status, r.raw)
+	}
+}
+
 func TestKeyInFlightConflicts(t *testing.T) {
 	s := start(t, newStack(t).env(t))
 	tok := s.token("acme", "alice")
@@ -165,7 +185,7 @@ func TestTenantLimitLeavesTheUserBucketAlone(t *testing.T) {
 	if after := s.tokens(aliceBucket); after != before || before != "29.000000" {
 		t.Errorf("alice's bucket %q → %q; a tenant-level 429 must not charge her", before, after)
 	}
-	m := string(s.do(http.MethodGet, "/metrics", nil, "").raw)
+	m := s.metrics()
 	if !strings.Contains(m, `mintgate_signer_rate_limited_total{scope="tenant",tenant="acme"} 1`) {
 		t.Error("the tenant-level 429 is not counted by tenant and scope")
 	}
@@ -356,36 +376,53 @@ func TestLedgerDownRefundsAndFreesTheKey(t *testing.T) {
 	}
 }
 
+// While Redis is down each pod grants MINTGATE_DEGRADED_SHARE of every
+// limit on its own (issue 10, finding 10: a fixed quarter was safe up to
+// four pods, and the HPA runs up to twenty): by default 5 %, so twenty
+// pods together stay within the tenant's limit.
 func TestDegradedModeGrantsALocalShare(t *testing.T) {
-	st := newStack(t)
-	env := st.env(t)
-	env["MINTGATE_DEGRADED_MODE"] = "local"
-	env["MINTGATE_REDIS_TIMEOUT"] = "150ms"
-	s := start(t, env)
-	tok := s.token("acme", "alice")
-	st.redis.Stop()
-
-	var created int
-	for range 10 {
-		r := s.sign(tok, newKey(), pngBody)
-		switch r.status {
-		case http.StatusCreated:
-			created++
-		case http.StatusTooManyRequests:
-			if r.header.Get("RateLimit-Limit") != "7" {
-				t.Errorf("degraded 429 RateLimit-Limit %q, want 7", r.header.Get("RateLimit-Limit"))
+	cases := []struct {
+		share string
+		limit string // RateLimit-Limit of the degraded user bucket
+		want  int    // URLs issued of 10 asked
+	}{
+		{"", "1", 1},     // 5 % of 30 is 1.5 tokens: one whole URL
+		{"0.25", "7", 7}, // a quarter of 30 is 7.5 tokens: seven
+	}
+	for _, tc := range cases {
+		t.Run("share="+tc.share, func(t *testing.T) {
+			st := newStack(t)
+			env := st.env(t)
+			env["MINTGATE_DEGRADED_MODE"] = "local"
+			env["MINTGATE_REDIS_TIMEOUT"] = "150ms"
+			if tc.share != "" {
+				env["MINTGATE_DEGRADED_SHARE"] = tc.share
 			}
-		default:
-			t.Fatalf("degraded sign: %d %s", r.status, r.raw)
-		}
-	}
-	// A quarter of 30 is 7.5 tokens: seven whole URLs.
-	if created != 7 {
-		t.Errorf("%d URLs issued without Redis, want 7 (a quarter of the user limit)", created)
-	}
-	m := s.do(http.MethodGet, "/metrics", nil, "")
-	if !strings.Contains(string(m.raw), "mintgate_signer_degraded_decisions_total 10") {
-		t.Errorf("degraded decisions not counted")
+			s := start(t, env)
+			tok := s.token("acme", "alice")
+			st.redis.Stop()
+
+			var created int
+			for range 10 {
+				r := s.sign(tok, newKey(), pngBody)
+				switch r.status {
+				case http.StatusCreated:
+					created++
+				case http.StatusTooManyRequests:
+					if r.header.Get("RateLimit-Limit") != tc.limit {
+						t.Errorf("degraded 429 RateLimit-Limit %q, want %s", r.header.Get("RateLimit-Limit"), tc.limit)
+					}
+				default:
+					t.Fatalf("degraded sign: %d %s", r.status, r.raw)
+				}
+			}
+			if created != tc.want {
+				t.Errorf("%d URLs issued without Redis, want %d", created, tc.want)
+			}
+			if !strings.Contains(s.metrics(), "mintgate_signer_degraded_decisions_total 10") {
+				t.Errorf("degraded decisions not counted")
+			}
+		})
 	}
 }
 
@@ -449,7 +486,7 @@ func TestSignResponseAndMetrics(t *testing.T) {
 	if sub := s.rdb.HGet(ctx, grantKey, "subject").Val(); sub != "u:alice" {
 		t.Errorf("grant record subject %q", sub)
 	}
-	m := string(s.do(http.MethodGet, "/metrics", nil, "").raw)
+	m := s.metrics()
 	for _, series := range []string{
 		`mintgate_signer_signs_total{outcome="issued"} 1`,
 		`mintgate_signer_redis_script_seconds_count{script="sign"} 1`,

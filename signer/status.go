@@ -2,16 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
-	"github.com/redis/go-redis/v9"
-
-	"github.com/mintgate/mintgate/shared/keys"
 )
 
 // Grant statuses of GET /uploads/{urlId}.
@@ -29,8 +24,13 @@ type statusResponse struct {
 }
 
 // handleStatus is GET /uploads/{urlId}: the state of one of the caller's
-// tenant's grants, read from its done marker, refund marker and grant
-// record in one round trip (they share the tenant's hash tag).
+// own grants, read from its done marker, refund marker and grant record in
+// one round trip (they share the tenant's hash tag). The grant record names
+// the subject that signed it; to anyone else, and when the record is gone,
+// the answer is the 404 of an unknown urlId: a urlId that leaked (a log, a
+// Referer) tells no one else whether or when it was used. An anonymous
+// caller's subject is a daily-salted IP hash, so it sees its grants until
+// UTC midnight or until its address changes.
 func handleStatus(d deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		who, aerr := d.ident.authenticate(c.Request())
@@ -43,27 +43,21 @@ func handleStatus(d deps) echo.HandlerFunc {
 		}
 		ctx, cancel := context.WithTimeout(c.Request().Context(), d.cfg.Redis.Timeout)
 		defer cancel()
-		pipe := d.rdb.Pipeline()
-		done := pipe.Exists(ctx, keys.Done(who.Tenant, id))
-		refunded := pipe.Exists(ctx, keys.Refunded(who.Tenant, id))
-		expires := pipe.HGet(ctx, keys.Grant(who.Tenant, id), "expiresAt")
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		st, err := d.gate.store.Status(ctx, who.Tenant, id)
+		if err != nil {
 			return unavailable(codeLimiterDown, "grant status is unavailable", retryLimiter, err)
 		}
-
-		resp := statusResponse{URLID: id}
-		if ms, err := strconv.ParseInt(expires.Val(), 10, 64); err == nil {
-			t := time.UnixMilli(ms).UTC()
-			resp.ExpiresAt = &t
+		if !st.Found || st.Subject != who.Subject {
+			return newError(http.StatusNotFound, codeNotFound, "no upload of yours with this urlId")
 		}
+		at := st.ExpiresAt
+		resp := statusResponse{URLID: id, ExpiresAt: &at}
 		switch {
-		case done.Val() > 0:
+		case st.Done:
 			resp.Status = statusCompleted
-		case refunded.Val() > 0:
+		case st.Refunded:
 			resp.Status = statusRefunded
-		case resp.ExpiresAt == nil:
-			return newError(http.StatusNotFound, codeNotFound, "no upload with this urlId in your tenant")
-		case d.now().Before(*resp.ExpiresAt):
+		case d.now().Before(at):
 			resp.Status = statusPending
 		default:
 			resp.Status = statusExpired

@@ -50,12 +50,70 @@ func TestUploadStatus(t *testing.T) {
 	mustStatus(t, status(uuid.New().URN(), auth), http.StatusBadRequest, codeInvalidRequest)
 	mustStatus(t, status(pendingID, nil), http.StatusUnauthorized, codeUnauthenticated)
 
-	// Anonymous callers of an open tenant see their tenant's grants.
+	// Anonymous callers see the grants they signed.
 	r := s.sign("", newKey(), pngBody, hdrTenant, "pub")
 	if r.status != http.StatusCreated {
 		t.Fatalf("anonymous sign: %d %s", r.status, r.raw)
 	}
 	if st := status(r.str("urlId"), map[string]string{hdrTenant: "pub"}); st.str("status") != statusPending {
 		t.Errorf("anonymous status: %d %s", st.status, st.raw)
+	}
+}
+
+// Only the caller who signed a URL learns its status (issue 10, finding 6:
+// any caller of a tenant, anonymous ones included, read any upload's status
+// by its urlId). Everyone else gets the 404 of an unknown urlId, so the
+// answer does not even confirm that the urlId exists.
+func TestUploadStatusIsTheSignersOnly(t *testing.T) {
+	s := start(t, newStack(t).env(t))
+	ctx := context.Background()
+	as := func(tok string) map[string]string {
+		if tok == "" {
+			return map[string]string{hdrTenant: "pub"}
+		}
+		return map[string]string{"Authorization": "Bearer " + tok}
+	}
+	status := func(id string, h map[string]string) reply { return s.do(http.MethodGet, "/uploads/"+id, h, "") }
+	alice, bob := s.token("pub", "alice"), s.token("pub", "bob")
+
+	r := s.sign(alice, newKey(), pngBody)
+	if r.status != http.StatusCreated {
+		t.Fatalf("alice's sign: %d %s", r.status, r.raw)
+	}
+	aliceID := r.str("urlId")
+	r = s.sign("", newKey(), pngBody, hdrTenant, "pub")
+	if r.status != http.StatusCreated {
+		t.Fatalf("anonymous sign: %d %s", r.status, r.raw)
+	}
+	anonID := r.str("urlId")
+
+	for _, id := range []string{aliceID, anonID} {
+		s.rdb.Set(ctx, keys.Done("pub", id), "1", time.Minute) // a completed upload is no less private
+	}
+	cases := []struct {
+		name, id, token string
+		ok              bool
+	}{
+		{"alice, her own", aliceID, alice, true},
+		{"bob, alice's", aliceID, bob, false},
+		{"an anonymous caller, alice's", aliceID, "", false},
+		{"the anonymous signer, its own", anonID, "", true},
+		{"alice, the anonymous caller's", anonID, alice, false},
+		{"alice's namesake in another tenant", aliceID, s.token("acme", "alice"), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := status(tc.id, as(tc.token))
+			if tc.ok {
+				if r.status != http.StatusOK || r.str("status") != statusCompleted {
+					t.Errorf("%d %s, want 200 completed", r.status, r.raw)
+				}
+				return
+			}
+			mustStatus(t, r, http.StatusNotFound, codeNotFound)
+			if unknown := status(uuid.NewString(), as(tc.token)); string(unknown.raw) != string(r.raw) {
+				t.Errorf("the 404 %s differs from an unknown urlId's %s", r.raw, unknown.raw)
+			}
+		})
 	}
 }

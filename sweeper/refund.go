@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
@@ -93,8 +92,9 @@ func (r *refunder) refund(ctx context.Context, g grant.Grant) (string, error) {
 	return out[0], nil
 }
 
-// due is what quota needs to refund g: every bucket its sign spent from,
-// each capped by this tenant's shape of the tier that issued it.
+// due is what quota needs to refund g: every bucket its sign spent from
+// (the anonymous_all bucket too, for an anonymous grant), each capped by
+// this tenant's shape of the tier that issued it.
 func (r *refunder) due(g grant.Grant) (quota.Due, error) {
 	if !keys.ValidTenant(g.Tenant) || g.Subject == "" {
 		return quota.Due{}, fmt.Errorf("%w: tenant %q, subject %q", grant.ErrMalformed, g.Tenant, g.Subject)
@@ -104,13 +104,9 @@ func (r *refunder) due(g grant.Grant) (quota.Due, error) {
 	if g.Tier != config.TierUser && g.Tier != config.TierAnonymous {
 		return quota.Due{}, fmt.Errorf("%w: tier %q is not an issuing tier", grant.ErrMalformed, g.Tier)
 	}
-	caller, ok := r.tiers.For(g.Tenant, g.Tier)
+	buckets, ok := r.tiers.SignBuckets(g.Tenant, g.Subject, g.Tier)
 	if !ok {
 		return quota.Due{}, fmt.Errorf("%w: tier %q is not configured", grant.ErrMalformed, g.Tier)
 	}
-	tenantLimit, _ := r.tiers.For(g.Tenant, config.TierTenant) // ParseTiers requires it
-	return quota.Due{Tenant: g.Tenant, URLID: g.URLID, Buckets: []bucket.Bucket{
-		{Key: keys.Bucket(g.Tenant, g.Subject), Limit: caller},
-		{Key: keys.TenantBucket(g.Tenant), Limit: tenantLimit},
-	}}, nil
+	return quota.Due{Tenant: g.Tenant, URLID: g.URLID, Buckets: buckets}, nil
 }

@@ -383,3 +383,22 @@ func TestDegradedGrantsAreNeverRefundedIntoRedis(t *testing.T) {
 		t.Error("a degraded grant got a refunded marker")
 	}
 }
+
+// An anonymous sign spent from the tenant's anonymous_all bucket too, so
+// its refund gives that token back as well, capped by anonymous_all's own
+// capacity.
+func TestAnonymousGrantIsRefundedIntoAnonymousAll(t *testing.T) {
+	s := newStack(t, false)
+	sw := s.start()
+	anonAll := keys.AnonBucket(tenant)
+	s.setTokens(anonAll, 0)
+	s.setTokens(keys.Bucket(tenant, "a:hash"), 0)
+	s.record(newGrant("anon-1", config.TierAnonymous, "a:hash", time.Now()))
+	waitFor(t, 15*time.Second, "the anonymous grant swept", func() bool { return sw.metric(t, "mintgate_sweeper_refunds_total") == 1 })
+	if got := floor(s.tokens(anonAll)); got != 1 {
+		t.Errorf("anonymous_all bucket holds %v tokens after the refund, want 1", got)
+	}
+	if got := floor(s.tokens(keys.Bucket(tenant, "a:hash"))); got != 1 {
+		t.Errorf("caller's anonymous bucket holds %v, want 1", got)
+	}
+}

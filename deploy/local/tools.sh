@@ -2,16 +2,26 @@
 # Installs what the tests and the local stack need, idempotently, into a
 # git-ignored cache ($MINTGATE_TOOLS, default .tools/ in the repo). Safe to
 # run again: each tool is checked before anything is fetched.
-#   deploy/local/tools.sh [redis] [nats] [staticcheck] [versitygw] [fauxqs] ...
+#   deploy/local/tools.sh [redis] [nats] [staticcheck] [govulncheck] [versitygw] [fauxqs] ...
 # With no argument it installs everything the test suite uses.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tools=${MINTGATE_TOOLS:-$root/.tools}
 mkdir -p "$tools/bin"
+# The Go the tests build with (test.sh sets the same): go1.26.8's standard
+# library has vulnerabilities govulncheck finds reachable (net/http,
+# crypto/tls, crypto/x509), fixed in go1.27.3, which the go command takes
+# from the module proxy (about 10 s on a new machine).
+export GOTOOLCHAIN=go1.27.3
 export GOBIN=$tools/bin GOFLAGS=${GOFLAGS:-} PATH=$tools/bin:$PATH
 
 NATS_VERSION=v2.15.2
 STATICCHECK_VERSION=v0.8.2
+GOVULNCHECK_VERSION=v1.9.0
+# The vulnerability database, from the golang.org/x/vulndb module (the Go
+# module proxy serves it; the database's own site is not reachable here):
+# bump it to see newer advisories.
+VULNDB_VERSION=v0.0.0-20261105234957-e22db6528018
 VERSITYGW_VERSION=v1.8.0
 FAUXQS_VERSION=2.4.1
 FAUXQS_NODE_VERSION=22.23.5
@@ -29,17 +39,22 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
-# go_tool NAME VERSION MODULE: installs MODULE@VERSION into $GOBIN unless the
-# stamp says that version is there already.
+# go_tool NAME VERSION MODULE [STAMP]: installs MODULE@VERSION into $GOBIN
+# unless the stamp (VERSION unless given) says it is there already.
 go_tool() {
-  local name=$1 version=$2 module=$3 stamp=$tools/bin/.$1.version
-  if [ -x "$tools/bin/$name" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$version" ]; then
+  local name=$1 version=$2 module=$3 want=${4:-$2} stamp=$tools/bin/.$1.version
+  if [ -x "$tools/bin/$name" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     return
   fi
   log "go install $module@$version (cold: minutes)"
   go install "$module@$version"
-  echo "$version" >"$stamp"
+  echo "$want" >"$stamp"
 }
+
+# go_analyzer NAME VERSION MODULE: go_tool for a tool that type-checks our
+# code and the standard library: it must be built by the Go the tests use,
+# so that Go's version is part of its stamp.
+go_analyzer() { go_tool "$1" "$2" "$3" "$2 $(go env GOVERSION)"; }
 
 install_redis() {
   command -v redis-server >/dev/null && command -v redis-cli >/dev/null && return
@@ -48,7 +63,21 @@ install_redis() {
 }
 
 install_nats() { go_tool nats-server "$NATS_VERSION" github.com/nats-io/nats-server/v2; }
-install_staticcheck() { go_tool staticcheck "$STATICCHECK_VERSION" honnef.co/go/tools/cmd/staticcheck; }
+install_staticcheck() { go_analyzer staticcheck "$STATICCHECK_VERSION" honnef.co/go/tools/cmd/staticcheck; }
+install_govulncheck() {
+  go_analyzer govulncheck "$GOVULNCHECK_VERSION" golang.org/x/vuln/cmd/govulncheck
+  # The database govulncheck reads (-db file://$tools/vulndb), indexed from
+  # the OSV files of the pinned golang.org/x/vulndb module.
+  local stamp=$tools/vulndb/.version dir
+  [ "$(cat "$stamp" 2>/dev/null)" = "$VULNDB_VERSION" ] && return
+  go_tool indexdb "$VULNDB_VERSION" golang.org/x/vulndb/cmd/indexdb
+  log "vulnerability database golang.org/x/vulndb@$VULNDB_VERSION"
+  dir=$(go mod download -json "golang.org/x/vulndb@$VULNDB_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  rm -rf "$tools/vulndb.new"
+  "$tools/bin/indexdb" -vulns "$dir/data/osv" -out "$tools/vulndb.new"
+  echo "$VULNDB_VERSION" >"$tools/vulndb.new/.version"
+  rm -rf "$tools/vulndb" && mv "$tools/vulndb.new" "$tools/vulndb"
+}
 install_versitygw() { go_tool versitygw "$VERSITYGW_VERSION" github.com/versity/versitygw/cmd/versitygw; }
 
 # install_fauxqs: the fauxqs SQS server and the Node 22 it needs (the
@@ -84,7 +113,7 @@ install_chromium() {
 }
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(redis nats staticcheck versitygw fauxqs chromium)
+[ ${#want[@]} -gt 0 ] || want=(redis nats staticcheck govulncheck versitygw fauxqs chromium)
 for t in "${want[@]}"; do
   "install_$t"
 done

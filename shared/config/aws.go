@@ -25,8 +25,8 @@ func (e *Env) AWS() AWS {
 	a := AWS{
 		Region:       e.String("AWS_REGION", ""),
 		AccessKey:    e.String("AWS_ACCESS_KEY_ID", ""),
-		SecretKey:    e.String("AWS_SECRET_ACCESS_KEY", ""),
-		SessionToken: e.String("AWS_SESSION_TOKEN", ""),
+		SecretKey:    string(e.Secret("AWS_SECRET_ACCESS_KEY")),
+		SessionToken: string(e.Secret("AWS_SESSION_TOKEN")),
 	}
 	if (a.AccessKey == "") != (a.SecretKey == "") {
 		e.Fail("AWS_ACCESS_KEY_ID", "set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or neither")

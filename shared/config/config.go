@@ -7,15 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
 // Env reads variables through getenv and collects what is wrong with them.
+// Its errors never print a secret it has read (Secret, the credentials of a
+// URL): they are redacted, whichever message quotes them.
 type Env struct {
-	getenv func(string) string
-	errs   []error
+	getenv  func(string) string
+	errs    []error
+	secrets []string
 }
 
 // New returns an Env reading through getenv (os.Getenv in production, a map
@@ -32,7 +36,11 @@ func (e *Env) Err() error {
 	if len(e.errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("configuration: %w", errors.Join(e.errs...))
+	errs := make([]error, len(e.errs))
+	for i, err := range e.errs {
+		errs[i] = errors.New(e.scrub(err.Error()))
+	}
+	return fmt.Errorf("configuration: %w", errors.Join(errs...))
 }
 
 // String is the variable's value, or def when it is unset or empty.
@@ -121,12 +129,14 @@ func (e *Env) OneOf(name, def string, allowed ...string) string {
 	return def
 }
 
-// URL parses an absolute URL with one of the given schemes.
+// URL parses an absolute URL with one of the given schemes. A bad value
+// is reported without its credentials.
 func (e *Env) URL(name, def string, schemes ...string) string {
 	v := e.String(name, def)
 	if v == "" {
 		return v
 	}
+	e.hideURL(v)
 	u, err := url.Parse(v)
 	if err == nil && u.Host != "" {
 		for _, s := range schemes {
@@ -135,6 +145,23 @@ func (e *Env) URL(name, def string, schemes ...string) string {
 			}
 		}
 	}
-	e.Fail(name, "%q is not a %s URL", v, strings.Join(schemes, " or "))
+	e.Fail(name, "%q is not a %s URL", RedactURL(v), strings.Join(schemes, " or "))
 	return def
+}
+
+// URLList is a comma-separated list of absolute URLs, each with one of the
+// given schemes (MINTGATE_NATS_URL's seed servers), as given. A bad item
+// is reported without its credentials.
+func (e *Env) URLList(name, def string, schemes ...string) string {
+	v := e.String(name, def)
+	e.hideURL(v)
+	for item := range strings.SplitSeq(v, ",") {
+		item = strings.TrimSpace(item)
+		u, err := url.Parse(item)
+		if err != nil || u.Host == "" || !slices.Contains(schemes, u.Scheme) {
+			e.Fail(name, "%q is not a %s URL (a comma-separated list is fine)", RedactURL(item), strings.Join(schemes, ", "))
+			return def
+		}
+	}
+	return v
 }

@@ -147,3 +147,39 @@ func TestTenantTiersFollowTheDefaults(t *testing.T) {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
+
+// anonymous_all (SPEC §7): the bucket every anonymous caller of a tenant
+// also spends from. Named in MINTGATE_TIERS or a tenant's override it is
+// that; otherwise a quarter of the tenant's own tenant tier.
+func TestAnonymousAllTier(t *testing.T) {
+	cases := []struct {
+		name, tiers, overrides string
+		tenant                 string
+		capacity, rate         float64
+	}{
+		{"derived from the default tenant tier", config.DefaultTiers, "", "acme", 150, 2.5},
+		{"derived from a tenant's override", config.DefaultTiers, "bigco:tenant=6000:100", "bigco", 1500, 25},
+		{"others keep the default's quarter", config.DefaultTiers, "bigco:tenant=6000:100", "acme", 150, 2.5},
+		{"at least one token", "anonymous=5:5/60s,user=30:0.5,tenant=2:0.1", "", "acme", 1, 0.025},
+		{"named in MINTGATE_TIERS", config.DefaultTiers + ",anonymous_all=40:1", "", "acme", 40, 1},
+		{"named, whatever a tenant's tenant tier", config.DefaultTiers + ",anonymous_all=40:1", "bigco:tenant=6000:100", "bigco", 40, 1},
+		{"named in a tenant's override only", config.DefaultTiers, "bigco:anonymous_all=10:10/60s", "bigco", 10, 10.0 / 60},
+		{"the named override wins", config.DefaultTiers + ",anonymous_all=40:1", "bigco:anonymous_all=10:1", "bigco", 10, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := env(map[string]string{"MINTGATE_TIERS": tc.tiers, "MINTGATE_TENANT_TIERS": tc.overrides})
+			set := e.TenantTiers("MINTGATE_TENANT_TIERS", e.Tiers("MINTGATE_TIERS", config.DefaultTiers))
+			if err := e.Err(); err != nil {
+				t.Fatal(err)
+			}
+			l, ok := set.For(tc.tenant, config.TierAnonymousAll)
+			if !ok || l.Capacity != tc.capacity || l.Rate != tc.rate || l.Validate() != nil {
+				t.Errorf("For(%s, anonymous_all) = %+v, %v; want capacity %v, rate %v", tc.tenant, l, ok, tc.capacity, tc.rate)
+			}
+		})
+	}
+	if _, err := config.ParseTiers(config.DefaultTiers + ",anonymous_all=0:1"); err == nil {
+		t.Error("anonymous_all with capacity 0 accepted")
+	}
+}

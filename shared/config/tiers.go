@@ -18,6 +18,17 @@ const (
 	TierTenant    = "tenant"
 )
 
+// TierAnonymousAll is the optional tier of the bucket every anonymous
+// caller of a tenant also spends from (SPEC §7), so that no number of
+// addresses drains the tenant. When MINTGATE_TIERS does not name it, it is
+// derived per tenant: a quarter of that tenant's tenant tier.
+const TierAnonymousAll = "anonymous_all"
+
+// anonymousAllShare is the share of the tenant tier a derived anonymous_all
+// tier holds: anonymous callers can take at most a quarter of a tenant's
+// signing, leaving the rest to its signed-in users.
+const anonymousAllShare = 0.25
+
 // DefaultTiers is SPEC §1's table.
 const DefaultTiers = "anonymous=5:5/60s,user=30:0.5,tenant=600:10"
 
@@ -26,7 +37,7 @@ type Tiers map[string]bucket.Limit
 
 // ParseTiers reads "name=capacity:refill,…" where refill is tokens per second
 // ("0.5") or tokens per duration ("5/60s"). The anonymous, user and tenant
-// tiers must all be present.
+// tiers must all be present; anonymous_all may be (TierSet.For derives it).
 func ParseTiers(s string) (Tiers, error) {
 	tiers, err := parseTierList(s)
 	if err != nil {
@@ -127,13 +138,40 @@ type TierSet struct {
 }
 
 // For is the tenant's limit for tier: its override, else the default. It
-// is false when tier is not configured at all.
+// is false when tier is not configured at all. anonymous_all, when neither
+// names it, is a quarter of the tenant's own tenant tier (at least one
+// token), so a tenant whose tenant tier is overridden gets a matching one.
 func (s TierSet) For(tenant, tier string) (bucket.Limit, bool) {
 	if l, ok := s.Tenants[tenant][tier]; ok {
 		return l, true
 	}
-	l, ok := s.Default[tier]
-	return l, ok
+	if l, ok := s.Default[tier]; ok || tier != TierAnonymousAll {
+		return l, ok
+	}
+	t, ok := s.For(tenant, TierTenant)
+	return bucket.Limit{Capacity: max(1, t.Capacity*anonymousAllShare), Rate: t.Rate * anonymousAllShare}, ok
+}
+
+// SignBuckets are the buckets one sign spends from, all or none, and an
+// expired grant is refunded into: the caller's tier, the tenant's, and for
+// an anonymous caller the tenant's anonymous_all, each with this tenant's
+// shape of its tier (a refund is capped by it). ok is false when tier is
+// not a configured tier.
+func (s TierSet) SignBuckets(tenant, subject, tier string) (bs []bucket.Bucket, ok bool) {
+	add := func(key, tier string) bool {
+		l, ok := s.For(tenant, tier)
+		bs = append(bs, bucket.Bucket{Key: key, Limit: l})
+		return ok
+	}
+	ok = add(keys.Bucket(tenant, subject), tier)
+	ok = add(keys.TenantBucket(tenant), TierTenant) && ok
+	if tier == TierAnonymous {
+		// Every anonymous sign also spends from one bucket per tenant: an
+		// IPv6 caller has a fresh /64, and so a fresh anonymous bucket, for
+		// each of the 256 in a home /56 (65 536 in a tunnel broker's /48).
+		ok = add(keys.AnonBucket(tenant), TierAnonymousAll) && ok
+	}
+	return bs, ok
 }
 
 // String writes the defaults in the form ParseTiers reads, then, after a
@@ -183,7 +221,7 @@ func ParseTenantTiers(s string, defaults Tiers) (map[string]Tiers, error) {
 			return nil, fmt.Errorf("tenant %q: no tiers given", id)
 		}
 		for name := range tiers {
-			if _, ok := defaults[name]; !ok {
+			if _, ok := defaults[name]; !ok && name != TierAnonymousAll {
 				return nil, fmt.Errorf("tenant %q: tier %q is not defined in MINTGATE_TIERS (%s)", id, name, strings.Join(defaults.sorted(), ", "))
 			}
 		}

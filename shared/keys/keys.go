@@ -3,7 +3,10 @@
 // the hash tag {t:<tenant>}, so every script stays legal on Redis Cluster.
 package keys
 
-import "regexp"
+import (
+	"regexp"
+	"strconv"
+)
 
 var tenantRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -31,9 +34,24 @@ func Bucket(tenant, subject string) string { return "rl:" + tag(tenant) + ":sign
 // TenantBucket is the key of the bucket every caller of a tenant shares.
 func TenantBucket(tenant string) string { return "rl:" + tag(tenant) + ":sign:tenant" }
 
-// Idempotency is the key of an idempotency record.
+// AnonBucket is the key of the bucket every anonymous caller of a tenant
+// also spends from (tier anonymous_all). No subject collides with it:
+// subjects start with "u:" or "a:".
+func AnonBucket(tenant string) string { return "rl:" + tag(tenant) + ":sign:anon" }
+
+// Idempotency is the key of an idempotency record:
+// sign:idem:{t:<tenant>}:<len(subject)>:<subject>:<key>. The subject's
+// length in bytes comes first because a user id and an Idempotency-Key may
+// both hold colons: without it, user "alice:x" with key "y" and user
+// "alice" with key "x:y" would share one record.
+//
+// Migration: records written before the length prefix (format
+// sign:idem:{t:<tenant>}:<subject>:<key>) are simply not found after the
+// upgrade; they expire with their URL. At worst a client that retries a
+// sign across the upgrade, within the URL's lifetime, gets a second URL
+// (and spends a second token) instead of a replay.
 func Idempotency(tenant, subject, key string) string {
-	return "sign:idem:" + tag(tenant) + ":" + subject + ":" + key
+	return "sign:idem:" + tag(tenant) + ":" + strconv.Itoa(len(subject)) + ":" + subject + ":" + key
 }
 
 // Done is the marker the completer sets when a grant's object was created.

@@ -1,8 +1,9 @@
 -- Spend (SPEC §2 step 2), composed after the bucket core: the idempotency
 -- check, the all-or-nothing spend and the in-flight mark are one atomic step.
 --
--- KEYS[1] idempotency record (hash: state = pending|done, fp, body),
--- KEYS[2..] the buckets, the caller's tier first.
+-- KEYS[1] idempotency record (hash: state = pending|done, fp, body)
+-- KEYS[2..] the buckets: the caller's, the tenant's, and for an anonymous
+-- caller the tenant's anonymous_all bucket (2 or 3 of them)
 -- ARGV[1] request fingerprint, ARGV[2] in-flight TTL (ms), ARGV[3..] the
 -- core's arguments (bucket.Args) for a cost of 1.
 -- Returns {'replay', body} | {'reused'} | {'pending'} | the core's reply.

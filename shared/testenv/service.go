@@ -16,6 +16,9 @@ type Service struct {
 	*Process
 	// URL is its base URL, http://127.0.0.1:<port>.
 	URL string
+	// OpsURL is the signer's ops port (MINTGATE_OPS_ADDR: /metrics), a
+	// free port of its own unless envs name one; the other services ignore it.
+	OpsURL string
 }
 
 // readyTimeout bounds how long a service may take to answer /readyz.
@@ -35,6 +38,11 @@ func StartService(tb testing.TB, pkg string, envs ...map[string]string) *Service
 			vars[k] = v
 		}
 	}
+	if vars["MINTGATE_OPS_ADDR"] == "" {
+		// Its default, :9080, would collide between two signers.
+		vars["MINTGATE_OPS_ADDR"] = addr(FreePort(tb))
+	}
+	opsURL := "http://" + vars["MINTGATE_OPS_ADDR"]
 	env := make([]string, 0, len(vars)+1)
 	for k, v := range vars {
 		env = append(env, k+"="+v)
@@ -42,7 +50,7 @@ func StartService(tb testing.TB, pkg string, envs ...map[string]string) *Service
 	sort.Strings(env)
 	for range 3 {
 		port := FreePort(tb)
-		s := &Service{Process: newProcess(tb, bin), URL: "http://" + addr(port)}
+		s := &Service{Process: newProcess(tb, bin), URL: "http://" + addr(port), OpsURL: opsURL}
 		s.env = append([]string{"MINTGATE_HTTP_ADDR=" + addr(port)}, env...)
 		s.Process.Start()
 		if s.WaitReady(readyTimeout) {

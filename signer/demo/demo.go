@@ -55,7 +55,8 @@ func Handler() http.Handler {
 		h := w.Header()
 		h.Set("Content-Security-Policy", csp)
 		h.Set("X-Content-Type-Options", "nosniff")
-		// A bearer token may sit in the query string: never leak it.
+		// The page never reads a token from its address, but a link may carry
+		// one anyway (it is dropped from history): never send the address on.
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")
 		r2 := r.Clone(r.Context())

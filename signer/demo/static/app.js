@@ -44,15 +44,14 @@
 
   // ---- configuration: query string, then the form ----
 
+  // A bearer token is never read from the address: a link carrying one would
+  // sign its victim in as whoever made the link, and upload into their
+  // account. One that is there anyway is ignored and dropped from history.
   function readQuery() {
     const params = new URLSearchParams(location.search);
     const tenant = params.get('tenant');
-    const token = params.get('token');
     if (tenant) ui.tenant.value = tenant;
-    if (token) {
-      ui.token.value = token;
-      ui.modeBearer.checked = true;
-      // Keep the token out of history, bookmarks and screenshots of the address bar.
+    if (params.has('token')) {
       params.delete('token');
       const rest = params.toString();
       history.replaceState(null, '', location.pathname + (rest ? '?' + rest : '') + location.hash);

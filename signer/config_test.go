@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+// No configuration error prints a secret: not a password in a Redis or
+// NATS URL (issue 10, finding 8: `MINTGATE_REDIS_URL: "rediss//:hunter2…@redis:6379/0"
+// is not a redis or rediss URL`), not a secret variable's value. Each case
+// also breaks another variable, so the secret would have company in a long
+// message; the variables the signer does not read yet (the grant MAC key,
+// the admin token) must not leak either.
+func TestConfigErrorsNeverPrintSecrets(t *testing.T) {
+	const secret = "hunter2-secret-value"
+	cases := []struct {
+		name, variable string // the variable the error must name; "" for none
+		set            map[string]string
+	}{
+		{"redis URL typo", "MINTGATE_REDIS_URL", map[string]string{"MINTGATE_REDIS_URL": "rediss//:" + secret + "@redis:6379/0"}},
+		{"redis URL bad port", "MINTGATE_REDIS_URL", map[string]string{"MINTGATE_REDIS_URL": "rediss://mintgate:" + secret + "@redis:port/0"}},
+		{"redis URL bad db", "MINTGATE_REDIS_URL", map[string]string{"MINTGATE_REDIS_URL": "rediss://mintgate:" + secret + "@redis:6379/x"}},
+		{"nats URL", "MINTGATE_NATS_URL", map[string]string{"MINTGATE_NATS_URL": "tls://signer:" + secret + "@nats-0:4222,http://signer:" + secret + "@nats-1"}},
+		{"nats token", "MINTGATE_NATS_URL", map[string]string{"MINTGATE_NATS_URL": "nats//" + secret + "@nats-0:4222"}},
+		{"jwks URL", "MINTGATE_JWT_JWKS_URL", map[string]string{"MINTGATE_JWT_HS256_SECRET": "", "MINTGATE_JWT_JWKS_URL": "ftp://idp:" + secret + "@idp.example/jwks"}},
+		{"short jwt secret", "MINTGATE_JWT_HS256_SECRET", map[string]string{"MINTGATE_JWT_HS256_SECRET": secret}},
+		{"short ip hash secret", "MINTGATE_IP_HASH_SECRET", map[string]string{"MINTGATE_ANON_TENANTS": "pub", "MINTGATE_IP_HASH_SECRET": secret[:12]}},
+		{"aws secret without key", "AWS_ACCESS_KEY_ID", map[string]string{"AWS_SECRET_ACCESS_KEY": secret}},
+		{"grant secret", "", map[string]string{"MINTGATE_GRANT_SECRET": secret}},
+		{"admin token", "", map[string]string{"MINTGATE_ADMIN_TOKEN": secret}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{
+				"MINTGATE_S3_BUCKET":        "uploads",
+				"MINTGATE_S3_REGION":        "us-east-1",
+				"MINTGATE_JWT_HS256_SECRET": testSecret,
+				"MINTGATE_URL_TTL":          "never", // the company
+			}
+			for k, v := range tc.set {
+				env[k] = v
+			}
+			err := run(context.Background(), []string{"signer"}, mapEnv(env), io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "MINTGATE_URL_TTL") || !strings.Contains(err.Error(), tc.variable) {
+				t.Fatalf("run: %v; want an error naming MINTGATE_URL_TTL and %s", err, tc.variable)
+			}
+			if strings.Contains(err.Error(), secret[:12]) {
+				t.Errorf("the error prints the secret: %v", err)
+			}
+		})
+	}
+}
+
+// JWKS mode trusts whatever keys the URL serves and, at a shared identity
+// provider, every app's tokens carry tenant_id: the keys must come over
+// TLS (a loopback URL excepted, for tests and sidecars) and tokens must be
+// minted for us (issue 10, finding 9).
+func TestJWKSModeNeedsHTTPSAndAudience(t *testing.T) {
+	cases := []struct {
+		name, url, audience string
+		variable            string // the variable the error names; "" for accepted
+	}{
+		{"https with audience", "https://idp.example/.well-known/jwks.json", testAudience, ""},
+		{"loopback http", "http://127.0.0.1:8000/jwks", testAudience, ""},
+		{"loopback http by name", "http://localhost:8000/jwks", testAudience, ""},
+		{"loopback IPv6", "http://[::1]:8000/jwks", testAudience, ""},
+		{"plain http", "http://idp.example/.well-known/jwks.json", testAudience, "MINTGATE_JWT_JWKS_URL"},
+		{"http to a name that only starts like localhost", "http://localhost.idp.example/jwks", testAudience, "MINTGATE_JWT_JWKS_URL"},
+		{"no audience", "https://idp.example/.well-known/jwks.json", "", "MINTGATE_JWT_AUDIENCE"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadConfig(mapEnv(map[string]string{
+				"MINTGATE_S3_BUCKET":    "uploads",
+				"MINTGATE_JWT_JWKS_URL": tc.url,
+				"MINTGATE_JWT_AUDIENCE": tc.audience,
+				"MINTGATE_GRANT_SECRET": testenv.GrantSecret,
+			}))
+			switch {
+			case tc.variable == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.variable != "" && (err == nil || !strings.Contains(err.Error(), tc.variable)):
+				t.Fatalf("error %v; want one naming %s", err, tc.variable)
+			}
+		})
+	}
+}
