@@ -37,7 +37,7 @@ var specEnv = map[string][]string{
 	"MINTGATE_REDIS_TIMEOUT":          everyService,
 	"MINTGATE_NATS_URL":               {signer, sweeper},
 	"MINTGATE_HTTP_ADDR":              everyService,
-	"MINTGATE_S3_BUCKET":              {signer},
+	"MINTGATE_S3_BUCKET":              {signer, completer}, // the completer marks only its records done (SPEC §7)
 	"MINTGATE_S3_REGION":              {signer},
 	"MINTGATE_S3_ENDPOINT":            {signer},
 	"MINTGATE_S3_PATH_STYLE":          {signer},
@@ -80,12 +80,17 @@ var awsEnv = map[string][]string{
 	"AWS_REGION":            {signer, completer},
 }
 
+// widenedBy7 are the services SPEC §7 adds to a §5 variable's users.
+var widenedBy7 = map[string][]string{
+	"MINTGATE_S3_BUCKET": {completer}, // "the completer ignores ... records whose bucket is not MINTGATE_S3_BUCKET"
+}
+
 // requiredEnv is what each service cannot do without in a deployment (a
 // default that points at 127.0.0.1 is no use in a container).
 var requiredEnv = map[string][]string{
-	signer:    {"MINTGATE_HTTP_ADDR", "MINTGATE_REDIS_URL", "MINTGATE_NATS_URL", "MINTGATE_S3_BUCKET", "MINTGATE_JWT_HS256_SECRET", "MINTGATE_IP_HASH_SECRET"},
-	completer: {"MINTGATE_HTTP_ADDR", "MINTGATE_REDIS_URL", "MINTGATE_SQS_QUEUE_URL"},
-	sweeper:   {"MINTGATE_HTTP_ADDR", "MINTGATE_REDIS_URL", "MINTGATE_NATS_URL"},
+	signer:    {"MINTGATE_HTTP_ADDR", "MINTGATE_REDIS_URL", "MINTGATE_NATS_URL", "MINTGATE_S3_BUCKET", "MINTGATE_JWT_HS256_SECRET", "MINTGATE_IP_HASH_SECRET", "MINTGATE_GRANT_SECRET"},
+	completer: {"MINTGATE_HTTP_ADDR", "MINTGATE_REDIS_URL", "MINTGATE_SQS_QUEUE_URL", "MINTGATE_S3_BUCKET"},
+	sweeper:   {"MINTGATE_HTTP_ADDR", "MINTGATE_REDIS_URL", "MINTGATE_NATS_URL", "MINTGATE_GRANT_SECRET"},
 }
 
 // httpPort is each service's port, SPEC §5's MINTGATE_HTTP_ADDR default.
@@ -248,6 +253,7 @@ func TestSpecEnvMatchesSpec(t *testing.T) {
 			t.Errorf("SPEC §5 names %s, the deploy tests do not know it", name)
 			continue
 		}
+		users = append(users, widenedBy7[name]...)
 		if !sameSet(users, want) {
 			t.Errorf("SPEC §5: %s is used by %v, the deploy tests say %v", name, users, want)
 		}

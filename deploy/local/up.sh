@@ -29,6 +29,7 @@ p_bridge=${MINTGATE_PORT_BRIDGE:-17071}
 p_signer=${MINTGATE_PORT_SIGNER:-8080}
 p_completer=${MINTGATE_PORT_COMPLETER:-8081}
 p_sweeper=${MINTGATE_PORT_SWEEPER:-8082}
+p_ops=${MINTGATE_PORT_OPS:-9080}
 
 log() { echo "up: $*" >&2; }
 
@@ -56,7 +57,7 @@ if [ -f "$stack/pids" ]; then
   sleep 1
 fi
 
-for p in $p_redis $p_nats $p_s3 $p_sqs $p_bridge $p_signer $p_completer $p_sweeper; do
+for p in $p_redis $p_nats $p_s3 $p_sqs $p_bridge $p_signer $p_completer $p_sweeper $p_ops; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
     log "port $p is already in use; set MINTGATE_PORT_<NAME> to move a part"; exit 1
   fi
@@ -142,14 +143,14 @@ nats=(
   MINTGATE_GRANT_SECRET="$(cat "$secrets/grant-secret")"
 )
 start signer env "${common[@]}" "${nats[@]}" MINTGATE_NATS_CREDS="$secrets/nats-signer.nk" \
-  MINTGATE_HTTP_ADDR="127.0.0.1:$p_signer" \
+  MINTGATE_HTTP_ADDR="127.0.0.1:$p_signer" MINTGATE_OPS_ADDR="127.0.0.1:$p_ops" \
   MINTGATE_S3_BUCKET="$bucket" MINTGATE_S3_ENDPOINT="http://127.0.0.1:$p_s3" \
   MINTGATE_S3_PATH_STYLE=true MINTGATE_S3_REGION=us-east-1 \
   MINTGATE_JWT_HS256_SECRET="$secret" MINTGATE_ANON_TENANTS=demo \
   MINTGATE_IP_HASH_SECRET="$secret" MINTGATE_DEMO_PAGE=on \
   "$stack/bin/signer"
 start completer env "${common[@]}" \
-  MINTGATE_HTTP_ADDR="127.0.0.1:$p_completer" \
+  MINTGATE_HTTP_ADDR="127.0.0.1:$p_completer" MINTGATE_S3_BUCKET="$bucket" \
   MINTGATE_SQS_QUEUE_URL="$queue_url" MINTGATE_SQS_ENDPOINT="http://127.0.0.1:$p_sqs" \
   "$stack/bin/completer"
 start sweeper env "${common[@]}" "${nats[@]}" MINTGATE_NATS_CREDS="$secrets/nats-sweeper.nk" \
@@ -162,7 +163,7 @@ wait_for sweeper http_ok "http://127.0.0.1:$p_sweeper/readyz"
 token=$("$stack/bin/devtoken" -secret "$secret" -tenant acme -sub alice -ttl 24h)
 cat <<MSG
 
-mintgate is ready: signer http://127.0.0.1:$p_signer  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  (S3 http://127.0.0.1:$p_s3, SQS http://127.0.0.1:$p_sqs, Redis rediss://127.0.0.1:$p_redis, NATS tls://127.0.0.1:$p_nats; logs in .stack/logs, credentials in .stack/secrets)
+mintgate is ready: signer http://127.0.0.1:$p_signer (metrics http://127.0.0.1:$p_ops/metrics)  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  (S3 http://127.0.0.1:$p_s3, SQS http://127.0.0.1:$p_sqs, Redis rediss://127.0.0.1:$p_redis, NATS tls://127.0.0.1:$p_nats; logs in .stack/logs, credentials in .stack/secrets)
 
 Try it (a dev JWT for tenant acme, user alice, valid 24 h):
   curl -s -X POST http://127.0.0.1:$p_signer/uploads/sign \\
