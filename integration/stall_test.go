@@ -25,7 +25,7 @@ func TestLedgerStallMintsNothing(t *testing.T) {
 	s := newStack(t, stackOptions{
 		URLTTL: 2 * time.Second, Grace: time.Second, DoneTTL: time.Minute,
 		// Room below capacity, and no refill to speak of: any extra credit shows.
-		Tiers: "anonymous=5:5/60s,user=1000:1/1000h,tenant=100000:1/1000h",
+		Tiers: "anonymous=5:5/60s,user=1000:1/1h,tenant=100000:1/1h",
 	})
 	nats, ok := s.NATS.(*testenv.NATS)
 	if !ok {

@@ -81,6 +81,7 @@ type gate struct {
 	timeout time.Duration // MINTGATE_REDIS_TIMEOUT, for each call
 	metrics *metrics
 	log     *slog.Logger
+	cancels *canceller // for spends that failed here but may run on Redis (cancel.go)
 }
 
 // newGate is the gate on rdb; a share above 0 turns the degraded mode on.
@@ -103,6 +104,14 @@ func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, 
 		return err
 	})
 	if err != nil {
+		if spendMayRun(err) {
+			// The EVALSHA may sit in a stalled Redis and run after this
+			// request has answered: cancel it in the background, so that it
+			// takes no token and holds no key (cancel.go). In degraded mode
+			// too: the local decision below is charged locally, and the
+			// Redis attempt must not charge Redis as well.
+			g.cancels.add(a.ask)
+		}
 		if g.local == nil {
 			return decision{}, err
 		}
@@ -126,6 +135,10 @@ func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, 
 		return decision{outcome: reused}, nil
 	case quota.Pending:
 		return decision{outcome: pending}, nil
+	case quota.Cancelled:
+		// Only a Spend that runs after its own request's Cancel answers
+		// this, and that request has had its 503: nobody reads this reply.
+		return decision{}, fmt.Errorf("%w: spend found its own request cancelled", bucket.ErrUnavailable)
 	}
 	return decision{}, fmt.Errorf("%w: spend decided %v", bucket.ErrUnavailable, d.Outcome)
 }
@@ -143,6 +156,16 @@ func (g *gate) undo(ctx context.Context, a attempt, d decision, urlID string, no
 		_, err := g.store.Undo(ctx, now, a.ask, urlID)
 		return err
 	})
+}
+
+// cancel runs one quota.Store.Cancel within the Redis timeout: the
+// canceller's attempt.
+func (g *gate) cancel(ctx context.Context, now time.Time, a quota.Ask) (refunded bool, err error) {
+	err = g.call(ctx, "cancel", func(ctx context.Context) (err error) {
+		refunded, err = g.store.Cancel(ctx, now, a)
+		return err
+	})
+	return refunded, err
 }
 
 // finishAttempts is how often finish tries before the URL goes out without

@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 }
 
 // option changes a dependency run would build; tests use them to fix the
-// clock or to stand in for the ledger.
+// clock, to stand in for the ledger or to read the metrics.
 type option func(*deps)
 
 func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, opts ...option) error {
@@ -69,8 +69,10 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 			return err
 		}
 	}
-	d.reg = ops.NewRegistry()
-	d.metrics = newMetrics(d.reg)
+	if d.metrics == nil {
+		d.reg = ops.NewRegistry()
+		d.metrics = newMetrics(d.reg)
+	}
 
 	// Redis connects lazily: a signer started while Redis is down serves
 	// 503 limiter_unavailable (and /readyz says why) until it is back.
@@ -85,6 +87,10 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		share = c.DegradedShare
 	}
 	d.gate = newGate(rdb, c.Redis.Timeout, share, d.metrics, log)
+	d.gate.cancels = startCanceller(d.gate.cancel, d.now, d.metrics, log)
+	// Deferred after rdb.Close, so it runs before it: once serve has
+	// drained the handlers, the canceller's last round still has Redis.
+	defer d.gate.cancels.close()
 	d.checks = append(d.checks, ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 
 	if d.ident, err = newIdentity(ctx, c, d.now); err != nil {

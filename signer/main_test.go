@@ -14,6 +14,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/grant"
@@ -53,6 +54,12 @@ func (c *clock) Add(d time.Duration) {
 func withClock(c *clock) option { return func(d *deps) { d.now = c.Now } }
 
 func withRecorder(r recorder) option { return func(d *deps) { d.ledger = r } }
+
+// withMetrics has the signer count on m, registered on reg, so that a test
+// reads its series with prometheus/testutil.
+func withMetrics(reg *prometheus.Registry, m *metrics) option {
+	return func(d *deps) { d.reg, d.metrics = reg, m }
+}
 
 // stack is the real servers a signer talks to.
 type stack struct {

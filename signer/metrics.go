@@ -10,6 +10,8 @@ type metrics struct {
 	ledgerSeconds *prometheus.HistogramVec // grant ledger latency, by result
 	degraded      prometheus.Counter       // decisions made without Redis
 	finishFailed  prometheus.Counter       // URLs issued whose done record could not be stored
+	cancels       *prometheus.CounterVec   // cancels of spends cut short, by result
+	cancelDropped prometheus.Counter       // cancels the full queue could not take
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -24,7 +26,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"tenant", "scope"}),
 		scriptSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mintgate_signer_redis_script_seconds",
-			Help:    "Latency of the signer's Redis scripts (sign, refund, complete), errors included.",
+			Help:    "Latency of the signer's Redis scripts (sign, refund, complete, cancel), errors included.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .15, .25, .5},
 		}, []string{"script"}),
 		ledgerSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -40,7 +42,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mintgate_signer_finish_failures_total",
 			Help: "URLs issued whose completed idempotency record or grant record could not be stored in Redis.",
 		}),
+		cancels: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mintgate_signer_cancels_total",
+			Help: "Cancels of sign requests whose Redis spend failed on the signer's side but may have run (a stalled Redis), by result: " +
+				"refunded (it had run: its tokens went back), tombstone (nothing to give back: it had not run, and now never will, or took nothing), " +
+				"gave_up (Redis did not answer before the deadline or the shutdown: a token may be lost).",
+		}, []string{"result"}),
+		cancelDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_signer_cancel_dropped_total",
+			Help: "Cancels not even queued, the canceller's queue being full (or the signer stopping): each may be a token lost.",
+		}),
 	}
-	reg.MustRegister(m.signs, m.limited, m.scriptSeconds, m.ledgerSeconds, m.degraded, m.finishFailed)
+	for _, r := range []string{cancelRefunded, cancelTombstone, cancelGaveUp} {
+		m.cancels.WithLabelValues(r) // every result from the start, at 0
+	}
+	reg.MustRegister(m.signs, m.limited, m.scriptSeconds, m.ledgerSeconds, m.degraded, m.finishFailed, m.cancels, m.cancelDropped)
 	return m
 }

@@ -49,6 +49,11 @@ func handleSign(d deps) echo.HandlerFunc {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), signBudget)
 		defer cancel()
 		a := newAttempt(who, req, d.cfg.Tiers)
+		// The urlId this request will issue is also its nonce: fresh for
+		// every request, retries with the same key included, so that a
+		// cancel or an undo touches only what this very request did.
+		urlID := uuid.NewString()
+		a.ask.Nonce = urlID
 		now := d.now()
 		dec, err := d.gate.decide(ctx, a, now)
 		if err != nil {
@@ -73,7 +78,7 @@ func handleSign(d deps) echo.HandlerFunc {
 			return tooMany(dec.result)
 		}
 
-		body, aerr := d.issue(ctx, a, dec, now)
+		body, aerr := d.issue(ctx, a, dec, urlID, now)
 		if aerr != nil {
 			return aerr
 		}
@@ -82,13 +87,12 @@ func handleSign(d deps) echo.HandlerFunc {
 	}
 }
 
-// issue turns an allowed decision into a URL: presign, record the grant
-// and wait for the ledger's ack, then store the completed record. A URL
-// leaves only once its grant is recorded; on any failure before that the
-// token is refunded and the key freed.
-func (d deps) issue(ctx context.Context, a attempt, dec decision, now time.Time) ([]byte, *apiError) {
+// issue turns an allowed decision into URL urlID: presign, record the
+// grant and wait for the ledger's ack, then store the completed record. A
+// URL leaves only once its grant is recorded; on any failure before that
+// the token is refunded and the key freed.
+func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apiError) {
 	who := a.who
-	urlID := uuid.NewString()
 	key := "incoming/" + who.Tenant + "/" + urlID
 	// SigV4 dates are whole seconds, so the URL dies no later than this.
 	expiresAt := now.Add(d.cfg.URLTTL).UTC().Truncate(time.Second)

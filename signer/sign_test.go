@@ -1,16 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -496,5 +504,179 @@ func TestSignResponseAndMetrics(t *testing.T) {
 		if !strings.Contains(m, series) {
 			t.Errorf("metrics lack %s", series)
 		}
+	}
+}
+
+// stallTiers leave room for every sign of a stall test, with a refill too
+// slow to show in six decimals (the tests' clock stands still besides).
+const stallTiers = "anonymous=5:5/60s,user=1000:1/1h,tenant=10000:1/1h"
+
+// bucket is a bucket's stored hash.
+func (s *signer) bucket(key string) map[string]string {
+	s.t.Helper()
+	h, err := s.rdb.HGetAll(context.Background(), key).Result()
+	if err != nil {
+		s.t.Fatalf("hgetall %s: %v", key, err)
+	}
+	return h
+}
+
+// stallSigner starts a signer on st with env, and signs n times at once
+// for alice so that its Redis pool holds open connections: the signs a
+// stall then cuts write their EVALSHA into Redis's socket, as in
+// production (on a new connection the handshake would time out first,
+// sending nothing). The buckets' hashes are read after.
+func stallSigner(t *testing.T, st stack, env map[string]string, n int) (s *signer, m *metrics, tok string, user, tenant map[string]string) {
+	t.Helper()
+	env["MINTGATE_TIERS"] = stallTiers
+	reg := ops.NewRegistry()
+	m = newMetrics(reg)
+	s = start(t, env, withMetrics(reg, m))
+	tok = s.token("acme", "alice")
+	s.signAtOnce(tok, newKeys(n), http.StatusCreated, "")
+	return s, m, tok, s.bucket(keys.Bucket("acme", keys.UserSubject("alice"))), s.bucket(keys.TenantBucket("acme"))
+}
+
+func newKeys(n int) []string {
+	ks := make([]string, n)
+	for i := range ks {
+		ks[i] = newKey()
+	}
+	return ks
+}
+
+// signAtOnce sends one sign per key, all at once, and requires each to
+// answer status with the error code (none: "").
+func (s *signer) signAtOnce(tok string, ks []string, status int, code string) {
+	var wg sync.WaitGroup
+	for _, k := range ks {
+		wg.Go(func() {
+			if r := s.sign(tok, k, pngBody); r.status != status || r.code() != code {
+				s.t.Errorf("sign %s: %d %s, want %d %s", k, r.status, r.raw, status, code)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// pause stalls Redis with SIGSTOP and waits until the kernel has stopped
+// it, so that no sign sent next slips through.
+func pause(t *testing.T, r *testenv.Redis) {
+	t.Helper()
+	r.Pause()
+	t.Cleanup(r.Resume) // a stopped server would not stop at the end
+	stat := fmt.Sprintf("/proc/%d/stat", r.PID())
+	waitUntil(t, 5*time.Second, "redis-server stopped", func() bool {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// pid (comm) state …: the state follows the last ')'.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		return len(f) > 0 && f[0] == "T"
+	})
+}
+
+// settled waits until the signer has settled want cancels, and requires
+// none given up or dropped.
+func settled(t *testing.T, s *signer, m *metrics, want float64) map[string]float64 {
+	t.Helper()
+	var c map[string]float64
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		c = cancels(m)
+		if c[cancelRefunded]+c[cancelTombstone]+c[cancelGaveUp] >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cancels %v, %v dropped, %v signs limiter_unavailable; want %v settled\n%s", c, testutil.ToFloat64(m.cancelDropped),
+				testutil.ToFloat64(m.signs.WithLabelValues("limiter_unavailable")), want, s.log)
+		}
+	}
+	if c[cancelGaveUp] != 0 || testutil.ToFloat64(m.cancelDropped) != 0 {
+		t.Errorf("cancels %v, %v dropped; want none given up or dropped\n%s", c, testutil.ToFloat64(m.cancelDropped), s.log)
+	}
+	return c
+}
+
+// A Redis stall (SIGSTOP here; a slow fork or a failover in production)
+// cuts signs short: each answers 503 limiter_unavailable after the
+// timeout, but its EVALSHA sits in Redis's socket and runs when Redis
+// resumes. The canceller gives every such token back and frees every key:
+// the user's and the tenant's buckets end exactly where they were, and a
+// retry with the same Idempotency-Key is a 201, not a 409.
+func TestRedisStallLosesNoToken(t *testing.T) {
+	const n = 12
+	st := newStack(t)
+	s, m, tok, user, tenant := stallSigner(t, st, st.env(t), n)
+	userBucket, tenantBucket := keys.Bucket("acme", keys.UserSubject("alice")), keys.TenantBucket("acme")
+
+	pause(t, st.redis)
+	// A client that retries its key while the stall lasts: two requests,
+	// one key, both cut; and n others at once.
+	retried, cut := newKey(), newKeys(n)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 2 {
+			s.signAtOnce(tok, []string{retried}, http.StatusServiceUnavailable, codeLimiterDown)
+		}
+	})
+	s.signAtOnce(tok, cut, http.StatusServiceUnavailable, codeLimiterDown)
+	wg.Wait()
+	st.redis.Resume()
+
+	c := settled(t, s, m, n+2)
+	t.Logf("cancels after the stall: %v", c)
+	if c[cancelRefunded] == 0 {
+		t.Error("no cut spend ran when Redis resumed: the test did not reproduce the stall")
+	}
+	if got := testutil.ToFloat64(m.signs.WithLabelValues("limiter_unavailable")); got != n+2 {
+		t.Errorf("%v signs answered limiter_unavailable, want %d", got, n+2)
+	}
+	if got := s.bucket(userBucket); !maps.Equal(got, user) {
+		t.Errorf("user bucket %v after the stall, want %v as before it", got, user)
+	}
+	if got := s.bucket(tenantBucket); !maps.Equal(got, tenant) {
+		t.Errorf("tenant bucket %v after the stall, want %v as before it", got, tenant)
+	}
+
+	keysCut := append(cut, retried)
+	ctx := context.Background()
+	for _, k := range keysCut {
+		idem := keys.Idempotency("acme", keys.UserSubject("alice"), k)
+		if state := s.rdb.HGet(ctx, idem, "state").Val(); state != "cancelled" {
+			t.Errorf("key %s: state %q, want cancelled", k, state)
+		}
+	}
+	for _, k := range keysCut {
+		if r := s.sign(tok, k, pngBody); r.status != http.StatusCreated {
+			t.Errorf("retry of a cut key once the cancels ran: %d %s", r.status, r.raw)
+		}
+	}
+	before, _ := strconv.ParseFloat(user["t"], 64)
+	if got, want := s.tokens(userBucket), fmt.Sprintf("%.6f", before-float64(len(keysCut))); got != want {
+		t.Errorf("user bucket t=%s after the retries, want %s", got, want)
+	}
+}
+
+// In degraded mode the in-process buckets decide while Redis stalls, and
+// the Redis attempt each sign made first is still cancelled: Redis is not
+// charged for URLs the local buckets paid for.
+func TestDegradedStallChargesRedisNothing(t *testing.T) {
+	const n = 3
+	st := newStack(t)
+	env := st.env(t)
+	env["MINTGATE_DEGRADED_MODE"] = "local"
+	s, m, tok, user, tenant := stallSigner(t, st, env, n)
+
+	pause(t, st.redis)
+	s.signAtOnce(tok, newKeys(n), http.StatusCreated, "")
+	st.redis.Resume()
+
+	t.Logf("cancels after the stall: %v", settled(t, s, m, n))
+	if got := s.bucket(keys.Bucket("acme", keys.UserSubject("alice"))); !maps.Equal(got, user) {
+		t.Errorf("user bucket %v after the stall, want %v as before it", got, user)
+	}
+	if got := s.bucket(keys.TenantBucket("acme")); !maps.Equal(got, tenant) {
+		t.Errorf("tenant bucket %v after the stall, want %v as before it", got, tenant)
 	}
 }

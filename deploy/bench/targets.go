@@ -190,7 +190,9 @@ func decision(rdb *redis.Client, users, tenants int) op {
 		// The signer's own call: idempotency check, both buckets and the
 		// in-flight mark in one script; a fresh key each time.
 		a := asks[rand.IntN(len(asks))]
-		a.Idem += strconv.FormatInt(n.Add(1), 10)
+		i := strconv.FormatInt(n.Add(1), 10)
+		a.Idem += i
+		a.Nonce = "n" + i
 		d, err := store.Spend(ctx, time.Now(), a, time.Second)
 		if err != nil {
 			return "", err

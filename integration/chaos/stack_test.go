@@ -89,6 +89,7 @@ func startStack(t *testing.T, p plan, topo topology) *stack {
 	signerEnv := map[string]string{"MINTGATE_JWT_HS256_SECRET": string(st.jwtSecret)}
 	completerEnv := map[string]string{
 		"MINTGATE_SQS_QUEUE_URL": q.URL,
+		"MINTGATE_S3_BUCKET":     s3.Bucket,
 		"MINTGATE_SQS_ENDPOINT":  sqs.Endpoint,
 		"MINTGATE_DONE_TTL":      p.doneTTL.String(),
 	}

@@ -25,7 +25,7 @@ func BenchmarkSpend(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		a := quota.Ask{Tenant: "b", Idem: keys.Idempotency("b", "u:a", strconv.Itoa(i)), Fingerprint: "fp", Buckets: bs}
+		a := quota.Ask{Tenant: "b", Idem: keys.Idempotency("b", "u:a", strconv.Itoa(i)), Fingerprint: "fp", Nonce: "n", Buckets: bs}
 		if d, err := q.Spend(ctx, time.Now(), a, inFlight); err != nil || d.Outcome != quota.Allowed {
 			b.Fatalf("spend: %+v %v", d, err)
 		}

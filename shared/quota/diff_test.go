@@ -28,13 +28,18 @@ var (
 const ttlSlack = 2 * time.Second
 
 // world is one sequence's small universe, so that keys, fingerprints,
-// grants and buckets repeat: two tenants, two users and two addresses each,
-// three idempotency keys per caller, four grants per tenant.
+// nonces, grants and buckets repeat: two tenants, two users and two
+// addresses each, three idempotency keys per caller, four grants per
+// tenant, and the requests asked lately, which come back: a Cancel after
+// its Spend or before it, an Undo or Finish of a request whose key a retry
+// (another nonce) took over meanwhile.
 type world struct {
 	r        *rand.Rand
 	tenants  []string
 	subjects []string
 	shape    map[string]bucket.Limit // per tier: user, anonymous, tenant, anonymous_all
+	recent   []quota.Ask
+	nonces   int
 }
 
 func newWorld(r *rand.Rand, seq int) *world {
@@ -67,14 +72,36 @@ func (w *world) buckets(tenant, subject string) []bucket.Bucket {
 	}
 }
 
+// ask is a request: half the time one asked lately, else a new one — a
+// retry of a recent one (its key and fingerprint, a new nonce) or a fresh
+// pick. Now and then a nonce repeats on another key: the scripts must
+// agree whatever a caller sends.
 func (w *world) ask() quota.Ask {
-	tn, sub := w.tenant(), w.subjects[w.r.IntN(len(w.subjects))]
-	return quota.Ask{
-		Tenant:      tn,
-		Idem:        keys.Idempotency(tn, sub, fmt.Sprintf("k%d", w.r.IntN(3))),
-		Fingerprint: fmt.Sprintf("fp%d", w.r.IntN(2)),
-		Buckets:     w.buckets(tn, sub),
+	if len(w.recent) > 0 && w.r.IntN(2) == 0 {
+		return w.recent[w.r.IntN(len(w.recent))]
 	}
+	var a quota.Ask
+	if len(w.recent) > 0 && w.r.IntN(3) == 0 {
+		a = w.recent[w.r.IntN(len(w.recent))]
+	} else {
+		tn, sub := w.tenant(), w.subjects[w.r.IntN(len(w.subjects))]
+		a = quota.Ask{
+			Tenant:      tn,
+			Idem:        keys.Idempotency(tn, sub, fmt.Sprintf("k%d", w.r.IntN(3))),
+			Fingerprint: fmt.Sprintf("fp%d", w.r.IntN(2)),
+			Buckets:     w.buckets(tn, sub),
+		}
+	}
+	w.nonces++
+	a.Nonce = fmt.Sprintf("n%d", w.nonces)
+	if w.r.IntN(10) == 0 {
+		a.Nonce = fmt.Sprintf("n%d", 1+w.r.IntN(w.nonces))
+	}
+	w.recent = append(w.recent, a)
+	if len(w.recent) > 6 {
+		w.recent = w.recent[1:]
+	}
+	return a
 }
 
 func (w *world) due() quota.Due {
@@ -114,10 +141,12 @@ func bucketKeys(bs []bucket.Bucket) []string {
 }
 
 // TestDifferential feeds the scripts and the Twin the same random
-// sequences — spends, undos, finishes, refund batches with repeats and
-// shared buckets, done markers set in between, script caches flushed, the
-// caller's clock moving back and forth — and requires every reply and the
-// stored state of every key touched (value and TTL) to be the same.
+// sequences — spends, cancels (before their spend, after it, of another
+// request's record, twice), undos, finishes, retries with other nonces,
+// refund batches with repeats and shared buckets, done markers set in
+// between, script caches flushed, the caller's clock moving back and forth
+// — and requires every reply and the stored state of every key touched
+// (value and TTL) to be the same.
 func TestDifferential(t *testing.T) {
 	srvs := servers(t)
 	for _, name := range []string{"redis", "cluster"} {
@@ -159,19 +188,23 @@ func differ(t *testing.T, lua backend, seq int) {
 			want, errs[1] = fn(twin)
 		}
 		switch p := r.IntN(100); {
-		case p < 35:
+		case p < 30:
 			a := w.ask()
-			what, touched = "spend "+a.Idem+" "+a.Fingerprint, append([]string{a.Idem}, bucketKeys(a.Buckets)...)
+			what, touched = "spend "+request(a), append([]string{a.Idem}, bucketKeys(a.Buckets)...)
 			both(func(b backend) (any, error) { return b.Spend(ctx, now, a, inFlight) })
-		case p < 50:
+		case p < 45:
+			a := w.ask()
+			what, touched = "cancel "+request(a), append([]string{a.Idem}, bucketKeys(a.Buckets)...)
+			both(func(b backend) (any, error) { return b.Cancel(ctx, now, a) })
+		case p < 55:
 			a, id := w.ask(), w.urlID()
-			what, touched = "undo "+a.Idem+" "+a.Fingerprint+" "+id, append([]string{a.Idem}, grantKeys(a.Tenant, id, a.Buckets)...)
+			what, touched = "undo "+request(a)+" "+id, append([]string{a.Idem}, grantKeys(a.Tenant, id, a.Buckets)...)
 			both(func(b backend) (any, error) { return b.Undo(ctx, now, a, id) })
-		case p < 60:
+		case p < 63:
 			a := w.ask()
 			f := quota.Finished{URLID: w.urlID(), Subject: "s" + a.Fingerprint, Body: fmt.Appendf(nil, `{"n":%d}`, r.IntN(100)),
 				ExpiresAt: now.Add(2 * time.Minute), RecordTTL: 2 * time.Minute, GrantTTL: time.Hour}
-			what, touched = "finish "+a.Idem+" "+f.URLID, []string{a.Idem, keys.Grant(a.Tenant, f.URLID)}
+			what, touched = "finish "+request(a)+" "+f.URLID, []string{a.Idem, keys.Grant(a.Tenant, f.URLID)}
 			both(func(b backend) (any, error) { return nil, b.Finish(ctx, a, f) })
 		case p < 80:
 			ds := make([]quota.Due, 1+r.IntN(6))
@@ -203,6 +236,9 @@ func differ(t *testing.T, lua backend, seq int) {
 	}
 	sameState(t, fmt.Sprintf("seq %d end", seq), lua, twin, w.all())
 }
+
+// request names a request in a failure message.
+func request(a quota.Ask) string { return a.Idem + " " + a.Fingerprint + " " + a.Nonce }
 
 func sameState(t *testing.T, at string, lua, twin backend, ks []string) {
 	t.Helper()

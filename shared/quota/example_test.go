@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/bucket"
@@ -33,6 +34,7 @@ func ExampleNew() {
 		Tenant:      tenant,
 		Idem:        keys.Idempotency(tenant, subject, "the Idempotency-Key header"),
 		Fingerprint: "a hash of what was asked",
+		Nonce:       uuid.NewString(), // fresh for each request, retries included
 		Buckets: []bucket.Bucket{
 			{Key: keys.Bucket(tenant, subject), Limit: bucket.Limit{Capacity: 30, Rate: 0.5}},
 			{Key: keys.TenantBucket(tenant), Limit: bucket.Limit{Capacity: 600, Rate: 10}},
@@ -43,6 +45,18 @@ func ExampleNew() {
 	d, err := q.Spend(ctx, time.Now(), a, 30*time.Second)
 	switch {
 	case errors.Is(err, quota.ErrUnavailable):
+		// The EVALSHA may still run (a stalled Redis runs it when it
+		// resumes): cancel it, retrying while Redis does not answer. The
+		// signer hands this to a background goroutine and answers at once.
+		for range 10 {
+			cctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+			_, err := q.Cancel(cctx, time.Now(), a)
+			cancel()
+			if !errors.Is(err, quota.ErrUnavailable) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
 		fmt.Println("503: fail closed")
 	case d.Outcome == quota.Allowed:
 		urlID := "the grant's urlId"
@@ -77,7 +91,7 @@ func ExampleTwin() {
 	address := bucket.Bucket{Key: keys.Bucket(tenant, subject), Limit: bucket.Limit{Capacity: 5, Rate: 5.0 / 60}}
 	everyone := bucket.Bucket{Key: keys.TenantBucket(tenant), Limit: bucket.Limit{Capacity: 600, Rate: 10}}
 	anonymous := bucket.Bucket{Key: "rl:{t:acme}:sign:anon", Limit: bucket.Limit{Capacity: 150, Rate: 2.5}}
-	a := quota.Ask{Tenant: tenant, Idem: keys.Idempotency(tenant, subject, "req-1"), Fingerprint: "fp",
+	a := quota.Ask{Tenant: tenant, Idem: keys.Idempotency(tenant, subject, "req-1"), Fingerprint: "fp", Nonce: "n1",
 		Buckets: []bucket.Bucket{address, everyone, anonymous}}
 	d, _ := q.Spend(ctx, now, a, 30*time.Second)
 	fmt.Println("spend:", d.Outcome, d.Result.Remaining, "left")
@@ -102,4 +116,32 @@ func ExampleTwin() {
 	// undo refunded: true
 	// sweeper: [already refunded]
 	// g1 refunded: true
+}
+
+// A Spend timed out on the signer's side while Redis stalled, and the
+// client had its 503. Its Cancel reached Redis first; the Spend, run when
+// Redis resumed, finds the tombstone and takes nothing. The client's retry
+// with the same Idempotency-Key is a new request with a nonce of its own,
+// which the tombstone does not stop.
+func ExampleStore_Cancel() {
+	ctx := context.Background()
+	q := quota.NewTwin(nil)
+	now := time.Unix(1_700_000_000, 0)
+	tenant, subject := "acme", keys.UserSubject("alice")
+	first := quota.Ask{Tenant: tenant, Idem: keys.Idempotency(tenant, subject, "req-1"), Fingerprint: "fp", Nonce: "n1",
+		Buckets: []bucket.Bucket{{Key: keys.Bucket(tenant, subject), Limit: bucket.Limit{Capacity: 30, Rate: 0.5}}}}
+
+	refunded, _ := q.Cancel(ctx, now, first)
+	fmt.Println("cancel refunded:", refunded)
+	d, _ := q.Spend(ctx, now, first, 30*time.Second)
+	fmt.Println("late spend:", d.Outcome)
+
+	retry := first
+	retry.Nonce = "n2"
+	d, _ = q.Spend(ctx, now, retry, 30*time.Second)
+	fmt.Println("retry:", d.Outcome, d.Result.Remaining, "left")
+	// Output:
+	// cancel refunded: false
+	// late spend: cancelled
+	// retry: allowed 29 left
 }

@@ -5,6 +5,9 @@ import (
 	"time"
 )
 
+// MaxCancelled is how many nonces a tombstone keeps.
+const MaxCancelled = maxCancelled
+
 // Entry is key's state in t as Redis would hold it — a string's value, or a
 // hash's fields — and its time to live by t's clock; ok is false for a
 // missing or expired key.

@@ -21,6 +21,7 @@ type quotas interface {
 	Spend(ctx context.Context, now time.Time, a quota.Ask, inFlight time.Duration) (quota.Decision, error)
 	Undo(ctx context.Context, now time.Time, a quota.Ask, urlID string) (bool, error)
 	Finish(ctx context.Context, a quota.Ask, f quota.Finished) error
+	Cancel(ctx context.Context, now time.Time, a quota.Ask) (bool, error)
 	Refund(ctx context.Context, now time.Time, ds []quota.Due) ([]quota.RefundOutcome, error)
 	Status(ctx context.Context, tenant, urlID string) (quota.Status, error)
 }

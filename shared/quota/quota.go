@@ -1,6 +1,6 @@
 // Package quota owns every Redis script that moves a grant's tokens: the
-// signer's Spend, Undo and Finish, the sweeper's batched Refund, and the
-// Status read of one grant. Each script composes the bucket core
+// signer's Spend, Undo, Finish and Cancel, the sweeper's batched Refund, and
+// the Status read of one grant. Each script composes the bucket core
 // (bucket.NewScript) with its own checks, so a decision and its bookkeeping
 // are one atomic step; the KEYS/ARGV layouts stay private here and callers
 // see typed operations. Twin is the same in Go, held equal to the scripts by
@@ -13,6 +13,12 @@
 // Exactly once: whoever gives a grant's token back, the signer's Undo or the
 // sweeper's Refund, sets the grant's refunded marker in the same script, and
 // the other finds it and credits nothing.
+//
+// Cancel covers what no reply tells: a Spend that timed out on the
+// caller's side may still run on Redis (a stalled server runs what sits in
+// its sockets when it resumes). Each request carries a nonce of its own;
+// Cancel gives back what that request's Spend took, or leaves a tombstone
+// that makes the Spend, if it runs later, take nothing.
 package quota
 
 import (
@@ -31,10 +37,14 @@ import (
 )
 
 var (
+	//go:embed nonces.lua
+	noncesSrc string
 	//go:embed spend.lua
 	spendEntry string
 	//go:embed undo.lua
 	undoEntry string
+	//go:embed cancel.lua
+	cancelEntry string
 	//go:embed finish.lua
 	finishSrc string
 	//go:embed refund.lua
@@ -45,6 +55,19 @@ var (
 // redelivery of a grant or retry of an undo takes, and what GET
 // /uploads/{urlId} reports as "refunded" meanwhile.
 const RefundedTTL = 24 * time.Hour
+
+// CancelTTL is how long a cancelled idempotency record (a tombstone) lives:
+// longer than any command can sit in a stalled Redis, a failover or a
+// socket buffer before it runs, so the Spend it stops finds it. It blocks
+// no one meanwhile: any other request on the key passes it.
+const CancelTTL = 5 * time.Minute
+
+// maxCancelled is how many nonces a tombstone keeps, the newest: a client's
+// retries with one key cut by one stall, with room to spare.
+const maxCancelled = 32
+
+// maxNonce is the longest nonce: a UUID fits with room to spare.
+const maxNonce = 64
 
 // ErrUnavailable is returned when Redis could not answer: unreachable, past
 // the ctx deadline, failing, or replying what no script returns. It wraps
@@ -58,6 +81,7 @@ type Ask struct {
 	Tenant      string          // a tenant id, as keys.ValidTenant accepts
 	Idem        string          // the idempotency record's key, keys.Idempotency(...), built by the caller
 	Fingerprint string          // of what was asked: only the same request replays
+	Nonce       string          // this request's own, fresh for each (a retry with the same key included): Cancel and Undo touch only what it did; 1 to 64 visible ASCII characters, no space (a UUID)
 	Buckets     []bucket.Bucket // the caller's tier first, then the tenant's (and for anonymous callers anonymous_all's); all in the tenant's hash tag
 }
 
@@ -66,11 +90,12 @@ type Outcome int
 
 // The outcomes of Spend. The zero Outcome is none of them.
 const (
-	Allowed Outcome = iota + 1 // a token was spent from every bucket and the key marked in flight
-	Denied                     // a bucket is short: nothing was spent (429)
-	Replay                     // the key completed with the same request: Body is its 201 body
-	Reused                     // the key belongs to a different request (422)
-	Pending                    // the key's first request is still in flight (409)
+	Allowed   Outcome = iota + 1 // a token was spent from every bucket and the key marked in flight
+	Denied                       // a bucket is short: nothing was spent (429)
+	Replay                       // the key completed with the same request: Body is its 201 body
+	Reused                       // the key belongs to a different request (422)
+	Pending                      // the key's first request is still in flight (409)
+	Cancelled                    // this very request (its nonce) was cancelled before the Spend ran: nothing was spent or marked
 )
 
 // String names the outcome.
@@ -86,6 +111,8 @@ func (o Outcome) String() string {
 		return "reused"
 	case Pending:
 		return "pending"
+	case Cancelled:
+		return "cancelled"
 	}
 	return "Outcome(" + strconv.Itoa(int(o)) + ")"
 }
@@ -135,30 +162,33 @@ func status(done, refunded bool, expiresAt, subject string) Status {
 
 // Store runs the scripts on Redis.
 type Store struct {
-	rdb                         redis.UniversalClient
-	spend, undo, finish, refund *redis.Script
+	rdb                                 redis.UniversalClient
+	spend, undo, finish, refund, cancel *redis.Script
 }
 
 // New returns a Store on rdb, a *redis.Client or a *redis.ClusterClient.
 func New(rdb redis.UniversalClient) *Store {
 	return &Store{
 		rdb:    rdb,
-		spend:  bucket.NewScript(spendEntry),
+		spend:  bucket.NewScript(noncesSrc + "\n" + spendEntry),
 		undo:   bucket.NewScript(undoEntry),
 		finish: redis.NewScript(finishSrc),
 		refund: bucket.NewScript(refundEntry),
+		cancel: bucket.NewScript(noncesSrc + "\n" + cancelEntry),
 	}
 }
 
 // Spend checks the idempotency record and, for a new request, takes one
 // token from every bucket or from none, marking the key in flight for
-// inFlight when it did: one round trip.
+// inFlight when it did: one round trip. A cancelled record (a tombstone) is
+// no record for any other request; for the request it names, the answer is
+// Cancelled and nothing is touched.
 func (s *Store) Spend(ctx context.Context, now time.Time, a Ask, inFlight time.Duration) (Decision, error) {
 	if err := checkSpend(a, inFlight); err != nil {
 		return Decision{}, err
 	}
 	ks := append([]string{a.Idem}, bucketKeys(a.Buckets)...)
-	args := bucket.Args([]any{a.Fingerprint, inFlight.Milliseconds()}, now, 1, a.Buckets)
+	args := bucket.Args([]any{a.Fingerprint, a.Nonce, inFlight.Milliseconds()}, now, 1, a.Buckets)
 	vals, err := s.spend.Run(ctx, s.rdb, ks, args...).Slice()
 	if err != nil {
 		return Decision{}, unavailable("spend", err)
@@ -172,6 +202,8 @@ func (s *Store) Spend(ctx context.Context, now time.Time, a Ask, inFlight time.D
 			return Decision{Outcome: Reused}, nil
 		case w == "pending":
 			return Decision{Outcome: Pending}, nil
+		case w == "cancelled":
+			return Decision{Outcome: Cancelled}, nil
 		case w == "replay" && len(vals) == 2:
 			body, _ := vals[1].(string)
 			return replayed(body), nil
@@ -187,7 +219,7 @@ func (s *Store) Spend(ctx context.Context, now time.Time, a Ask, inFlight time.D
 
 // Undo gives back the token of an allowed Spend whose URL was never handed
 // out, frees the idempotency key (only while it is still this request's
-// in-flight mark) and sets the refunded marker keys.Refunded(tenant, urlID),
+// in-flight mark: its nonce and fingerprint) and sets the refunded marker keys.Refunded(tenant, urlID),
 // atomically. If the refunded marker or the done marker already exists it
 // refunds nothing (the sweeper got there first, or the upload landed) but
 // still frees the key. It reports whether it refunded.
@@ -196,7 +228,7 @@ func (s *Store) Undo(ctx context.Context, now time.Time, a Ask, urlID string) (r
 		return false, err
 	}
 	ks := append([]string{a.Idem, keys.Done(a.Tenant, urlID), keys.Refunded(a.Tenant, urlID)}, bucketKeys(a.Buckets)...)
-	args := bucket.Args([]any{a.Fingerprint, RefundedTTL.Milliseconds()}, now, -1, a.Buckets)
+	args := bucket.Args([]any{a.Fingerprint, a.Nonce, RefundedTTL.Milliseconds()}, now, -1, a.Buckets)
 	n, err := s.undo.Run(ctx, s.rdb, ks, args...).Int64()
 	if err != nil {
 		return false, unavailable("undo", err)
@@ -206,17 +238,50 @@ func (s *Store) Undo(ctx context.Context, now time.Time, a Ask, urlID string) (r
 
 // Finish makes the idempotency record done with the 201 body (TTL
 // f.RecordTTL) and writes the grant record keys.Grant(tenant, f.URLID)
-// {expiresAt, subject} (TTL f.GrantTTL), atomically.
+// {expiresAt, subject} (TTL f.GrantTTL), atomically. A cancelled record is
+// left as it is: Finish follows this request's allowed Spend, so the
+// tombstone is another request's, whose Spend may yet run and must find it.
 func (s *Store) Finish(ctx context.Context, a Ask, f Finished) error {
 	if err := checkFinish(a, f); err != nil {
 		return err
 	}
 	ks := []string{a.Idem, keys.Grant(a.Tenant, f.URLID)}
-	args := []any{a.Fingerprint, f.Body, f.RecordTTL.Milliseconds(), f.ExpiresAt.UnixMilli(), f.Subject, f.GrantTTL.Milliseconds()}
+	args := []any{a.Fingerprint, a.Nonce, f.Body, f.RecordTTL.Milliseconds(), f.ExpiresAt.UnixMilli(), f.Subject, f.GrantTTL.Milliseconds()}
 	if err := s.finish.Run(ctx, s.rdb, ks, args...).Err(); err != nil {
 		return unavailable("finish", err)
 	}
 	return nil
+}
+
+// Cancel ends a request whose Spend failed on the caller's side (timed out,
+// connection lost) but may have reached Redis, so that it spends nothing
+// and holds no key, whether its Spend ran already, runs later or never
+// runs. By the idempotency record:
+//
+//   - in flight with this nonce and fingerprint (the Spend ran): one token
+//     back to every bucket, capped as Undo's, and the record becomes a
+//     tombstone (TTL CancelTTL); refunded is true;
+//   - absent (the Spend has not run): a tombstone, which the Spend finds if
+//     it runs and then takes nothing (Outcome Cancelled);
+//   - a tombstone: this nonce is added to it; if it named the nonce
+//     already, nothing changes and refunded is what the first Cancel said,
+//     so a Cancel retried after a lost reply answers the same;
+//   - another request's (in flight with another nonce, done): nothing is
+//     touched; the Spend, if it runs, finds that record and takes nothing.
+//
+// A tombstone never blocks a retry: a Spend with another nonce treats it as
+// absent. A retry of a Cancel is safe at any time.
+func (s *Store) Cancel(ctx context.Context, now time.Time, a Ask) (refunded bool, err error) {
+	if err := checkAsk(a, true); err != nil {
+		return false, err
+	}
+	ks := append([]string{a.Idem}, bucketKeys(a.Buckets)...)
+	args := bucket.Args([]any{a.Fingerprint, a.Nonce, CancelTTL.Milliseconds(), maxCancelled}, now, -1, a.Buckets)
+	n, err := s.cancel.Run(ctx, s.rdb, ks, args...).Int64()
+	if err != nil {
+		return false, unavailable("cancel", err)
+	}
+	return n == 1, nil
 }
 
 // Status reads the done marker, the refunded marker and the grant record of
@@ -286,11 +351,28 @@ func checkAsk(a Ask, spends bool) error {
 	if a.Fingerprint == "" {
 		return errors.New("quota: no request fingerprint")
 	}
+	if err := checkNonce(a.Nonce); err != nil {
+		return err
+	}
 	if err := inTenant(a.Tenant, a.Idem); err != nil {
 		return err
 	}
 	if spends {
 		return checkBuckets(a.Tenant, a.Buckets)
+	}
+	return nil
+}
+
+// checkNonce refuses a nonce a tombstone could not list: the scripts keep
+// several, space-separated.
+func checkNonce(n string) error {
+	if n == "" || len(n) > maxNonce {
+		return fmt.Errorf("quota: nonce %q: want 1 to %d characters", n, maxNonce)
+	}
+	for i := range len(n) {
+		if n[i] <= ' ' || n[i] > '~' {
+			return fmt.Errorf("quota: nonce %q: want visible ASCII, no space", n)
+		}
 	}
 	return nil
 }

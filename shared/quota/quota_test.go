@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +50,7 @@ func (e *env) request(subject, idem string, caller bucket.Bucket) quota.Ask {
 		Tenant:      e.tenant,
 		Idem:        keys.Idempotency(e.tenant, subject, idem),
 		Fingerprint: "fp:" + idem,
+		Nonce:       "n:" + idem,
 		Buckets:     []bucket.Bucket{caller, {Key: keys.TenantBucket(e.tenant), Limit: tenantLimit}},
 	}
 }
@@ -94,6 +97,41 @@ func (e *env) finish(a quota.Ask, urlID, body string) {
 		RecordTTL: 2 * time.Minute, GrantTTL: time.Hour}
 	if err := e.b.Finish(ctx, a, f); err != nil {
 		e.t.Fatalf("finish %s: %v", urlID, err)
+	}
+}
+
+func (e *env) cancel(a quota.Ask) bool {
+	e.t.Helper()
+	ok, err := e.b.Cancel(ctx, e.now, a)
+	if err != nil {
+		e.t.Fatalf("cancel %s %s: %v", a.Idem, a.Nonce, err)
+	}
+	return ok
+}
+
+// retry is a's request sent again with the same key: a new nonce.
+func retry(a quota.Ask, nonce string) quota.Ask {
+	a.Nonce = nonce
+	return a
+}
+
+// tombstone is a cancelled record's fields: the nonces it names and, when
+// its Cancel gave a token back, whose.
+func tombstone(nonces, refunded string) map[string]string {
+	m := map[string]string{"state": "cancelled", "nonce": nonces}
+	if refunded != "" {
+		m["refunded"] = refunded
+	}
+	return m
+}
+
+// wantRecord checks key holds exactly fields, with a TTL of ttl give or
+// take the few seconds a test runs.
+func (e *env) wantRecord(key string, fields map[string]string, ttl time.Duration) {
+	e.t.Helper()
+	got := e.key(key)
+	if !got.ok || !maps.Equal(got.hash, fields) || got.ttl <= ttl-5*time.Second || got.ttl > ttl {
+		e.t.Errorf("%s holds %+v, want %v with TTL %v", key, got, fields, ttl)
 	}
 }
 
@@ -150,10 +188,7 @@ var cases = []struct {
 			e.t.Fatalf("decision %+v", d)
 		}
 		e.wantTokens(a, "29.000000", "599.000000")
-		rec := e.key(a.Idem)
-		if rec.hash["state"] != "pending" || rec.hash["fp"] != a.Fingerprint || rec.ttl <= inFlight-5*time.Second || rec.ttl > inFlight {
-			e.t.Errorf("idempotency record %+v", rec)
-		}
+		e.wantRecord(a.Idem, map[string]string{"state": "pending", "fp": a.Fingerprint, "nonce": a.Nonce}, inFlight)
 	}},
 	{"spend", "pending while the first request is in flight", func(e *env) {
 		a := e.ask("alice", "k1")
@@ -186,6 +221,7 @@ var cases = []struct {
 			e.t.Fatalf("decision %+v", d)
 		}
 		e.wantTokens(a, "29.000000", "599.000000")
+		e.wantRecord(a.Idem, map[string]string{"state": "done", "fp": a.Fingerprint, "nonce": a.Nonce, "body": `{"url":"x"}`}, 2*time.Minute)
 	}},
 	{"spend", "denial leaves every bucket's tokens and the key alone", func(e *env) {
 		small := bucket.Limit{Capacity: 2, Rate: 0.01}
@@ -283,6 +319,167 @@ var cases = []struct {
 		e.undo(other, "u1")
 		if rec := e.key(a.Idem); rec.hash["fp"] != a.Fingerprint {
 			e.t.Errorf("key freed for another request: %+v", rec)
+		}
+	}},
+	{"undo", "keeps a key a retry of the same request holds", func(e *env) {
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		// The first request's undo comes late: its mark expired and a retry
+		// (same fingerprint, its own nonce) holds the key now.
+		e.undo(retry(a, "n:first"), "u1")
+		e.wantRecord(a.Idem, map[string]string{"state": "pending", "fp": a.Fingerprint, "nonce": a.Nonce}, inFlight)
+	}},
+
+	{"cancel", "after the spend ran: every token back, a tombstone, and the spend run again takes nothing", func(e *env) {
+		e.spendN("alice", 3)
+		a := e.anon("ip1", "k4")
+		e.spend(a)
+		e.wantTokens(a, "4.000000", "596.000000", "149.000000")
+		if !e.cancel(a) {
+			e.t.Fatal("cancel did not refund")
+		}
+		e.wantTokens(a, "5.000000", "597.000000", "150.000000")
+		e.wantRecord(a.Idem, tombstone(a.Nonce, a.Nonce), quota.CancelTTL)
+		if d := e.spend(a); d.Outcome != quota.Cancelled {
+			e.t.Errorf("spend after its cancel: %+v", d)
+		}
+		e.wantTokens(a, "5.000000", "597.000000", "150.000000")
+		e.wantRecord(a.Idem, tombstone(a.Nonce, a.Nonce), quota.CancelTTL)
+	}},
+	{"cancel", "before the spend ran: a tombstone the spend finds, and takes nothing", func(e *env) {
+		a := e.ask("alice", "k1")
+		if e.cancel(a) {
+			e.t.Error("cancel refunded a spend that never ran")
+		}
+		e.wantRecord(a.Idem, tombstone(a.Nonce, ""), quota.CancelTTL)
+		if d := e.spend(a); d.Outcome != quota.Cancelled {
+			e.t.Fatalf("late spend: %+v", d)
+		}
+		for _, b := range a.Buckets {
+			if st := e.key(b.Key); st.ok {
+				e.t.Errorf("late spend touched %s: %+v", b.Key, st)
+			}
+		}
+		e.wantRecord(a.Idem, tombstone(a.Nonce, ""), quota.CancelTTL)
+	}},
+	{"cancel", "retried, answers as the first did and gives back once", func(e *env) {
+		e.spendN("alice", 3)
+		ran, never := e.ask("alice", "k3"), e.ask("alice", "k9")
+		for try := range 2 {
+			if !e.cancel(ran) {
+				e.t.Errorf("cancel %d of a spend that ran: not refunded", try+1)
+			}
+			if e.cancel(never) {
+				e.t.Errorf("cancel %d of a spend that never ran: refunded", try+1)
+			}
+		}
+		e.wantTokens(ran, "28.000000", "598.000000")
+		e.wantRecord(ran.Idem, tombstone(ran.Nonce, ran.Nonce), quota.CancelTTL)
+		e.wantRecord(never.Idem, tombstone(never.Nonce, ""), quota.CancelTTL)
+	}},
+	{"cancel", "a retry with another nonce passes the tombstone, and the late spend then takes nothing", func(e *env) {
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		e.cancel(a)
+		again := retry(a, "n:retry")
+		if d := e.spend(again); d.Outcome != quota.Allowed || d.Result.Remaining != 29 {
+			e.t.Fatalf("retry: %+v", d)
+		}
+		e.wantRecord(a.Idem, map[string]string{"state": "pending", "fp": a.Fingerprint, "nonce": again.Nonce}, inFlight)
+		if d := e.spend(a); d.Outcome != quota.Pending {
+			e.t.Errorf("first request's spend while the retry is in flight: %+v", d)
+		}
+		e.finish(again, "u1", `{"url":"x"}`)
+		if d := e.spend(a); d.Outcome != quota.Replay {
+			e.t.Errorf("first request's spend once the retry completed: %+v", d)
+		}
+		e.wantTokens(a, "29.000000", "599.000000")
+	}},
+	{"cancel", "leaves another request's record alone", func(e *env) {
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		otherFP := a
+		otherFP.Fingerprint = "fp:other"
+		for _, other := range []quota.Ask{retry(a, "n:other"), otherFP} {
+			if e.cancel(other) {
+				e.t.Errorf("cancel of %s %s refunded another request", other.Fingerprint, other.Nonce)
+			}
+		}
+		e.wantRecord(a.Idem, map[string]string{"state": "pending", "fp": a.Fingerprint, "nonce": a.Nonce}, inFlight)
+		e.finish(a, "u1", "{}")
+		if e.cancel(retry(a, "n:other")) || e.cancel(a) {
+			e.t.Error("cancel of a completed request refunded")
+		}
+		e.wantRecord(a.Idem, map[string]string{"state": "done", "fp": a.Fingerprint, "nonce": a.Nonce, "body": "{}"}, 2*time.Minute)
+		e.wantTokens(a, "29.000000", "599.000000")
+	}},
+	{"cancel", "a client's retries cut by one stall: every late spend takes nothing", func(e *env) {
+		// Three requests with one key, each a 503 while Redis stalled; their
+		// Spends and Cancels run in any order when it resumes.
+		a := e.ask("alice", "k1")
+		r1, r2, r3 := retry(a, "n:1"), retry(a, "n:2"), retry(a, "n:3")
+		e.cancel(r1)
+		e.cancel(r2)
+		e.wantRecord(a.Idem, tombstone("n:1 n:2", ""), quota.CancelTTL)
+		for _, r := range []quota.Ask{r2, r1} {
+			if d := e.spend(r); d.Outcome != quota.Cancelled {
+				e.t.Errorf("late spend %s: %+v", r.Nonce, d)
+			}
+		}
+		if d := e.spend(r3); d.Outcome != quota.Allowed {
+			e.t.Fatalf("spend %s: %+v", r3.Nonce, d)
+		}
+		if !e.cancel(r3) || e.cancel(r1) {
+			e.t.Error("want the third refunded, the first not")
+		}
+		e.wantRecord(a.Idem, tombstone("n:3 n:1", "n:3"), quota.CancelTTL)
+		e.wantTokens(a, "30.000000", "600.000000")
+	}},
+	{"cancel", "a tombstone keeps the newest nonces", func(e *env) {
+		a := e.ask("alice", "k1")
+		var names []string
+		for i := range quota.MaxCancelled + 2 {
+			r := retry(a, fmt.Sprintf("n:%d", i))
+			e.cancel(r)
+			names = append(names, r.Nonce)
+		}
+		e.wantRecord(a.Idem, tombstone(strings.Join(names[2:], " "), ""), quota.CancelTTL)
+		if d := e.spend(retry(a, "n:2")); d.Outcome != quota.Cancelled {
+			e.t.Errorf("a kept nonce: %+v", d)
+		}
+		if d := e.spend(retry(a, "n:0")); d.Outcome != quota.Allowed {
+			e.t.Errorf("a nonce past the bound: %+v", d)
+		}
+	}},
+	{"cancel", "a denied spend leaves the tombstone", func(e *env) {
+		one := func(a quota.Ask) quota.Ask {
+			a.Buckets = []bucket.Bucket{{Key: a.Buckets[0].Key, Limit: bucket.Limit{Capacity: 1, Rate: 0.01}}, a.Buckets[1]}
+			return a
+		}
+		e.spend(one(e.ask("alice", "k1")))
+		a := one(e.ask("alice", "k2"))
+		e.cancel(a)
+		if d := e.spend(retry(a, "n:retry")); d.Outcome != quota.Denied {
+			e.t.Fatalf("retry: %+v", d)
+		}
+		e.wantRecord(a.Idem, tombstone(a.Nonce, ""), quota.CancelTTL)
+		if d := e.spend(a); d.Outcome != quota.Cancelled {
+			e.t.Errorf("late spend: %+v", d)
+		}
+	}},
+
+	{"finish", "leaves a tombstone, writes the grant record", func(e *env) {
+		// The first request's in-flight mark expired before its Finish, and
+		// a retry was cancelled on the key meanwhile: its Spend may yet run.
+		a := e.ask("alice", "k1")
+		e.cancel(retry(a, "n:retry"))
+		e.finish(a, "u1", "{}")
+		e.wantRecord(a.Idem, tombstone("n:retry", ""), quota.CancelTTL)
+		if s := e.status("u1"); !s.Found {
+			e.t.Errorf("grant record not written: %+v", s)
+		}
+		if d := e.spend(retry(a, "n:retry")); d.Outcome != quota.Cancelled {
+			e.t.Errorf("late spend: %+v", d)
 		}
 	}},
 
@@ -389,6 +586,13 @@ var cases = []struct {
 		e.b.flush(e.t)
 		e.finish(a, "u2", "{}")
 		e.b.flush(e.t)
+		b := e.ask("bob", "k1")
+		e.cancel(b)
+		e.b.flush(e.t)
+		if d := e.spend(b); d.Outcome != quota.Cancelled {
+			e.t.Errorf("spend after cancel and flush: %+v", d)
+		}
+		e.b.flush(e.t)
 		e.wantOutcomes(e.refund(due(a, "u1"), due(other.ask("bob", "k1"), "u1"), due(a, "u3")), quota.Already, quota.Refunded, quota.Refunded)
 		e.b.flush(e.t)
 		if d := e.spend(a); d.Outcome != quota.Replay {
@@ -479,6 +683,7 @@ func TestRedisDown(t *testing.T) {
 			return e.b.Finish(ctx, a, quota.Finished{URLID: "u1", RecordTTL: time.Minute, GrantTTL: time.Minute})
 		},
 		"refund": func() error { _, err := e.b.Refund(ctx, e.now, []quota.Due{due(a, "u1")}); return err },
+		"cancel": func() error { _, err := e.b.Cancel(ctx, e.now, a); return err },
 		"status": func() error { _, err := e.b.Status(ctx, e.tenant, "u1"); return err },
 	}
 	srv.Stop()
@@ -511,6 +716,9 @@ func TestRefusals(t *testing.T) {
 		{"bucket of another tenant", func(a *quota.Ask) { a.Buckets = (&env{tenant: "other"}).ask("alice", "k1").Buckets }, true},
 		{"bucket shape impossible", func(a *quota.Ask) { a.Buckets = []bucket.Bucket{{Key: a.Buckets[0].Key}} }, true},
 		{"no fingerprint", func(a *quota.Ask) { a.Fingerprint = "" }, false},
+		{"no nonce", func(a *quota.Ask) { a.Nonce = "" }, false},
+		{"nonce with a space", func(a *quota.Ask) { a.Nonce = "n 1" }, false},
+		{"nonce too long", func(a *quota.Ask) { a.Nonce = strings.Repeat("n", 65) }, false},
 		{"idempotency key of another tenant", func(a *quota.Ask) { a.Idem = keys.Idempotency("other", "u:alice", "k1") }, false},
 	}
 	now := time.UnixMilli(1_700_000_000_000)
@@ -521,6 +729,10 @@ func TestRefusals(t *testing.T) {
 			_, err := b.Spend(ctx, now, a, inFlight)
 			if err == nil || errors.Is(err, bucket.ErrUnavailable) {
 				t.Errorf("%s: spend with %s: %v, want a refusal", b.name, c.name, err)
+			}
+			_, err = b.Cancel(ctx, now, a)
+			if err == nil || errors.Is(err, bucket.ErrUnavailable) {
+				t.Errorf("%s: cancel with %s: %v, want a refusal", b.name, c.name, err)
 			}
 			if !c.due {
 				continue
@@ -572,5 +784,17 @@ func TestTwinExpiry(t *testing.T) {
 	clock = clock.Add(quota.RefundedTTL + time.Millisecond)
 	if out, _ := tw.Refund(ctx, clock, []quota.Due{due(a, "u1")}); out[0] != quota.Refunded {
 		t.Fatalf("after the marker expired: %v", out)
+	}
+	// A tombstone lasts CancelTTL, then its request's Spend is a new one.
+	if _, err := tw.Cancel(ctx, clock, a); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(quota.CancelTTL)
+	if d, _ := tw.Spend(ctx, clock, a, inFlight); d.Outcome != quota.Cancelled {
+		t.Fatalf("at the tombstone's TTL: %+v", d)
+	}
+	clock = clock.Add(time.Millisecond)
+	if d, _ := tw.Spend(ctx, clock, a, inFlight); d.Outcome != quota.Allowed {
+		t.Fatalf("after the tombstone's TTL: %+v", d)
 	}
 }

@@ -2,7 +2,9 @@ package quota
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,7 +50,12 @@ func (t *Twin) Spend(_ context.Context, now time.Time, a Ask, inFlight time.Dura
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if state, ok := t.field(a.Idem, "state"); ok {
+	switch state, ok := t.field(a.Idem, "state"); {
+	case state == "cancelled":
+		if t.cancelled(a.Idem, a.Nonce) {
+			return Decision{Outcome: Cancelled}, nil
+		}
+	case ok:
 		if fp, ok := t.field(a.Idem, "fp"); !ok || fp != a.Fingerprint {
 			return Decision{Outcome: Reused}, nil
 		}
@@ -60,7 +67,8 @@ func (t *Twin) Spend(_ context.Context, now time.Time, a Ask, inFlight time.Dura
 	}
 	res := bucket.Step(now, 1, a.Buckets, t.loadBucket, t.saveBucket)
 	if res.Allowed {
-		t.hset(a.Idem, inFlight, "state", "pending", "fp", a.Fingerprint)
+		delete(t.keys, a.Idem)
+		t.hset(a.Idem, inFlight, "state", "pending", "fp", a.Fingerprint, "nonce", a.Nonce)
 	}
 	return decided(res), nil
 }
@@ -72,8 +80,7 @@ func (t *Twin) Undo(_ context.Context, now time.Time, a Ask, urlID string) (bool
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	state, _ := t.field(a.Idem, "state")
-	if fp, ok := t.field(a.Idem, "fp"); state == "pending" && ok && fp == a.Fingerprint {
+	if t.inFlight(a) {
 		delete(t.keys, a.Idem)
 	}
 	return t.refund(now, Due{Tenant: a.Tenant, URLID: urlID, Buckets: a.Buckets}) == Refunded, nil
@@ -86,9 +93,40 @@ func (t *Twin) Finish(_ context.Context, a Ask, f Finished) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.hset(a.Idem, f.RecordTTL, "state", "done", "fp", a.Fingerprint, "body", string(f.Body))
+	if state, _ := t.field(a.Idem, "state"); state != "cancelled" {
+		t.hset(a.Idem, f.RecordTTL, "state", "done", "fp", a.Fingerprint, "nonce", a.Nonce, "body", string(f.Body))
+	}
 	t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "expiresAt", strconv.FormatInt(f.ExpiresAt.UnixMilli(), 10), "subject", f.Subject)
 	return nil
+}
+
+// Cancel is Store.Cancel.
+func (t *Twin) Cancel(_ context.Context, now time.Time, a Ask) (bool, error) {
+	if err := checkAsk(a, true); err != nil {
+		return false, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch state, ok := t.field(a.Idem, "state"); {
+	case t.inFlight(a):
+		bucket.Step(now, -1, a.Buckets, t.loadBucket, t.saveBucket)
+		delete(t.keys, a.Idem)
+		t.hset(a.Idem, CancelTTL, "state", "cancelled", "nonce", a.Nonce, "refunded", a.Nonce)
+		return true, nil
+	case state == "cancelled":
+		if t.cancelled(a.Idem, a.Nonce) {
+			refunded, ok := t.field(a.Idem, "refunded")
+			return ok && refunded == a.Nonce, nil
+		}
+		nonces, _ := t.field(a.Idem, "nonce")
+		list := append(strings.Fields(nonces), a.Nonce)
+		t.hset(a.Idem, CancelTTL, "nonce", strings.Join(list[max(0, len(list)-maxCancelled):], " "))
+	case ok:
+		// Another request's in-flight mark or done record.
+	default:
+		t.hset(a.Idem, CancelTTL, "state", "cancelled", "nonce", a.Nonce)
+	}
+	return false, nil
 }
 
 // Refund is Store.Refund: the grants one after the other, in order.
@@ -115,6 +153,21 @@ func (t *Twin) Status(_ context.Context, tenant, urlID string) (Status, error) {
 	expiresAt, _ := t.field(keys.Grant(tenant, urlID), "expiresAt")
 	subject, _ := t.field(keys.Grant(tenant, urlID), "subject")
 	return status(t.live(keys.Done(tenant, urlID)) != nil, t.live(keys.Refunded(tenant, urlID)) != nil, expiresAt, subject), nil
+}
+
+// inFlight reports whether a's key holds a's own in-flight mark: pending,
+// with its fingerprint and its nonce.
+func (t *Twin) inFlight(a Ask) bool {
+	state, _ := t.field(a.Idem, "state")
+	fp, _ := t.field(a.Idem, "fp")
+	nonce, ok := t.field(a.Idem, "nonce")
+	return state == "pending" && fp == a.Fingerprint && ok && nonce == a.Nonce
+}
+
+// cancelled reports whether the tombstone at key names nonce.
+func (t *Twin) cancelled(key, nonce string) bool {
+	nonces, _ := t.field(key, "nonce")
+	return slices.Contains(strings.Fields(nonces), nonce)
 }
 
 // refund is one grant's step of refund.lua, and undo.lua's after the key.

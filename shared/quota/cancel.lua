@@ -1,0 +1,49 @@
+-- Cancel, composed after the bucket core and nonces.lua: the signer answered
+-- 503 to a request whose Spend timed out, but that EVALSHA may still run (a
+-- stalled Redis runs what sits in its sockets when it resumes). Whichever of
+-- the two runs first, the request ends with nothing spent and the key not
+-- held:
+--   pending with this nonce (the Spend ran) -> its token back to every
+--     bucket, capped, and the record becomes a tombstone -> 1;
+--   absent (the Spend has not run) -> a tombstone, which the Spend finds
+--     when it runs and then spends nothing -> 0;
+--   a tombstone -> this nonce added to it, unless it names it already, then
+--     the first answer again (1 when the tombstone holds this nonce's refund)
+--     and nothing touched;
+--   anything else (another request's pending or done record) -> nothing
+--     touched -> 0: the Spend, when it runs, finds that record and spends
+--     nothing either.
+-- A tombstone is {state = 'cancelled', nonce = the cancelled nonces (see
+-- nonces.lua), refunded = the nonce whose token this tombstone gave back}
+-- with a TTL longer than a command can sit in a stalled Redis. It holds
+-- several nonces because a client's retries with one key may all be cut by
+-- one stall, and their Spends and Cancels then run in any order.
+--
+-- KEYS[1] idempotency record, KEYS[2..] the Spend's buckets.
+-- ARGV[1] request fingerprint, ARGV[2] request nonce, ARGV[3] tombstone TTL
+-- (ms), ARGV[4] most nonces a tombstone keeps, ARGV[5..] the core's
+-- arguments for a cost of -1.
+-- Returns 1 when this nonce's token was given back, 0 when not.
+local rec = redis.call('HMGET', KEYS[1], 'state', 'fp', 'nonce', 'refunded')
+local nonce, ttl = ARGV[2], ARGV[3]
+if rec[1] == 'pending' then
+  if rec[2] ~= ARGV[1] or rec[3] ~= nonce then return 0 end
+  take(KEYS, 2, #KEYS - 1, ARGV, 5)
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'state', 'cancelled', 'nonce', nonce, 'refunded', nonce)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return 1
+end
+if rec[1] == 'cancelled' then
+  if holds(rec[3], nonce) then
+    if rec[4] == nonce then return 1 end
+    return 0
+  end
+  redis.call('HSET', KEYS[1], 'nonce', with(rec[3], nonce, tonumber(ARGV[4])))
+elseif rec[1] then
+  return 0
+else
+  redis.call('HSET', KEYS[1], 'state', 'cancelled', 'nonce', nonce)
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
+return 0
