@@ -90,10 +90,11 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, now time.Time)
 	who := a.who
 	urlID := uuid.NewString()
 	key := "incoming/" + who.Tenant + "/" + urlID
-	// SigV4 dates are whole seconds, so the URL dies no later than this.
-	expiresAt := now.Add(d.cfg.URLTTL).UTC().Truncate(time.Second)
+	// The URL is signed at now, in whole seconds (SigV4's dates), and lives
+	// whole seconds: it dies exactly at expiresAt.
+	expiresAt := now.UTC().Truncate(time.Second).Add(d.cfg.URLTTL.Truncate(time.Second))
 
-	up, err := d.presign.put(ctx, key, a.req.ContentType, a.req.ContentLength, d.cfg.URLTTL)
+	up, err := d.presign.put(ctx, key, a.req.ContentType, a.req.ContentLength, d.cfg.URLTTL, now)
 	if err != nil {
 		d.refund(ctx, a, dec, urlID)
 		d.count("presign_unavailable")
