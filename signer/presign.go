@@ -22,29 +22,30 @@ import (
 // presigner signs create-only PUT URLs for one bucket. Signing is local CPU
 // work with the current credentials; no request reaches S3.
 //
-// It signs with v4.Signer directly rather than through s3.PresignClient,
-// whose per-call middleware stack (endpoint rules, auth-scheme and identity
-// resolution, checksum setup) cost more than a third of the signer's CPU
-// and three quarters of its allocations. What that stack decides is the
-// same for every URL of one bucket, so it is decided once, at start, by the
-// SDK's own endpoint resolver; a test holds the URLs byte for byte equal to
-// PresignClient's.
+// It signs without s3.PresignClient, whose per-call middleware stack
+// (endpoint rules, auth-scheme and identity resolution, checksum setup)
+// cost more than a third of the signer's CPU and three quarters of its
+// allocations: what that stack decides is the same for every URL of one
+// bucket, so the SDK's own endpoint resolver decides it once, at start,
+// and each URL is then only a SigV4 signature (sigv4.go). Tests hold the
+// URLs byte for byte equal to PresignClient's.
 type presigner struct {
-	creds aws.CredentialsProvider
-	// signer is shared by every sign: its derived-key cache keeps the SigV4
-	// signing key of the last access key per region and service, and
-	// derives it again only when the UTC day or the access key changes.
-	signer *v4.Signer
-	bucket bucketEndpoint
+	creds aws.CredentialsProvider // the SDK's cache: refreshes them early
+	// urlPrefix is the bucket's URL up to the object key: scheme, host and
+	// the endpoint's path ("/<bucket>/" in path style, else "/"), escaped;
+	// the path starts at pathAt.
+	urlPrefix string
+	pathAt    int
+	scope     sigv4Scope
+	keys      signingKeys
+	endpoint  bucketEndpoint // as resolved, for the check against the SDK
 }
 
-// bucketEndpoint is where the bucket's objects are and how requests to
-// them are signed, as the SDK's endpoint rules resolve it.
+// bucketEndpoint is where a bucket's objects are and how requests to them
+// are signed, as the SDK's endpoint rules resolve it.
 type bucketEndpoint struct {
-	scheme, host string
-	// path and rawPath lead every object path: "/<bucket>" in path style,
-	// "/" (or the custom endpoint's own path) virtual-hosted.
-	path, rawPath string
+	scheme, host  string
+	path, rawPath string // "/<bucket>" in path style, "" virtual-hosted
 	signingName   string
 	signingRegion string
 }
@@ -52,12 +53,15 @@ type bucketEndpoint struct {
 // upload is a presigned PUT and the headers the uploader must send with it.
 type upload struct {
 	URL     string
-	Headers map[string]string // every signed header but host
+	Headers uploadHeaders
 }
 
-// unsignedPayload is the payload hash of every presigned S3 request: the
-// body is not known when the URL is signed.
-const unsignedPayload = "UNSIGNED-PAYLOAD"
+// uploadHeaders are every signed header but host, in the 201's JSON.
+type uploadHeaders struct {
+	ContentLength string `json:"Content-Length"`
+	ContentType   string `json:"Content-Type"`
+	IfNoneMatch   string `json:"If-None-Match"`
+}
 
 // newPresigner loads the SDK configuration: region, endpoint and path style
 // from our variables; credentials from AWS_* in the environment given to
@@ -110,17 +114,22 @@ func presignerFor(ctx context.Context, o s3.Options, bucket string) (*presigner,
 	if o.Credentials == nil {
 		return nil, errors.New("no AWS credentials provider")
 	}
-	ep, err := resolveBucket(ctx, o, bucket)
+	b, err := resolveBucket(ctx, o, bucket)
 	if err != nil {
 		return nil, err
 	}
-	return &presigner{creds: o.Credentials, signer: s3Signer(), bucket: ep}, nil
-}
-
-// s3Signer is a SigV4 signer set up as the S3 client's own: the canonical
-// path is the escaped path as sent, never escaped a second time.
-func s3Signer() *v4.Signer {
-	return v4.NewSigner(func(so *v4.SignerOptions) { so.DisableURIPathEscaping = true })
+	origin := (&url.URL{Scheme: b.scheme, Host: b.host}).String()
+	p := &presigner{
+		creds:     o.Credentials,
+		urlPrefix: origin + dirPath(b.rawPath),
+		pathAt:    len(origin),
+		scope:     sigv4Scope{region: b.signingRegion, service: b.signingName},
+		endpoint:  b,
+	}
+	if err := p.checkAgainstSDK(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // resolveBucket runs the SDK's endpoint rules once, with the parameters a
@@ -200,41 +209,110 @@ func fipsRegion(region string) string {
 // ttl from now, that S3 refuses (412) when the key already exists. The
 // signature covers host, if-none-match, content-length and content-type.
 func (p *presigner) put(ctx context.Context, key, contentType string, size int64, ttl time.Duration, now time.Time) (upload, error) {
+	switch {
+	case !visibleASCII(contentType):
+		// The signature covers the header as sent; only such a value is
+		// canonical as it is (validContentType admits no other).
+		return upload{}, fmt.Errorf("presign put %s: content type %q is not visible ASCII", key, contentType)
+	case size < 1:
+		return upload{}, fmt.Errorf("presign put %s: size %d: an upload has at least one byte", key, size)
+	case key == "" || key[0] == '/':
+		return upload{}, fmt.Errorf("presign put %q: not an object key", key)
+	}
 	creds, err := p.creds.Retrieve(ctx)
 	if err != nil {
 		return upload{}, fmt.Errorf("presign put %s: credentials: %w", key, err)
 	}
-	b := &p.bucket
-	// The request PutObject's serializer builds for these inputs: the key
-	// under the endpoint's path, escaped as S3 wants it, and the
-	// operation's x-id; the signer adds the rest of the query.
-	u := &url.URL{
-		Scheme:   b.scheme,
-		Host:     b.host,
-		Path:     smithyhttp.JoinPath(b.path, key),
-		RawPath:  smithyhttp.JoinPath(b.rawPath, httpbinding.EscapePath(key, false)),
-		RawQuery: "X-Amz-Expires=" + strconv.FormatInt(int64(ttl/time.Second), 10) + "&x-id=PutObject",
-	}
-	r := &http.Request{
-		Method: http.MethodPut,
-		URL:    u,
-		Host:   b.host,
-		Header: http.Header{
-			"Content-Type":  {contentType},
-			"If-None-Match": {"*"},
-		},
-		ContentLength: size,
-	}
-	signed, _, err := p.signer.PresignHTTP(ctx, creds, r, unsignedPayload, b.signingName, b.signingRegion, now)
-	if err != nil {
-		return upload{}, fmt.Errorf("presign put %s: %w", key, err)
-	}
+	var dayBuf [8]byte
+	k := p.keys.get(creds, p.scope, now.UTC().AppendFormat(dayBuf[:0], "20060102"))
+	// One buffer for the URL and, behind it, the canonical request (the
+	// URL's path and query again, and the headers) and the string to sign.
+	n := len(p.urlPrefix) + 3*len(key) + presignedLen(k)
+	buf := make([]byte, 0, 2*n+len(contentType)+256)
+	buf = append(buf, p.urlPrefix...)
+	buf = appendPathEscaped(buf, key)
 	return upload{
-		URL: signed,
-		Headers: map[string]string{
-			"If-None-Match":  "*",
-			"Content-Type":   contentType,
-			"Content-Length": strconv.FormatInt(size, 10),
+		URL: appendPresigned(buf, p.pathAt, p.scope, k, presignPut{
+			creds: creds, at: now, expires: ttl, contentType: contentType, size: size,
+		}),
+		Headers: uploadHeaders{
+			ContentLength: strconv.FormatInt(size, 10),
+			ContentType:   contentType,
+			IfNoneMatch:   "*",
 		},
 	}, nil
+}
+
+// checkAgainstSDK signs a probe URL both here and with v4.Signer, and
+// refuses an endpoint where the two differ, so a configuration the tests
+// never saw cannot issue URLs S3 refuses. It also learns the host as
+// v4.Signer signs it (the endpoint's, without a default port).
+func (p *presigner) checkAgainstSDK(ctx context.Context) error {
+	creds, err := p.creds.Retrieve(ctx)
+	if err != nil {
+		return fmt.Errorf("aws credentials: %w", err)
+	}
+	probe := presignPut{creds: creds, at: time.Now(), expires: 2 * time.Minute, contentType: "image/png", size: 5}
+	const key = "incoming/self-check/0f8fad5b-d9cb-469f-a165-70867728950e"
+	want, host, err := p.endpoint.presignWithSDK(ctx, key, probe)
+	if err != nil {
+		return err
+	}
+	p.scope.host = host
+	got, err := p.put(ctx, key, probe.contentType, probe.size, probe.expires, probe.at)
+	if err != nil {
+		return err
+	}
+	if got.URL != want {
+		return fmt.Errorf("this endpoint's URLs are not signed as the AWS SDK signs them (please report):\n  ours: %s\n  sdk:  %s", got.URL, want)
+	}
+	return nil
+}
+
+// presignWithSDK is the URL v4.Signer.PresignHTTP makes of the request
+// PutObject's serializer builds for r to key, and the host it signed.
+func (b bucketEndpoint) presignWithSDK(ctx context.Context, key string, r presignPut) (signedURL, host string, err error) {
+	req := &http.Request{
+		Method: http.MethodPut,
+		URL: &url.URL{
+			Scheme:   b.scheme,
+			Host:     b.host,
+			Path:     smithyhttp.JoinPath(b.path, key),
+			RawPath:  smithyhttp.JoinPath(b.rawPath, httpbinding.EscapePath(key, false)),
+			RawQuery: "X-Amz-Expires=" + strconv.FormatInt(int64(r.expires/time.Second), 10) + "&x-id=PutObject",
+		},
+		Host:          b.host,
+		Header:        http.Header{"Content-Type": {r.contentType}, "If-None-Match": {"*"}},
+		ContentLength: r.size,
+	}
+	// Set up as the S3 client's own signer: the canonical path is the
+	// escaped path as sent, never escaped a second time.
+	sdk := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
+	signed, headers, err := sdk.PresignHTTP(ctx, r.creds, req, unsignedPayload, b.signingName, b.signingRegion, r.at)
+	if err != nil {
+		return "", "", fmt.Errorf("presign with v4.Signer: %w", err)
+	}
+	return signed, headers.Get("Host"), nil
+}
+
+// dirPath is p as the path objects are below: with a leading and a
+// trailing "/", as smithyhttp.JoinPath joins them.
+func dirPath(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	if !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	return p
+}
+
+// visibleASCII is s non-empty and all of 0x21–0x7E.
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return s != ""
 }

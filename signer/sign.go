@@ -20,13 +20,13 @@ const signBudget = 10 * time.Second
 
 // signResponse is the 201 body, and what a replay returns verbatim.
 type signResponse struct {
-	URL       string            `json:"url"`
-	Method    string            `json:"method"`
-	Headers   map[string]string `json:"headers"`
-	URLID     string            `json:"urlId"`
-	Key       string            `json:"key"`
-	ExpiresAt time.Time         `json:"expiresAt"`
-	ExpiresIn int64             `json:"expiresIn"`
+	URL       string        `json:"url"`
+	Method    string        `json:"method"`
+	Headers   uploadHeaders `json:"headers"`
+	URLID     string        `json:"urlId"`
+	Key       string        `json:"key"`
+	ExpiresAt time.Time     `json:"expiresAt"`
+	ExpiresIn int64         `json:"expiresIn"`
 }
 
 // handleSign is POST /uploads/sign (SPEC §2): validate, decide in one

@@ -413,7 +413,10 @@ func TestSignResponseAndMetrics(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("sign: %d %s", r.status, r.raw)
 	}
-	var body signResponse
+	var body struct {
+		signResponse
+		Headers map[string]string `json:"headers"` // every header, not only those we know
+	}
 	if err := json.Unmarshal(r.raw, &body); err != nil {
 		t.Fatal(err)
 	}
