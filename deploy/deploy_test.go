@@ -70,6 +70,12 @@ var awsEnv = map[string][]string{
 	"AWS_REGION":            {signer, completer},
 }
 
+// runtimeEnv are the Go runtime's variables the manifests set, by service.
+var runtimeEnv = map[string][]string{
+	"GOMEMLIMIT": {signer},
+	"GOGC":       {signer},
+}
+
 // requiredEnv is what each service cannot do without in a deployment (a
 // default that points at 127.0.0.1 is no use in a container).
 var requiredEnv = map[string][]string{
@@ -109,6 +115,9 @@ func checkServiceEnv(t *testing.T, where, service string, env map[string]string)
 		users, ok := specEnv[name]
 		if !ok {
 			users, ok = awsEnv[name]
+		}
+		if !ok {
+			users, ok = runtimeEnv[name]
 		}
 		switch {
 		case !ok && strings.HasPrefix(name, "MINTGATE_"):
