@@ -85,6 +85,12 @@ var widenedBy7 = map[string][]string{
 	"MINTGATE_S3_BUCKET": {completer}, // "the completer ignores ... records whose bucket is not MINTGATE_S3_BUCKET"
 }
 
+// runtimeEnv are the Go runtime's variables the manifests set, by service.
+var runtimeEnv = map[string][]string{
+	"GOMEMLIMIT": {signer},
+	"GOGC":       {signer},
+}
+
 // requiredEnv is what each service cannot do without in a deployment (a
 // default that points at 127.0.0.1 is no use in a container).
 var requiredEnv = map[string][]string{
@@ -127,6 +133,9 @@ func checkServiceEnv(t *testing.T, where, service string, env map[string]string)
 		}
 		if !ok {
 			users, ok = awsEnv[name]
+		}
+		if !ok {
+			users, ok = runtimeEnv[name]
 		}
 		switch {
 		case !ok && strings.HasPrefix(name, "MINTGATE_"):

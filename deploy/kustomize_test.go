@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -80,7 +81,8 @@ type (
 			Name      string
 			Value     string
 			ValueFrom *struct {
-				SecretKeyRef *struct{ Name, Key string } `yaml:"secretKeyRef"`
+				SecretKeyRef     *struct{ Name, Key string } `yaml:"secretKeyRef"`
+				ResourceFieldRef *resourceFieldRef           `yaml:"resourceFieldRef"`
 			} `yaml:"valueFrom"`
 		}
 		Resources struct {
@@ -375,6 +377,16 @@ func TestKustomizeDeployments(t *testing.T) {
 						t.Errorf("%s from key %s, which the kustomization does not document", e.Name, e.ValueFrom.SecretKeyRef.Key)
 					}
 					env[e.Name] = v // provided by the Secret at run time
+				case e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil:
+					r := e.ValueFrom.ResourceFieldRef
+					if r.ContainerName != "" && r.ContainerName != c.Name {
+						t.Errorf("%s from container %s's resources, not its own", e.Name, r.ContainerName)
+					}
+					v, ok := c.Resources.Limits[strings.TrimPrefix(r.Resource, "limits.")]
+					if !strings.HasPrefix(r.Resource, "limits.") || !ok {
+						t.Errorf("%s from %s, which the container does not set", e.Name, r.Resource)
+					}
+					env[e.Name] = v
 				case strings.Contains(e.Name, "SECRET"):
 					t.Errorf("%s is given in clear, not from the Secret", e.Name)
 				default:
@@ -457,6 +469,40 @@ func TestKustomizeSecretsDocumented(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^#\s+` + regexp.QuoteMeta(key) + `\s`).MatchString(text) {
 			t.Errorf("kustomization.yaml does not list the Secret key %s", key)
 		}
+	}
+}
+
+// resourceFieldRef is the Downward API's view of a container's resources.
+type resourceFieldRef struct {
+	ContainerName string `yaml:"containerName"`
+	Resource      string
+	Divisor       string
+}
+
+// TestKustomizeGoRuntimeFollowsTheContainer: the signer's Go runtime knows
+// its container's memory limit, in the bytes GOMEMLIMIT reads (a divisor
+// such as 1Mi would hand it "256", which Go takes as 256 bytes), and a
+// GOGC that parses (docs/production.md, "The Go runtime").
+func TestKustomizeGoRuntimeFollowsTheContainer(t *testing.T) {
+	c := loadK8s(t).deployment(t, signer).Template.Spec.Containers[0]
+	env := map[string]string{}
+	var limit *resourceFieldRef
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+		if e.Name == "GOMEMLIMIT" && e.ValueFrom != nil {
+			limit = e.ValueFrom.ResourceFieldRef
+		}
+	}
+	switch {
+	case limit == nil:
+		t.Error("GOMEMLIMIT is not taken from the container's resources")
+	case limit.Resource != "limits.memory":
+		t.Errorf("GOMEMLIMIT from %s, want limits.memory", limit.Resource)
+	case limit.Divisor != "" && limit.Divisor != "1":
+		t.Errorf("GOMEMLIMIT divisor %s: GOMEMLIMIT without a unit is bytes, so the divisor must be 1", limit.Divisor)
+	}
+	if g, err := strconv.Atoi(env["GOGC"]); err != nil || g < 100 {
+		t.Errorf("GOGC %q: want an integer of at least 100 (the default)", env["GOGC"])
 	}
 }
 

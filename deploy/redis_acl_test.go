@@ -349,7 +349,7 @@ func TestRedisACLOnARealServer(t *testing.T) {
 	// Every operation of a grant's life, as the services run them.
 	limit := bucket.Limit{Capacity: 5, Rate: 1}
 	store := quota.New(m)
-	ask := quota.Ask{Tenant: "acme", Idem: keys.Idempotency("acme", "u:alice", "k1"), Fingerprint: "fp",
+	ask := quota.Ask{Tenant: "acme", Idem: keys.Idempotency("acme", "u:alice", "k1"), Fingerprint: "fp", Nonce: "n1",
 		Buckets: []bucket.Bucket{{Key: keys.Bucket("acme", "u:alice"), Limit: limit}, {Key: keys.TenantBucket("acme"), Limit: limit}}}
 	d, err := store.Spend(ctx, time.Now(), ask, time.Minute)
 	if err != nil || d.Outcome != quota.Allowed {
@@ -361,6 +361,9 @@ func TestRedisACLOnARealServer(t *testing.T) {
 	}
 	if _, err := store.Undo(ctx, time.Now(), ask, "u2"); err != nil {
 		t.Errorf("the signer's undo: %v", err)
+	}
+	if _, err := store.Cancel(ctx, time.Now(), ask); err != nil {
+		t.Errorf("the signer's cancel of a spend cut short: %v", err)
 	}
 	if _, err := store.Refund(ctx, time.Now(), []quota.Due{{Tenant: "acme", URLID: "u3", Buckets: ask.Buckets}}); err != nil {
 		t.Errorf("the sweeper's refund: %v", err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -39,6 +38,18 @@ func tierOf(who caller, b bucket.Bucket) string {
 	return who.Tier
 }
 
+// The rate-limit headers as http.Header keeps them: set straight into the
+// map, so that Header.Set's canonicalisation (an allocation for each of
+// these mixed-case names) does not run per response. The bytes on the
+// wire are what Set would write.
+var (
+	hdrRateLimit          = http.CanonicalHeaderKey("RateLimit")
+	hdrRateLimitLimit     = http.CanonicalHeaderKey("RateLimit-Limit")
+	hdrRateLimitRemaining = http.CanonicalHeaderKey("RateLimit-Remaining")
+	hdrRateLimitReset     = http.CanonicalHeaderKey("RateLimit-Reset")
+	hdrRateLimitPolicy    = http.CanonicalHeaderKey("RateLimit-Policy")
+)
+
 // setRateHeaders describes the scarcest bucket of a decision, named by its
 // tier, in the form MINTGATE_RATELIMIT_HEADERS asks for:
 //
@@ -51,15 +62,24 @@ func setRateHeaders(h http.Header, form string, who caller, res bucket.Result, b
 	}
 	lim, name := buckets[i].Limit, tierOf(who, buckets[i])
 	reset := int64(res.Reset / time.Second)
+	limit := strconv.FormatInt(res.Limit, 10)
+	window := strconv.FormatInt(lim.Window(), 10)
 	if form == headersDraft {
-		h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d;w=%d", name, res.Limit, lim.Window()))
-		h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", name, res.Remaining, reset))
+		name = strconv.Quote(name)
+		v := [...]string{
+			name + ";q=" + limit + ";w=" + window,
+			name + ";r=" + strconv.FormatInt(res.Remaining, 10) + ";t=" + strconv.FormatInt(reset, 10),
+		}
+		h[hdrRateLimitPolicy], h[hdrRateLimit] = v[0:1:1], v[1:2:2]
 		return
 	}
-	h.Set("RateLimit-Limit", strconv.FormatInt(res.Limit, 10))
-	h.Set("RateLimit-Remaining", strconv.FormatInt(res.Remaining, 10))
-	h.Set("RateLimit-Reset", strconv.FormatInt(reset, 10))
-	h.Set("RateLimit-Policy", fmt.Sprintf("%d;w=%d", res.Limit, lim.Window()))
+	v := [...]string{
+		limit,
+		strconv.FormatInt(res.Remaining, 10),
+		strconv.FormatInt(reset, 10),
+		limit + ";w=" + window,
+	}
+	h[hdrRateLimitLimit], h[hdrRateLimitRemaining], h[hdrRateLimitReset], h[hdrRateLimitPolicy] = v[0:1:1], v[1:2:2], v[2:3:3], v[3:4:4]
 }
 
 // tooMany is the 429 of a denied decision.

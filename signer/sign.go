@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,13 +20,66 @@ const signBudget = 10 * time.Second
 
 // signResponse is the 201 body, and what a replay returns verbatim.
 type signResponse struct {
-	URL       string            `json:"url"`
-	Method    string            `json:"method"`
-	Headers   map[string]string `json:"headers"`
-	URLID     string            `json:"urlId"`
-	Key       string            `json:"key"`
-	ExpiresAt time.Time         `json:"expiresAt"`
-	ExpiresIn int64             `json:"expiresIn"`
+	URL       string        `json:"url"`
+	Method    string        `json:"method"`
+	Headers   uploadHeaders `json:"headers"`
+	URLID     string        `json:"urlId"`
+	Key       string        `json:"key"`
+	ExpiresAt time.Time     `json:"expiresAt"`
+	ExpiresIn int64         `json:"expiresIn"`
+}
+
+// appendJSON appends r to dst exactly as json.Marshal writes it (the
+// same bytes, so replays stored before and after read alike), without
+// reflection: encoding/json spent more on this body than signing the URL.
+func (r signResponse) appendJSON(dst []byte) []byte {
+	dst = append(dst, `{"url":`...)
+	dst = appendJSONString(dst, r.URL)
+	dst = append(dst, `,"method":`...)
+	dst = appendJSONString(dst, r.Method)
+	dst = append(dst, `,"headers":{"Content-Length":`...)
+	dst = appendJSONString(dst, r.Headers.ContentLength)
+	dst = append(dst, `,"Content-Type":`...)
+	dst = appendJSONString(dst, r.Headers.ContentType)
+	dst = append(dst, `,"If-None-Match":`...)
+	dst = appendJSONString(dst, r.Headers.IfNoneMatch)
+	dst = append(dst, `},"urlId":`...)
+	dst = appendJSONString(dst, r.URLID)
+	dst = append(dst, `,"key":`...)
+	dst = appendJSONString(dst, r.Key)
+	dst = append(dst, `,"expiresAt":"`...)
+	dst = r.ExpiresAt.AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","expiresIn":`...)
+	dst = strconv.AppendInt(dst, r.ExpiresIn, 10)
+	return append(dst, '}')
+}
+
+// appendJSONString appends s as a JSON string the way json.Marshal does,
+// HTML-safe: every value of a sign response is ASCII, where that is five
+// escapes; anything else is left to encoding/json itself.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 {
+			b, _ := json.Marshal(s) // a string always encodes
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '<':
+			dst = append(dst, `\u003c`...)
+		case '>':
+			dst = append(dst, `\u003e`...)
+		case '&':
+			dst = append(dst, `\u0026`...)
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
 }
 
 // handleSign is POST /uploads/sign (SPEC §2): validate, decide in one
@@ -94,10 +147,11 @@ func handleSign(d deps) echo.HandlerFunc {
 func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apiError) {
 	who := a.who
 	key := "incoming/" + who.Tenant + "/" + urlID
-	// SigV4 dates are whole seconds, so the URL dies no later than this.
-	expiresAt := now.Add(d.cfg.URLTTL).UTC().Truncate(time.Second)
+	// The URL is signed at now, in whole seconds (SigV4's dates), and lives
+	// whole seconds: it dies exactly at expiresAt.
+	expiresAt := now.UTC().Truncate(time.Second).Add(d.cfg.URLTTL.Truncate(time.Second))
 
-	up, err := d.presign.put(ctx, key, a.req.ContentType, a.req.ContentLength, d.cfg.URLTTL)
+	up, err := d.presign.put(ctx, key, a.req.ContentType, a.req.ContentLength, d.cfg.URLTTL, now)
 	if err != nil {
 		d.refund(ctx, a, dec, urlID)
 		d.count("presign_unavailable")
@@ -115,13 +169,10 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 		return nil, unavailable(codeLedgerDown, "the grant ledger is unavailable; no URL was issued and nothing was charged", retryLedger, err)
 	}
 
-	body, err := json.Marshal(signResponse{
+	body := signResponse{
 		URL: up.URL, Method: http.MethodPut, Headers: up.Headers,
 		URLID: urlID, Key: key, ExpiresAt: expiresAt, ExpiresIn: int64(d.cfg.URLTTL / time.Second),
-	})
-	if err != nil {
-		return nil, &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error", cause: fmt.Errorf("encode sign response: %w", err)}
-	}
+	}.appendJSON(make([]byte, 0, len(up.URL)+384))
 	switch {
 	case dec.degraded:
 		// Redis was unavailable a moment ago: this URL gets no replay record

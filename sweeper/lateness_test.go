@@ -88,7 +88,8 @@ func testLateness(t *testing.T, syncAlways bool) {
 	var failed atomic.Int64
 	jobs := make(chan int)
 	var wg sync.WaitGroup
-	for range 32 {
+	// Enough callers that waiting for batch acks never holds back the offered rate.
+	for range 512 {
 		wg.Go(func() {
 			for i := range jobs {
 				g := newGrant(fmt.Sprintf("late-%06d", i), config.TierUser, fmt.Sprintf("u:%d", i%100), time.Now().Add(time.Second))

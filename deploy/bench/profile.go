@@ -22,15 +22,16 @@ type cpuArea struct {
 	name, focus, ignore string
 }
 
-// cpuAreas are what a sign spends CPU on. The packages are matched rather
-// than our own functions: the SDK's middleware stack is deeper than the
-// profiler keeps, so its samples often lose the frames above it.
+// cpuAreas are what a sign spends CPU on. Packages are matched where a
+// library's stack can be deeper than the profiler keeps, so that its
+// samples lose the frames above it; presigning is matched by both, for
+// profiles of signers from before and after it left the SDK's middleware.
 var cpuAreas = []cpuArea{
-	{"presigning: `PresignPutObject` (AWS SDK middleware stack, SigV4)", `aws-sdk-go-v2|smithy-go`, ""},
+	{"presigning: SigV4 (`presigner.put`; before: the AWS SDK's `PresignPutObject` middleware)", `\(\*presigner\)\.put|aws-sdk-go-v2|smithy-go`, ""},
 	{"Redis client: sign and complete scripts (go-redis, its socket I/O)", `go-redis`, ""},
 	{"ledger client: JetStream publish, ack (nats.go, grant)", `nats-io|shared/grant`, ""},
 	{"HTTP server around the handler: parse, write, socket I/O (net/http)", `net/http\.\(\*conn\)\.serve`, `labstack/echo`},
-	{"JSON: request, response, grant (encoding/json)", `encoding/json`, ""},
+	{"JSON: request, grant, JWT claims (encoding/json)", `encoding/json`, ""},
 	{"JWT verification (golang-jwt)", `golang-jwt`, ""},
 	{"garbage collection: background mark and assists", `gcBgMarkWorker|gcAssistAlloc`, ""},
 	{"*of all the above:* syscalls", `syscall\.(Raw)?Syscall`, ""},
