@@ -175,17 +175,9 @@ func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, op
 		MaxDeliver:    -1, // a refund is retried until it is applied, never dropped
 		Replicas:      0,  // the stream's
 	}
-	stream, err := l.js.Stream(ctx, l.cfg.Stream)
+	stream, it, err := l.subscribe(ctx, cfg, o)
 	if err != nil {
-		return nil, fmt.Errorf("%w: stream %s: %w", ErrUnavailable, l.cfg.Stream, err)
-	}
-	cons, err := l.js.CreateOrUpdateConsumer(ctx, l.cfg.Stream, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: consumer %s: %w", ErrUnavailable, durable, err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(o.batch))
-	if err != nil {
-		return nil, fmt.Errorf("%w: consumer %s: %w", ErrUnavailable, durable, err)
+		return nil, err
 	}
 
 	c := &consumeLoop{
@@ -220,6 +212,38 @@ func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, op
 		}
 	}()
 	return stop, nil
+}
+
+// subscribe finds the stream, creates or updates the durable and starts
+// pulling. A clustered stream or consumer without a leader (a node was just
+// killed, an election is under way) answers with timeouts for a while:
+// that is retried with backoff until ctx ends, instead of ending the
+// service, which would only be restarted into the same election.
+func (l *Ledger) subscribe(ctx context.Context, cfg jetstream.ConsumerConfig, o consumeOptions) (jetstream.Stream, jetstream.MessagesContext, error) {
+	wait := 250 * time.Millisecond
+	for {
+		stream, err := l.js.Stream(ctx, l.cfg.Stream)
+		if err == nil {
+			var cons jetstream.Consumer
+			if cons, err = l.js.CreateOrUpdateConsumer(ctx, l.cfg.Stream, cfg); err == nil {
+				var it jetstream.MessagesContext
+				if it, err = cons.Messages(jetstream.PullMaxMessages(o.batch)); err == nil {
+					return stream, it, nil
+				}
+			}
+		}
+		err = fmt.Errorf("%w: stream %s, consumer %s: %w", ErrUnavailable, l.cfg.Stream, cfg.Durable, err)
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoHeartbeat) {
+			return nil, nil, err // not a passing election: say so now
+		}
+		o.log.Warn("due grants: the ledger does not answer yet; retrying", "retryIn", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }
 
 type consumeLoop struct {
