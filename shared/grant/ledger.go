@@ -195,9 +195,39 @@ func Dial(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nats.Op
 }
 
 // Open is Dial on a JetStream context the caller owns: Close leaves its
-// connection open.
+// connection open. A clustered stream without a leader (a node was just
+// killed, an election is under way) answers with timeouts for a while:
+// that is retried with backoff until ctx ends, rather than ending a
+// service that would only be restarted into the same election.
 func Open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledger, error) {
-	cfg = keepOperatorSettings(ctx, js, cfg).withDefaults()
+	wait := 250 * time.Millisecond
+	for {
+		l, err := open(ctx, js, cfg)
+		if err == nil || !passing(err) {
+			return l, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// passing reports whether err is what a JetStream cluster answers while it
+// elects a leader: a request that timed out or found no responder.
+func passing(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoHeartbeat)
+}
+
+func open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledger, error) {
+	cfg, err := keepOperatorSettings(ctx, js, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
 	if cfg.Grace < 0 {
 		return nil, fmt.Errorf("grant: negative grace %v would make grants due before they expire", cfg.Grace)
 	}
@@ -237,14 +267,19 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig)
 // unset from the stream as it exists, so a service starting with defaults
 // never shrinks a stream an operator created with three replicas or a
 // longer retention.
-func keepOperatorSettings(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) LedgerConfig {
+func keepOperatorSettings(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (LedgerConfig, error) {
 	name := cfg.Stream
 	if name == "" {
 		name = DefaultStream
 	}
 	s, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return cfg, nil // created with the defaults
+	}
 	if err != nil {
-		return cfg // absent (or unreachable: ensureStream reports that)
+		// Not knowing the stream is not its absence: updating it with the
+		// defaults could shrink an operator's three replicas to one.
+		return cfg, fmt.Errorf("%w: stream %s: %w", ErrUnavailable, name, err)
 	}
 	existing := s.CachedInfo().Config
 	if cfg.Replicas <= 0 {
@@ -253,7 +288,7 @@ func keepOperatorSettings(ctx context.Context, js jetstream.JetStream, cfg Ledge
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = existing.MaxAge
 	}
-	return cfg
+	return cfg, nil
 }
 
 // checkVersion refuses servers older than 2.12, which accept the scheduling
