@@ -70,7 +70,7 @@ type LedgerConfig struct {
 	// Window is the longest a grant waits for company while an earlier
 	// batch is in flight (default 1ms); MaxBatch caps the grants of one
 	// message (default 256); MaxInFlight caps the publishes awaiting their
-	// ack (default 4); PublishTimeout bounds one publish (default 2s).
+	// ack (default 1); PublishTimeout bounds one publish (default 2s).
 	Window         time.Duration
 	MaxBatch       int
 	MaxInFlight    int
