@@ -81,7 +81,6 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	defer rdb.Close()
-	d.rdb = rdb
 	share := 0.0 // no degraded mode
 	if c.Degraded {
 		share = c.DegradedShare

@@ -7,7 +7,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/ops"
 )
@@ -22,7 +21,6 @@ type deps struct {
 	gate    *gate
 	presign *presigner
 	ledger  recorder
-	rdb     redis.UniversalClient
 	metrics *metrics
 	reg     *prometheus.Registry
 	checks  []ops.Check // what /readyz pings

@@ -80,18 +80,6 @@ func (r *refunder) oneByOne(ctx context.Context, gs []grant.Grant, out []string,
 	return out, nil
 }
 
-// refund applies one grant.
-func (r *refunder) refund(ctx context.Context, g grant.Grant) (string, error) {
-	out, err := r.refundAll(ctx, []grant.Grant{g})
-	if err != nil {
-		return "", err
-	}
-	if out[0] == outcomeMalformed {
-		return "", fmt.Errorf("%w: grant %s", grant.ErrMalformed, g.URLID)
-	}
-	return out[0], nil
-}
-
 // due is what quota needs to refund g: every bucket its sign spent from
 // (the anonymous_all bucket too, for an anonymous grant), each capped by
 // this tenant's shape of the tier that issued it.

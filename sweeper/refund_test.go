@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -183,4 +184,16 @@ func TestRefundOnRedisCluster(t *testing.T) {
 			}
 		}
 	}
+}
+
+// refund applies one grant, as a batch of one would.
+func (r *refunder) refund(ctx context.Context, g grant.Grant) (string, error) {
+	out, err := r.refundAll(ctx, []grant.Grant{g})
+	if err != nil {
+		return "", err
+	}
+	if out[0] == outcomeMalformed {
+		return "", fmt.Errorf("%w: grant %s", grant.ErrMalformed, g.URLID)
+	}
+	return out[0], nil
 }
