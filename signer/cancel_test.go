@@ -136,6 +136,74 @@ func TestSpendMayRun(t *testing.T) {
 	}
 }
 
+// TestStalledSpendIsLate: with Redis's clock read, a sign whose Spend a
+// stall cut answers 503, and when Redis resumes that Spend finds itself
+// late and takes nothing, so no cancel is needed: a signer killed before
+// its canceller ran loses no token (this one's canceller never runs).
+func TestStalledSpendIsLate(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := redisClient(t, srv.Addr, 150*time.Millisecond)
+	g, m := testGate(rdb, 150*time.Millisecond)
+	g.cancels = newCanceller(g.cancel, time.Now, m, g.log) // never run: the signer "died"
+	ctx := context.Background()
+	if err := g.clock.Sync(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	// A first sign opens the connection and loads the script.
+	if d, err := g.decide(ctx, attempt{ask: testAsk("k0")}, now); err != nil || d.outcome != allowed {
+		t.Fatalf("first sign: %+v %v", d, err)
+	}
+	a := testAsk("k1")
+	pause(t, srv)
+	if _, err := g.decide(ctx, attempt{ask: a}, now); !errors.Is(err, bucket.ErrUnavailable) {
+		t.Fatalf("sign during the stall: %v, want unavailable", err)
+	}
+	if n := len(g.cancels.queue); n != 1 {
+		t.Fatalf("%d cancels queued, want 1", n)
+	}
+	srv.Resume()
+	check := redisClient(t, srv.Addr, time.Second)
+	// What the stalled socket held has run once a later command answers.
+	if err := check.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the closed connection's commands
+	if rec := check.HGetAll(ctx, a.Idem).Val(); len(rec) != 0 {
+		t.Errorf("the cut spend left its record %v: it ran after its deadline", rec)
+	}
+	if got := check.HGet(ctx, a.Buckets[0].Key, "t").Val(); got != "29.000000" {
+		t.Errorf("user bucket %q, want 29.000000 (the first sign's only)", got)
+	}
+	if late := testutil.ToFloat64(m.lateSpends); late != 0 {
+		t.Errorf("%v late spends counted: only a Late reply that arrives in time counts", late)
+	}
+}
+
+// TestLateReplyRetries: a Redis whose clock runs ahead of the estimate
+// answers Late in time; the sign spends again without a deadline, is
+// allowed, and the skew is counted.
+func TestLateReplyRetries(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := redisClient(t, srv.Addr, time.Second)
+	g, m := testGate(rdb, time.Second)
+	g.cancels = startCanceller(g.cancel, time.Now, m, g.log)
+	t.Cleanup(g.cancels.close)
+	ctx := context.Background()
+	if err := g.clock.Sync(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	g.until = func(dl time.Time) time.Time { return g.clock.Until(dl).Add(-2 * time.Second) } // as if Redis's clock ran 2 s ahead
+	a := testAsk("k1")
+	d, err := g.decide(ctx, attempt{ask: a}, time.Now())
+	if err != nil || d.outcome != allowed {
+		t.Fatalf("sign: %+v %v, want allowed", d, err)
+	}
+	if late := testutil.ToFloat64(m.lateSpends); late != 1 {
+		t.Errorf("%v late spends counted, want 1", late)
+	}
+}
+
 // TestCancellerSettles: a spend that ran is refunded, one that never ran
 // leaves a tombstone, and an Ask no retry can fix gives up at once.
 func TestCancellerSettles(t *testing.T) {

@@ -82,11 +82,20 @@ type gate struct {
 	metrics *metrics
 	log     *slog.Logger
 	cancels *canceller // for spends that failed here but may run on Redis (cancel.go)
+
+	rdb    redis.UniversalClient
+	clock  quota.Clock               // Redis's clock, for each Spend's Until
+	until  func(time.Time) time.Time // clock.Until; tests skew it
+	resync chan struct{}             // asks syncClock for a Sync now
 }
+
+// clockSync is how often the gate reads Redis's clock again.
+const clockSync = 10 * time.Second
 
 // newGate is the gate on rdb; a share above 0 turns the degraded mode on.
 func newGate(rdb redis.UniversalClient, timeout time.Duration, share float64, m *metrics, log *slog.Logger) *gate {
-	g := &gate{store: quota.New(rdb), timeout: timeout, metrics: m, log: log}
+	g := &gate{store: quota.New(rdb), timeout: timeout, metrics: m, log: log, rdb: rdb, resync: make(chan struct{}, 1)}
+	g.until = g.clock.Until
 	if share > 0 {
 		g.local, g.share = bucket.NewLocal(), share
 	}
@@ -100,7 +109,24 @@ func newGate(rdb redis.UniversalClient, timeout time.Duration, share float64, m 
 func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, error) {
 	var d quota.Decision
 	err := g.call(ctx, "sign", func(ctx context.Context) (err error) {
-		d, err = g.store.Spend(ctx, now, a.ask, inFlightTTL)
+		// The Spend may run only until this call gives up, by Redis's
+		// clock: one that sat in a stalled Redis and runs after the 503
+		// takes nothing. The canceller below still covers the one that ran
+		// in time and whose reply was lost.
+		ask := a.ask
+		if dl, ok := ctx.Deadline(); ok {
+			ask.Until = g.until(dl)
+		}
+		d, err = g.store.Spend(ctx, now, ask, inFlightTTL)
+		if err == nil && d.Outcome == quota.Late {
+			// Redis answered before our deadline yet judged the Spend late
+			// by its own clock: its clock is ahead of the estimate. Nothing
+			// was spent; spend without a limit and read its clock again.
+			g.metrics.lateSpends.Inc()
+			g.askResync()
+			ask.Until = time.Time{}
+			d, err = g.store.Spend(ctx, now, ask, inFlightTTL)
+		}
 		return err
 	})
 	if err != nil {
@@ -139,8 +165,46 @@ func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, 
 		// Only a Spend that runs after its own request's Cancel answers
 		// this, and that request has had its 503: nobody reads this reply.
 		return decision{}, fmt.Errorf("%w: spend found its own request cancelled", bucket.ErrUnavailable)
+	case quota.Late:
+		// The retry without Until cannot answer this; kept for safety.
+		return decision{}, fmt.Errorf("%w: spend ran after its deadline", bucket.ErrUnavailable)
 	}
 	return decision{}, fmt.Errorf("%w: spend decided %v", bucket.ErrUnavailable, d.Outcome)
+}
+
+// syncClock reads Redis's clock at once, then every clockSync and when a
+// Spend came back Late, until ctx ends. Until the first read succeeds,
+// Spends run without an Until (the canceller alone covers them).
+func (g *gate) syncClock(ctx context.Context) {
+	t := time.NewTicker(clockSync)
+	defer t.Stop()
+	synced := false
+	for {
+		sctx, cancel := context.WithTimeout(ctx, g.timeout)
+		err := g.clock.Sync(sctx, g.rdb)
+		cancel()
+		switch {
+		case err == nil && !synced:
+			synced = true
+			g.log.Info("read redis's clock", "estimate", g.clock.String())
+		case err != nil && ctx.Err() == nil:
+			g.log.Debug("reading redis's clock failed; keeping the last estimate", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-g.resync:
+		}
+	}
+}
+
+// askResync wakes syncClock without waiting.
+func (g *gate) askResync() {
+	select {
+	case g.resync <- struct{}{}:
+	default:
+	}
 }
 
 // undo gives back the token of an allowed decision whose URL urlID is never

@@ -90,6 +90,11 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	// Deferred after rdb.Close, so it runs before it: once serve has
 	// drained the handlers, the canceller's last round still has Redis.
 	defer d.gate.cancels.close()
+	clockCtx, stopClock := context.WithCancel(ctx)
+	defer stopClock()
+	if !d.noRedisClock {
+		go d.gate.syncClock(clockCtx)
+	}
 	d.checks = append(d.checks, ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 
 	if d.ident, err = newIdentity(ctx, c, d.now); err != nil {

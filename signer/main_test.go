@@ -61,6 +61,10 @@ func withMetrics(reg *prometheus.Registry, m *metrics) option {
 	return func(d *deps) { d.reg, d.metrics = reg, m }
 }
 
+// withoutRedisClock keeps the signer from reading Redis's clock: its
+// Spends carry no deadline, as before a first read succeeds.
+func withoutRedisClock(d *deps) { d.noRedisClock = true }
+
 // stack is the real servers a signer talks to.
 type stack struct {
 	redis *testenv.Redis

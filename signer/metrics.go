@@ -12,6 +12,7 @@ type metrics struct {
 	finishFailed  prometheus.Counter       // URLs issued whose done record could not be stored
 	cancels       *prometheus.CounterVec   // cancels of spends cut short, by result
 	cancelDropped prometheus.Counter       // cancels the full queue could not take
+	lateSpends    prometheus.Counter       // spends Redis answered Late in time: its clock is ahead of the estimate
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -52,10 +53,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mintgate_signer_cancel_dropped_total",
 			Help: "Cancels not even queued, the canceller's queue being full (or the signer stopping): each may be a token lost.",
 		}),
+		lateSpends: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_signer_late_spends_total",
+			Help: "Spends Redis answered in time but judged late by its own clock, then retried without a deadline: " +
+				"Redis's clock is ahead of the signer's estimate (it stepped, or Redis Cluster nodes disagree). Check NTP on the Redis hosts.",
+		}),
 	}
 	for _, r := range []string{cancelRefunded, cancelTombstone, cancelGaveUp} {
 		m.cancels.WithLabelValues(r) // every result from the start, at 0
 	}
-	reg.MustRegister(m.signs, m.limited, m.scriptSeconds, m.ledgerSeconds, m.degraded, m.finishFailed, m.cancels, m.cancelDropped)
+	reg.MustRegister(m.signs, m.limited, m.scriptSeconds, m.ledgerSeconds, m.degraded, m.finishFailed, m.cancels, m.cancelDropped, m.lateSpends)
 	return m
 }

@@ -24,6 +24,8 @@ type deps struct {
 	metrics *metrics
 	reg     *prometheus.Registry
 	checks  []ops.Check // what /readyz pings
+
+	noRedisClock bool // tests: never read Redis's clock, so Spends carry no Until and the canceller alone covers a stall
 }
 
 // newServer returns the signer's HTTP handler.

@@ -529,12 +529,12 @@ func (s *signer) bucket(key string) map[string]string {
 // stall then cuts write their EVALSHA into Redis's socket, as in
 // production (on a new connection the handshake would time out first,
 // sending nothing). The buckets' hashes are read after.
-func stallSigner(t *testing.T, st stack, env map[string]string, n int) (s *signer, m *metrics, tok string, user, tenant map[string]string) {
+func stallSigner(t *testing.T, st stack, env map[string]string, n int, opts ...option) (s *signer, m *metrics, tok string, user, tenant map[string]string) {
 	t.Helper()
 	env["MINTGATE_TIERS"] = stallTiers
 	reg := ops.NewRegistry()
 	m = newMetrics(reg)
-	s = start(t, env, withMetrics(reg, m))
+	s = start(t, env, append([]option{withMetrics(reg, m)}, opts...)...)
 	tok = s.token("acme", "alice")
 	s.signAtOnce(tok, newKeys(n), http.StatusCreated, "")
 	return s, m, tok, s.bucket(keys.Bucket("acme", keys.UserSubject("alice"))), s.bucket(keys.TenantBucket("acme"))
@@ -604,13 +604,30 @@ func settled(t *testing.T, s *signer, m *metrics, want float64) map[string]float
 // A Redis stall (SIGSTOP here; a slow fork or a failover in production)
 // cuts signs short: each answers 503 limiter_unavailable after the
 // timeout, but its EVALSHA sits in Redis's socket and runs when Redis
-// resumes. The canceller gives every such token back and frees every key:
-// the user's and the tenant's buckets end exactly where they were, and a
-// retry with the same Idempotency-Key is a 201, not a 409.
+// resumes. With Redis's clock read, each such Spend finds itself past its
+// deadline and takes nothing; without (before a first read succeeds) the
+// canceller gives every token back. Either way the user's and the
+// tenant's buckets end exactly where they were, and a retry with the same
+// Idempotency-Key is a 201, not a 409.
 func TestRedisStallLosesNoToken(t *testing.T) {
+	for _, clocked := range []bool{true, false} {
+		name := map[bool]string{true: "deadline", false: "canceller alone"}[clocked]
+		t.Run(name, func(t *testing.T) { redisStall(t, clocked) })
+	}
+}
+
+func redisStall(t *testing.T, clocked bool) {
 	const n = 12
 	st := newStack(t)
-	s, m, tok, user, tenant := stallSigner(t, st, st.env(t), n)
+	env := st.env(t)
+	var opts []option
+	if !clocked {
+		opts = append(opts, withoutRedisClock)
+	}
+	s, m, tok, user, tenant := stallSigner(t, st, env, n, opts...)
+	if clocked {
+		waitUntil(t, 5*time.Second, "the signer read Redis's clock", func() bool { return strings.Contains(s.log.String(), "read redis's clock") })
+	}
 	userBucket, tenantBucket := keys.Bucket("acme", keys.UserSubject("alice")), keys.TenantBucket("acme")
 
 	pause(t, st.redis)
@@ -629,7 +646,10 @@ func TestRedisStallLosesNoToken(t *testing.T) {
 
 	c := settled(t, s, m, n+2)
 	t.Logf("cancels after the stall: %v", c)
-	if c[cancelRefunded] == 0 {
+	switch {
+	case clocked && c[cancelRefunded] != 0:
+		t.Errorf("%v cut spends took tokens when Redis resumed, past their deadlines", c[cancelRefunded])
+	case !clocked && c[cancelRefunded] == 0:
 		t.Error("no cut spend ran when Redis resumed: the test did not reproduce the stall")
 	}
 	if got := testutil.ToFloat64(m.signs.WithLabelValues("limiter_unavailable")); got != n+2 {

@@ -275,7 +275,7 @@ func (r *report) summarize(res result, outs []outcome, faults []injected, expose
 			res.ops, res.replays, len(res.urls), uploaded, len(res.urls)-uploaded, refused, res.abandoned),
 		"answers: "+answers(res.answers),
 		fmt.Sprintf("tokens at risk: %d requests in flight at signer kills; %d answers 503 limiter_unavailable "+
-			"(a spend that timed out on a paused Redis still runs when it resumes)", exposed, res.answers["503 limiter_unavailable"]),
+			"(a spend that timed out on a paused Redis runs when it resumes, past its deadline: it takes nothing, and a cancel follows)", exposed, res.answers["503 limiter_unavailable"]),
 		fmt.Sprintf("refunded markers: %d of URLs received, %d of grants no client received", refunded, markers-refunded),
 	)
 }

@@ -92,6 +92,15 @@ func (w *world) ask() quota.Ask {
 			Buckets:     w.buckets(tn, sub),
 		}
 	}
+	// Now and then a deadline, an hour past or ahead (the servers'
+	// clocks and the Twin's differ by the run's milliseconds).
+	a.Until = time.Time{}
+	switch w.r.IntN(12) {
+	case 0:
+		a.Until = time.Now().Add(-time.Hour)
+	case 1:
+		a.Until = time.Now().Add(time.Hour)
+	}
 	w.nonces++
 	a.Nonce = fmt.Sprintf("n%d", w.nonces)
 	if w.r.IntN(10) == 0 {

@@ -83,6 +83,15 @@ type Ask struct {
 	Fingerprint string          // of what was asked: only the same request replays
 	Nonce       string          // this request's own, fresh for each (a retry with the same key included): Cancel and Undo touch only what it did; 1 to 64 visible ASCII characters, no space (a UUID)
 	Buckets     []bucket.Bucket // the caller's tier first, then the tenant's (and for anonymous callers anonymous_all's); all in the tenant's hash tag
+
+	// Until is for Spend only: the last instant, by Redis's own clock
+	// (TIME, to the millisecond), at which the Spend may still run. Later
+	// it takes nothing, marks nothing and answers Late. A caller that gives
+	// up on a Spend at its own deadline sets Until to that deadline on
+	// Redis's clock (Clock.Until), so the Spend cannot run after the caller
+	// gave up on it: a stalled Redis that resumes finds it late. Zero: no
+	// limit.
+	Until time.Time
 }
 
 // Outcome is what Spend decided.
@@ -96,6 +105,7 @@ const (
 	Reused                       // the key belongs to a different request (422)
 	Pending                      // the key's first request is still in flight (409)
 	Cancelled                    // this very request (its nonce) was cancelled before the Spend ran: nothing was spent or marked
+	Late                         // the Spend ran after Ask.Until by Redis's clock: nothing was read, spent or marked
 )
 
 // String names the outcome.
@@ -113,6 +123,8 @@ func (o Outcome) String() string {
 		return "pending"
 	case Cancelled:
 		return "cancelled"
+	case Late:
+		return "late"
 	}
 	return "Outcome(" + strconv.Itoa(int(o)) + ")"
 }
@@ -182,13 +194,18 @@ func New(rdb redis.UniversalClient) *Store {
 // token from every bucket or from none, marking the key in flight for
 // inFlight when it did: one round trip. A cancelled record (a tombstone) is
 // no record for any other request; for the request it names, the answer is
-// Cancelled and nothing is touched.
+// Cancelled and nothing is touched. A Spend that runs after a.Until (by
+// Redis's clock) touches nothing and answers Late.
 func (s *Store) Spend(ctx context.Context, now time.Time, a Ask, inFlight time.Duration) (Decision, error) {
 	if err := checkSpend(a, inFlight); err != nil {
 		return Decision{}, err
 	}
 	ks := append([]string{a.Idem}, bucketKeys(a.Buckets)...)
-	args := bucket.Args([]any{a.Fingerprint, a.Nonce, inFlight.Milliseconds()}, now, 1, a.Buckets)
+	until := int64(0)
+	if !a.Until.IsZero() {
+		until = a.Until.UnixMilli()
+	}
+	args := bucket.Args([]any{a.Fingerprint, a.Nonce, inFlight.Milliseconds(), until}, now, 1, a.Buckets)
 	vals, err := s.spend.Run(ctx, s.rdb, ks, args...).Slice()
 	if err != nil {
 		return Decision{}, unavailable("spend", err)
@@ -204,6 +221,8 @@ func (s *Store) Spend(ctx context.Context, now time.Time, a Ask, inFlight time.D
 			return Decision{Outcome: Pending}, nil
 		case w == "cancelled":
 			return Decision{Outcome: Cancelled}, nil
+		case w == "late":
+			return Decision{Outcome: Late}, nil
 		case w == "replay" && len(vals) == 2:
 			body, _ := vals[1].(string)
 			return replayed(body), nil

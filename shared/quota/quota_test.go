@@ -190,6 +190,29 @@ var cases = []struct {
 		e.wantTokens(a, "29.000000", "599.000000")
 		e.wantRecord(a.Idem, map[string]string{"state": "pending", "fp": a.Fingerprint, "nonce": a.Nonce}, inFlight)
 	}},
+	{"spend", "late: a Spend that runs after its Until touches nothing, not even a replay", func(e *env) {
+		// Until is by the server's clock (the Twin's is the wall clock):
+		// an hour either way is past or future on both.
+		a := e.ask("alice", "k1")
+		late, soon := a, a
+		late.Until, soon.Until = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+		if d := e.spend(late); d.Outcome != quota.Late {
+			e.t.Fatalf("spend after its Until: %+v, want late", d)
+		}
+		if k := e.key(a.Idem); k.hash != nil || k.str != "" {
+			e.t.Errorf("a late spend left the record %+v", k)
+		}
+		e.wantTokens(a, "", "")
+		if d := e.spend(soon); d.Outcome != quota.Allowed {
+			e.t.Fatalf("spend before its Until: %+v, want allowed", d)
+		}
+		e.finish(a, "u1", "{}")
+		if d := e.spend(late); d.Outcome != quota.Late {
+			e.t.Errorf("a late replay: %+v, want late", d)
+		}
+		e.wantTokens(a, "29.000000", "599.000000")
+	}},
+
 	{"spend", "pending while the first request is in flight", func(e *env) {
 		a := e.ask("alice", "k1")
 		e.spend(a)
@@ -796,5 +819,49 @@ func TestTwinExpiry(t *testing.T) {
 	clock = clock.Add(time.Millisecond)
 	if d, _ := tw.Spend(ctx, clock, a, inFlight); d.Outcome != quota.Allowed {
 		t.Fatalf("after the tombstone's TTL: %+v", d)
+	}
+}
+
+// TestClock: the estimate of Redis's clock puts Until just before the
+// deadline it converts (the server shares this host's clock), and a Spend
+// run against it is late once the deadline has passed, allowed before.
+func TestClock(t *testing.T) {
+	var c quota.Clock
+	if u := c.Until(time.Now().Add(time.Second)); !u.IsZero() {
+		t.Errorf("Until before any Sync: %v, want zero", u)
+	}
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	if err := c.Sync(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second)
+	if u := c.Until(deadline); u.After(deadline) || deadline.Sub(u) > 100*time.Millisecond {
+		t.Errorf("Until(%v) = %v: want just before it (%s)", deadline, u, c.String())
+	}
+	if u := c.Until(time.Time{}); !u.IsZero() {
+		t.Errorf("Until of no deadline: %v, want zero", u)
+	}
+
+	q := quota.New(rdb)
+	e := &env{t: t, now: time.Now(), tenant: "clock"}
+	a := e.ask("alice", "k1")
+	a.Until = c.Until(time.Now().Add(-time.Millisecond))
+	if d, err := q.Spend(ctx, e.now, a, inFlight); err != nil || d.Outcome != quota.Late {
+		t.Errorf("spend whose deadline passed: %+v %v, want late", d, err)
+	}
+	a.Until = c.Until(time.Now().Add(time.Second))
+	if d, err := q.Spend(ctx, e.now, a, inFlight); err != nil || d.Outcome != quota.Allowed {
+		t.Errorf("spend before its deadline: %+v %v, want allowed", d, err)
+	}
+
+	// A server that is gone keeps the last estimate.
+	srv.Stop()
+	if err := c.Sync(ctx, rdb); !errors.Is(err, quota.ErrUnavailable) {
+		t.Errorf("Sync with Redis down: %v, want ErrUnavailable", err)
+	}
+	if u := c.Until(deadline); u.IsZero() {
+		t.Error("a failed Sync dropped the estimate")
 	}
 }

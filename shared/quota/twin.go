@@ -50,6 +50,9 @@ func (t *Twin) Spend(_ context.Context, now time.Time, a Ask, inFlight time.Dura
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !a.Until.IsZero() && t.clock().UnixMilli() > a.Until.UnixMilli() {
+		return Decision{Outcome: Late}, nil
+	}
 	switch state, ok := t.field(a.Idem, "state"); {
 	case state == "cancelled":
 		if t.cancelled(a.Idem, a.Nonce) {
