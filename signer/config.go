@@ -59,6 +59,9 @@ type cfg struct {
 	// Tiers is MINTGATE_TIERS with MINTGATE_TENANT_TIERS' per-tenant
 	// overrides (an addition to SPEC §5, empty by default).
 	Tiers config.TierSet
+	// TiersFile adds per-tenant overrides from a file re-read while the
+	// signer runs (MINTGATE_TENANT_TIERS_FILE; empty: none).
+	TiersFile string
 
 	JWTSecret      []byte
 	JWKSURL        string
@@ -80,6 +83,13 @@ type cfg struct {
 	// GrantSecret keys the MAC of every ledger batch (MINTGATE_GRANT_SECRET).
 	GrantSecret     []byte
 	RateLimitHeader string
+	// Shadow lists the tenants in shadow mode (MINTGATE_SHADOW_TENANTS, or
+	// all with ShadowAll): a short bucket is counted, not refused.
+	Shadow    map[string]bool
+	ShadowAll bool
+	// AdminToken turns the admin API on the ops port on, bearer auth
+	// (MINTGATE_ADMIN_TOKEN; empty: off).
+	AdminToken []byte
 	// DemoPage serves the demo upload page at /demo/ (MINTGATE_DEMO_PAGE=on;
 	// an addition to SPEC §5, off by default, on in the local stack).
 	DemoPage bool
@@ -114,6 +124,8 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		URLTTL:    e.Duration("MINTGATE_URL_TTL", 120*time.Second),
 		MaxObject: e.Int("MINTGATE_MAX_OBJECT_BYTES", 104857600),
 		Tiers:     e.TenantTiers("MINTGATE_TENANT_TIERS", e.Tiers("MINTGATE_TIERS", config.DefaultTiers)),
+
+		TiersFile: e.String("MINTGATE_TENANT_TIERS_FILE", ""),
 
 		JWTSecret:      e.Secret("MINTGATE_JWT_HS256_SECRET"),
 		JWKSURL:        e.URL("MINTGATE_JWT_JWKS_URL", "", "https", "http"),
@@ -152,6 +164,22 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 			e.Fail("MINTGATE_CONTENT_TYPES", "%q is not a type/subtype media type", ct)
 		}
 		c.ContentTypes[ct] = true
+	}
+
+	c.Shadow = map[string]bool{}
+	for _, t := range e.List("MINTGATE_SHADOW_TENANTS", nil) {
+		switch {
+		case t == "*":
+			c.ShadowAll = true
+		case !keys.ValidTenant(t):
+			e.Fail("MINTGATE_SHADOW_TENANTS", "%q is not a tenant id ([A-Za-z0-9_-]{1,64}) or *", t)
+		default:
+			c.Shadow[t] = true
+		}
+	}
+	c.AdminToken = e.Secret("MINTGATE_ADMIN_TOKEN")
+	if n := len(c.AdminToken); n > 0 && n < minAdminToken {
+		e.Fail("MINTGATE_ADMIN_TOKEN", "must be at least %d bytes: it refills buckets", minAdminToken)
 	}
 
 	c.AnonTenants = map[string]bool{}
@@ -219,6 +247,12 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 func degradedLimit(l bucket.Limit, share float64) bucket.Limit {
 	return bucket.Limit{Capacity: math.Max(1, l.Capacity*share), Rate: l.Rate * share}
 }
+
+// minAdminToken is the shortest MINTGATE_ADMIN_TOKEN.
+const minAdminToken = 32
+
+// shadowed reports whether tenant is in shadow mode.
+func (c cfg) shadowed(tenant string) bool { return c.ShadowAll || c.Shadow[tenant] }
 
 // defaultDegradedShare is 5 %: twenty instances, the base HPA's maximum.
 const defaultDegradedShare = 0.05

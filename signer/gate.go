@@ -69,6 +69,7 @@ type decision struct {
 	result   bucket.Result // for allowed and denied
 	body     []byte        // for replay
 	degraded bool          // decided by the in-process buckets: Redis was unavailable
+	shadow   bool          // denied, but issued in shadow mode: nothing was spent and the key is not held
 }
 
 // gate runs the Redis side of a sign through quota.Store. With local set
@@ -212,6 +213,9 @@ func (g *gate) askResync() {
 // one step: if the grant reached the ledger after all (an ack lost in a
 // stall), the sweeper finds the mark and gives nothing back again.
 func (g *gate) undo(ctx context.Context, a attempt, d decision, urlID string, now time.Time) error {
+	if d.shadow {
+		return nil // nothing was spent, nothing is held
+	}
 	if d.degraded {
 		g.local.Take(now, -1, g.degradedBuckets(a.buckets)...)
 		return nil

@@ -64,6 +64,11 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	for _, o := range opts {
 		o(&d)
 	}
+	live, err := config.NewLiveTiers(c.Tiers, c.TiersFile)
+	if err != nil {
+		return err
+	}
+	d.live = live
 	if c.PprofAddr != "" {
 		if err := startPprof(ctx, log, c.PprofAddr); err != nil {
 			return err
@@ -73,6 +78,8 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		d.reg = ops.NewRegistry()
 		d.metrics = newMetrics(d.reg)
 	}
+
+	ops.WatchTiers(ctx, d.reg, log, d.live)
 
 	// Redis connects lazily: a signer started while Redis is down serves
 	// 503 limiter_unavailable (and /readyz says why) until it is back.
@@ -120,7 +127,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		endpoint{"MINTGATE_HTTP_ADDR", c.HTTPAddr, newServer(d)},
 		// /metrics names tenants, and /admin/* will change buckets: neither
 		// belongs on the port the internet reaches.
-		endpoint{"MINTGATE_OPS_ADDR", c.OpsAddr, ops.Handler(d.reg, d.checks...)})
+		endpoint{"MINTGATE_OPS_ADDR", c.OpsAddr, withAdmin(d, ops.Handler(d.reg, d.checks...))})
 }
 
 // warnRisky logs configurations that start but are likely mistakes.

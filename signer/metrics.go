@@ -13,6 +13,7 @@ type metrics struct {
 	cancels       *prometheus.CounterVec   // cancels of spends cut short, by result
 	cancelDropped prometheus.Counter       // cancels the full queue could not take
 	lateSpends    prometheus.Counter       // spends Redis answered Late in time: its clock is ahead of the estimate
+	shadowDenied  *prometheus.CounterVec   // signs a short bucket would have refused, issued in shadow mode, by scope
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -53,15 +54,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mintgate_signer_cancel_dropped_total",
 			Help: "Cancels not even queued, the canceller's queue being full (or the signer stopping): each may be a token lost.",
 		}),
+		shadowDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mintgate_signer_shadow_denied_total",
+			Help: "Signs of tenants in shadow mode (MINTGATE_SHADOW_TENANTS) that a short bucket would have refused, issued anyway, by scope: caller or tenant.",
+		}, []string{"scope"}),
 		lateSpends: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_signer_late_spends_total",
 			Help: "Spends Redis answered in time but judged late by its own clock, then retried without a deadline: " +
 				"Redis's clock is ahead of the signer's estimate (it stepped, or Redis Cluster nodes disagree). Check NTP on the Redis hosts.",
 		}),
 	}
+	m.shadowDenied.WithLabelValues(scopeCaller)
+	m.shadowDenied.WithLabelValues(scopeTenant)
 	for _, r := range []string{cancelRefunded, cancelTombstone, cancelGaveUp} {
 		m.cancels.WithLabelValues(r) // every result from the start, at 0
 	}
-	reg.MustRegister(m.signs, m.limited, m.scriptSeconds, m.ledgerSeconds, m.degraded, m.finishFailed, m.cancels, m.cancelDropped, m.lateSpends)
+	reg.MustRegister(m.signs, m.limited, m.scriptSeconds, m.ledgerSeconds, m.degraded, m.finishFailed, m.cancels, m.cancelDropped, m.lateSpends, m.shadowDenied)
 	return m
 }

@@ -11,6 +11,7 @@ import (
 // (MINTGATE_OPS_ADDR) is ops.Handler: /healthz, /readyz and /metrics.
 func addRoutes(e *echo.Echo, d deps) {
 	e.POST("/uploads/sign", handleSign(d))
+	e.GET("/uploads/quota", handleQuota(d))
 	e.GET("/uploads/:urlId", handleStatus(d))
 	e.GET("/healthz", echo.WrapHandler(ops.Healthz()))
 	e.GET("/readyz", echo.WrapHandler(ops.Readyz(d.checks...)))

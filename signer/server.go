@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/ops"
 )
 
@@ -24,8 +25,18 @@ type deps struct {
 	metrics *metrics
 	reg     *prometheus.Registry
 	checks  []ops.Check // what /readyz pings
+	live    *config.LiveTiers
 
 	noRedisClock bool // tests: never read Redis's clock, so Spends carry no Until and the canceller alone covers a stall
+}
+
+// tiers is the tier set in force now (MINTGATE_TENANT_TIERS_FILE may
+// change it while the signer runs).
+func (d deps) tiers() config.TierSet {
+	if d.live == nil {
+		return d.cfg.Tiers
+	}
+	return d.live.Tiers()
 }
 
 // newServer returns the signer's HTTP handler.

@@ -101,7 +101,7 @@ func handleSign(d deps) echo.HandlerFunc {
 
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), signBudget)
 		defer cancel()
-		a := newAttempt(who, req, d.cfg.Tiers)
+		a := newAttempt(who, req, d.tiers())
 		// The urlId this request will issue is also its nonce: fresh for
 		// every request, retries with the same key included, so that a
 		// cancel or an undo touches only what this very request did.
@@ -125,10 +125,18 @@ func handleSign(d deps) echo.HandlerFunc {
 			d.count("in_progress")
 			return newError(http.StatusConflict, codeInProgress, "a request with this %s is still in progress", hdrIdempotencyKey)
 		case denied:
-			d.count("rate_limited")
-			d.metrics.limited.WithLabelValues(who.Tenant, scope(dec.result)).Inc()
-			setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
-			return tooMany(dec.result)
+			if !d.cfg.shadowed(who.Tenant) {
+				d.count("rate_limited")
+				d.metrics.limited.WithLabelValues(who.Tenant, scope(dec.result)).Inc()
+				setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
+				return tooMany(dec.result)
+			}
+			// Shadow mode: counted, not refused. The URL goes out charged
+			// to nobody; its grant says so, and no sweeper refunds it.
+			// Nothing holds the key meanwhile: two such requests with one
+			// key at once may each get a URL (the later one's is replayed).
+			d.metrics.shadowDenied.WithLabelValues(scope(dec.result)).Inc()
+			dec.shadow = true
 		}
 
 		body, aerr := d.issue(ctx, a, dec, urlID, now)
@@ -162,6 +170,7 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 		IssuedAt: now.UTC(), ExpiresAt: expiresAt,
 		// Charged to in-process buckets only: no sweeper may credit Redis for it.
 		Degraded: dec.degraded,
+		Shadow:   dec.shadow,
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
 		d.refund(ctx, a, dec, urlID)

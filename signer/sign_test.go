@@ -206,15 +206,9 @@ func TestTenantLimitLeavesTheUserBucketAlone(t *testing.T) {
 // MINTGATE_TENANT_TIERS: a tenant's override shapes its callers' buckets
 // and headers; every other tenant keeps the defaults.
 func TestTenantTierOverride(t *testing.T) {
-	env := newStack(t).env(t)
-	env["MINTGATE_TENANT_TIERS"] = "small:user=2:0.1"
-	s := start(t, env)
+	s := startWith(t, "MINTGATE_TENANT_TIERS", "small:user=2:0.1")
 	small := s.token("small", "alice")
-	for i := range 2 {
-		if r := s.sign(small, newKey(), pngBody); r.status != http.StatusCreated {
-			t.Fatalf("sign %d: %d %s", i+1, r.status, r.raw)
-		}
-	}
+	s.signN(small, 2)
 	r := s.sign(small, newKey(), pngBody)
 	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
 	if r.str("scope") != scopeCaller || r.header.Get("RateLimit-Limit") != "2" || r.header.Get("RateLimit-Policy") != "2;w=20" || retryAfter(t, r) != 10 {

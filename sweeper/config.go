@@ -9,12 +9,13 @@ import (
 
 // settings is the sweeper's configuration (SPEC §5).
 type settings struct {
-	Redis    config.Redis
-	NATS     config.NATS
-	HTTPAddr string
-	Tiers    config.TierSet // MINTGATE_TIERS with MINTGATE_TENANT_TIERS' overrides
-	Grace    time.Duration
-	Secret   []byte // MINTGATE_GRANT_SECRET: only batches it verifies are applied
+	Redis     config.Redis
+	NATS      config.NATS
+	HTTPAddr  string
+	Tiers     config.TierSet // MINTGATE_TIERS with MINTGATE_TENANT_TIERS' overrides
+	TiersFile string         // MINTGATE_TENANT_TIERS_FILE: more overrides, re-read while running
+	Grace     time.Duration
+	Secret    []byte // MINTGATE_GRANT_SECRET: only batches it verifies are applied
 }
 
 // defaultHTTPAddr is where the sweeper listens without MINTGATE_HTTP_ADDR.
@@ -25,12 +26,13 @@ const defaultHTTPAddr = ":8082"
 func loadSettings(getenv func(string) string) (settings, error) {
 	e := config.New(getenv)
 	s := settings{
-		Redis:    e.Redis(),
-		NATS:     e.NATS(),
-		HTTPAddr: e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
-		Tiers:    e.TenantTiers("MINTGATE_TENANT_TIERS", e.Tiers("MINTGATE_TIERS", config.DefaultTiers)),
-		Grace:    e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
-		Secret:   e.GrantSecret(),
+		Redis:     e.Redis(),
+		NATS:      e.NATS(),
+		HTTPAddr:  e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
+		Tiers:     e.TenantTiers("MINTGATE_TENANT_TIERS", e.Tiers("MINTGATE_TIERS", config.DefaultTiers)),
+		TiersFile: e.String("MINTGATE_TENANT_TIERS_FILE", ""),
+		Grace:     e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
+		Secret:    e.GrantSecret(),
 	}
 	if _, _, err := net.SplitHostPort(s.HTTPAddr); err != nil {
 		e.Fail("MINTGATE_HTTP_ADDR", "%q is not host:port (such as :8082)", s.HTTPAddr)

@@ -28,12 +28,13 @@ const tenant = "acme"
 // stack is the real servers a sweeper test runs against, and the signer's
 // side of the ledger to record grants with.
 type stack struct {
-	t      *testing.T
-	redis  *testenv.Redis
-	nats   *testenv.NATS
-	rdb    *redis.Client
-	ledger *grant.Ledger
-	grace  time.Duration
+	t       *testing.T
+	redis   *testenv.Redis
+	nats    *testenv.NATS // nil on a cluster (newClusterStack)
+	natsURL string
+	rdb     *redis.Client
+	ledger  *grant.Ledger
+	grace   time.Duration
 }
 
 // newStack starts redis and nats-server. A durable Redis keeps its data
@@ -52,11 +53,19 @@ func newStackWith(t *testing.T, durableRedis bool, opts testenv.NATSOptions) *st
 		extra = []string{"--appendonly", "yes", "--appendfsync", "always"}
 	}
 	s := &stack{t: t, redis: testenv.StartRedis(t, extra...), nats: testenv.StartNATSWith(t, opts), grace: time.Second}
+	s.natsURL = s.nats.URL()
+	return s.dial(0)
+}
+
+// dial connects s to Redis and opens the ledger with replicas (0: the
+// stream's, else 1).
+func (s *stack) dial(replicas int) *stack {
+	t := s.t
 	s.rdb = redis.NewClient(&redis.Options{Addr: s.redis.Addr, MaxRetries: -1})
 	t.Cleanup(func() { s.rdb.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := grant.Dial(ctx, s.nats.URL(), grant.LedgerConfig{Grace: s.grace, Secret: []byte(testenv.GrantSecret)})
+	l, err := grant.Dial(ctx, s.natsURL, grant.LedgerConfig{Grace: s.grace, Secret: []byte(testenv.GrantSecret), Replicas: replicas})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +77,7 @@ func newStackWith(t *testing.T, durableRedis bool, opts testenv.NATSOptions) *st
 func (s *stack) env(extra map[string]string) func(string) string {
 	vars := map[string]string{
 		"MINTGATE_REDIS_URL":     s.redis.URL(),
-		"MINTGATE_NATS_URL":      s.nats.URL(),
+		"MINTGATE_NATS_URL":      s.natsURL,
 		"MINTGATE_HTTP_ADDR":     fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(s.t)),
 		"MINTGATE_TIERS":         testTiers,
 		"MINTGATE_SWEEP_GRACE":   s.grace.String(),
@@ -211,7 +220,7 @@ func (s *stack) refunded() int {
 
 func (s *stack) consumerInfo() *jetstream.ConsumerInfo {
 	s.t.Helper()
-	nc, err := nats.Connect(s.nats.URL())
+	nc, err := nats.Connect(s.natsURL)
 	if err != nil {
 		return nil
 	}

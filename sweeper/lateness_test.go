@@ -30,11 +30,17 @@ var (
 	loadGrants  = flag.Int("grants", 2000, "grants recorded for the lateness run")
 	loadRate    = flag.Int("rate", 500, "grants per second for the lateness run")
 	loadRecords = flag.Int("records", 5000, "grants recorded per throughput run")
+	loadR3      = flag.Bool("r3", false, "also measure lateness on a three-node cluster with an R3 ledger (sync always)")
 )
 
 func TestLoadReport(t *testing.T) {
 	for _, sync := range []bool{true, false} {
-		t.Run(fmt.Sprintf("lateness/sync_always=%v", sync), func(t *testing.T) { testLateness(t, sync) })
+		t.Run(fmt.Sprintf("lateness/sync_always=%v", sync), func(t *testing.T) {
+			testLateness(t, fmt.Sprintf("R1 sync_always=%v", sync), newStackWith(t, false, testenv.NATSOptions{NoSyncAlways: !sync}))
+		})
+	}
+	if *loadR3 {
+		t.Run("lateness/r3", func(t *testing.T) { testLateness(t, "R3 sync_always=true", newClusterStack(t)) })
 	}
 	for _, sync := range []bool{true, false} {
 		for _, workers := range []int{1, 16, 64, 512} {
@@ -45,10 +51,20 @@ func TestLoadReport(t *testing.T) {
 	}
 }
 
+// newClusterStack is newStack on a three-node nats-server cluster (sync
+// always) holding the ledger as an R3 stream, as production runs it. Its
+// nats is nil: tests that kill the server need newStack.
+func newClusterStack(t *testing.T) *stack {
+	t.Helper()
+	c := testenv.StartNATSCluster(t, 3)
+	c.WaitJetStream(t, 30*time.Second)
+	s := &stack{t: t, redis: testenv.StartRedis(t), natsURL: c.URL(), grace: time.Second}
+	return s.dial(3)
+}
+
 // testLateness records grants at a steady rate, each due 2 s after it is
 // recorded, and reads from each refunded marker when the sweeper applied it.
-func testLateness(t *testing.T, syncAlways bool) {
-	s := newStackWith(t, false, testenv.NATSOptions{NoSyncAlways: !syncAlways})
+func testLateness(t *testing.T, ledger string, s *stack) {
 	s.start()
 	n, rate := *loadGrants, *loadRate
 	due := make([]time.Time, n)
@@ -56,7 +72,7 @@ func testLateness(t *testing.T, syncAlways bool) {
 	// When JetStream fired each schedule: the stored time of its due message.
 	var mu sync.Mutex
 	fired := map[string]time.Time{}
-	nc, err := nats.Connect(s.nats.URL())
+	nc, err := nats.Connect(s.natsURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,9 +146,9 @@ func testLateness(t *testing.T, syncAlways bool) {
 		}
 		mu.Unlock()
 	}
-	t.Logf("LATENESS sync_always=%v, %d grants at %.0f/s offered (%d record errors, %d early)\n"+
+	t.Logf("LATENESS %s, %d grants at %.0f/s offered (%d record errors, %d early)\n"+
 		"  refunded after due (sweeper applied): %s\n  fired after due (JetStream stored): %s",
-		syncAlways, len(late), offered, failed.Load(), early, quantiles(late), quantiles(fire))
+		ledger, len(late), offered, failed.Load(), early, quantiles(late), quantiles(fire))
 }
 
 func quantiles(ds []time.Duration) string {

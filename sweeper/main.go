@@ -85,8 +85,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	reg := ops.NewRegistry()
 	m := newMetrics(reg)
+	live, err := config.NewLiveTiers(cfg.Tiers, cfg.TiersFile)
+	if err != nil {
+		return err
+	}
+	ops.WatchTiers(ctx, reg, log, live)
 	sw := &sweeper{
-		refunder: &refunder{store: quota.New(rdb), tiers: cfg.Tiers, now: time.Now},
+		refunder: &refunder{store: quota.New(rdb), tiers: cfg.Tiers, live: live, now: time.Now},
 		grace:    cfg.Grace,
 		metrics:  m,
 		log:      log,

@@ -51,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"kind"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_skipped_total",
-			Help: "Due grants deliberately not refunded: reason=degraded (issued without Redis), stale (older than the refunded marker lives), malformed (a signer's bug).",
+			Help: "Due grants deliberately not refunded: reason=degraded (issued without Redis), shadow (issued in shadow mode past a short bucket: nothing charged), stale (older than the refunded marker lives), malformed (a signer's bug).",
 		}, []string{"reason"}),
 		forged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_forged_total",
@@ -65,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(m.swept, m.refunds, m.alreadyDone, m.alreadyRefunded, m.lateness, m.errors, m.skipped, m.forged, m.trimFailures)
 	m.errors.WithLabelValues("redis")
 	m.errors.WithLabelValues("malformed")
-	for _, r := range []string{outcomeDegraded, outcomeStale, outcomeMalformed} {
+	for _, r := range []string{outcomeDegraded, outcomeShadow, outcomeStale, outcomeMalformed} {
 		m.skipped.WithLabelValues(r)
 	}
 	return m
@@ -102,7 +102,7 @@ func (m *metrics) outcome(out string) {
 		m.alreadyDone.Inc()
 	case outcomeAlready:
 		m.alreadyRefunded.Inc()
-	case outcomeDegraded, outcomeStale, outcomeMalformed:
+	case outcomeDegraded, outcomeShadow, outcomeStale, outcomeMalformed:
 		m.skipped.WithLabelValues(out).Inc()
 	}
 }

@@ -28,6 +28,7 @@ const (
 type refunder struct {
 	store *quota.Store
 	tiers config.TierSet
+	live  *config.LiveTiers // when set, its tiers, not tiers
 	now   func() time.Time
 }
 
@@ -92,7 +93,11 @@ func (r *refunder) due(g grant.Grant) (quota.Due, error) {
 	if g.Tier != config.TierUser && g.Tier != config.TierAnonymous {
 		return quota.Due{}, fmt.Errorf("%w: tier %q is not an issuing tier", grant.ErrMalformed, g.Tier)
 	}
-	buckets, ok := r.tiers.SignBuckets(g.Tenant, g.Subject, g.Tier)
+	tiers := r.tiers
+	if r.live != nil {
+		tiers = r.live.Tiers()
+	}
+	buckets, ok := tiers.SignBuckets(g.Tenant, g.Subject, g.Tier)
 	if !ok {
 		return quota.Due{}, fmt.Errorf("%w: tier %q is not configured", grant.ErrMalformed, g.Tier)
 	}

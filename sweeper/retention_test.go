@@ -17,7 +17,7 @@ import (
 // streamMsgs counts the messages in the ledger stream, -1 when it cannot.
 func (s *stack) streamMsgs() int {
 	s.t.Helper()
-	nc, err := nats.Connect(s.nats.URL())
+	nc, err := nats.Connect(s.natsURL)
 	if err != nil {
 		return -1
 	}

@@ -20,6 +20,7 @@ type sweeper struct {
 // Outcomes of a grant that the sweeper decides without Redis.
 const (
 	outcomeDegraded  = "degraded"  // issued from in-process buckets: Redis was never charged
+	outcomeShadow    = "shadow"    // issued in shadow mode past a short bucket: nothing was charged
 	outcomeStale     = "stale"     // older than the refunded marker lives: applying it could credit twice
 	outcomeMalformed = "malformed" // names no valid tenant, subject or issuing tier
 )
@@ -44,6 +45,8 @@ func (s *sweeper) handle(ctx context.Context, b grant.Batch) error {
 		switch {
 		case g.Degraded:
 			outs[i] = outcomeDegraded
+		case g.Shadow:
+			outs[i] = outcomeShadow
 		case now.Sub(g.ExpiresAt) > staleAfter:
 			s.log.Warn("due grant too old to refund exactly once; skipped", "urlId", g.URLID, "tenant", g.Tenant, "expiresAt", g.ExpiresAt)
 			outs[i] = outcomeStale

@@ -89,7 +89,7 @@ func TestDuplicatesRefundOnce(t *testing.T) {
 	s.record(g) // recorded twice: two batches carry it
 
 	// And delivered twice more, as after a lost ack or a replayed batch.
-	nc, err := nats.Connect(s.nats.URL())
+	nc, err := nats.Connect(s.natsURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestForgedGrantsOnAnOpenBusAreNeverApplied(t *testing.T) {
 	s.setTokens(user, 0)
 	s.setTokens(ten, 0)
 
-	nc, err := nats.Connect(s.nats.URL())
+	nc, err := nats.Connect(s.natsURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,9 +361,10 @@ func TestForgedGrantsOnAnOpenBusAreNeverApplied(t *testing.T) {
 	}
 }
 
-// A grant issued in degraded mode charged no Redis bucket, so its expiry
-// must not credit one.
-func TestDegradedGrantsAreNeverRefundedIntoRedis(t *testing.T) {
+// A grant issued in degraded mode charged no Redis bucket, nor did one
+// issued in shadow mode past a short bucket, so their expiry must not
+// credit one.
+func TestUnchargedGrantsAreNeverRefundedIntoRedis(t *testing.T) {
 	s := newStack(t, false)
 	sw := s.start()
 	user := keys.Bucket(tenant, "u:dora")
@@ -371,16 +372,21 @@ func TestDegradedGrantsAreNeverRefundedIntoRedis(t *testing.T) {
 	d := newGrant("degraded", config.TierUser, "u:dora", time.Now())
 	d.Degraded = true
 	s.record(d)
+	sh := newGrant("shadow", config.TierUser, "u:dora", time.Now())
+	sh.Shadow = true
+	s.record(sh)
 	s.record(newGrant("normal", config.TierUser, "u:dora", time.Now()))
-	waitFor(t, 15*time.Second, "both swept", func() bool { return sw.metric(t, "mintgate_sweeper_grants_swept_total") == 2 })
+	waitFor(t, 15*time.Second, "all three swept", func() bool { return sw.metric(t, "mintgate_sweeper_grants_swept_total") == 3 })
 	if got := floor(s.tokens(user)); got != 1 {
 		t.Errorf("bucket holds %v tokens, want 1 (the normal grant's refund only)", got)
 	}
-	if got := sw.metric(t, `mintgate_sweeper_skipped_total{reason="degraded"}`); got != 1 {
-		t.Errorf("skipped degraded %v, want 1", got)
-	}
-	if s.rdb.Exists(context.Background(), keys.Refunded(tenant, "degraded")).Val() != 0 {
-		t.Error("a degraded grant got a refunded marker")
+	for _, reason := range []string{"degraded", "shadow"} {
+		if got := sw.metric(t, `mintgate_sweeper_skipped_total{reason="`+reason+`"}`); got != 1 {
+			t.Errorf("skipped %s %v, want 1", reason, got)
+		}
+		if s.rdb.Exists(context.Background(), keys.Refunded(tenant, reason)).Val() != 0 {
+			t.Errorf("a %s grant got a refunded marker", reason)
+		}
 	}
 }
 

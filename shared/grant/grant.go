@@ -22,6 +22,11 @@ type Grant struct {
 	// unavailable: it never charged Redis, so no sweeper ever credits Redis
 	// for it.
 	Degraded bool `json:"degraded,omitempty"`
+	// Shadow marks a grant issued in shadow mode (MINTGATE_SHADOW_TENANTS)
+	// although a bucket was short: it charged nothing, so no sweeper ever
+	// credits anything for it. Roll sweepers out before signers that set
+	// it: an older sweeper would refund it.
+	Shadow bool `json:"shadow,omitempty"`
 }
 
 // Batch is one ledger message: the grants of signs that were committed

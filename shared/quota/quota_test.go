@@ -213,6 +213,34 @@ var cases = []struct {
 		e.wantTokens(a, "29.000000", "599.000000")
 	}},
 
+	{"peek", "reads every bucket alone, spends nothing and writes nothing", func(e *env) {
+		a := e.ask("alice", "k1")
+		res, err := e.b.Peek(ctx, e.now, e.tenant, a.Buckets)
+		if err != nil || len(res) != 2 || res[0].Remaining != 30 || res[1].Remaining != 600 {
+			e.t.Fatalf("peek of full buckets: %+v %v", res, err)
+		}
+		if k := e.key(a.Buckets[0].Key); k.ok {
+			e.t.Errorf("a peek wrote the bucket: %+v", k)
+		}
+		e.spend(a)
+		before := e.b.get(e.t, a.Buckets[0].Key, a.Buckets[1].Key)
+		for range 2 {
+			res, err = e.b.Peek(ctx, e.now.Add(time.Second), e.tenant, a.Buckets)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+		}
+		for i, k := range e.b.get(e.t, a.Buckets[0].Key, a.Buckets[1].Key) {
+			if !maps.Equal(k.hash, before[i].hash) {
+				e.t.Errorf("two peeks changed %s: %v, was %v", a.Buckets[i].Key, k.hash, before[i].hash)
+			}
+		}
+		// A second later: 29.5 tokens for the user, the tenant full again.
+		if res[0].Remaining != 29 || res[0].Limit != 30 || res[0].Reset != time.Second || res[1].Remaining != 600 || res[1].Limit != 600 {
+			e.t.Errorf("peek after a spend: %+v", res)
+		}
+	}},
+
 	{"spend", "pending while the first request is in flight", func(e *env) {
 		a := e.ask("alice", "k1")
 		e.spend(a)
