@@ -72,6 +72,7 @@ func testLateness(t *testing.T, ledger string, s *stack) {
 	// When JetStream fired each schedule: the stored time of its due message.
 	var mu sync.Mutex
 	fired := map[string]time.Time{}
+	messages := 0 // due messages: one per batch the signers' group commit made
 	nc, err := nats.Connect(s.natsURL)
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +96,7 @@ func testLateness(t *testing.T, ledger string, s *stack) {
 		for _, g := range b.Grants {
 			fired[g.URLID] = md.Timestamp
 		}
+		messages++
 		mu.Unlock()
 	})
 	if err != nil {
@@ -147,8 +149,8 @@ func testLateness(t *testing.T, ledger string, s *stack) {
 		mu.Unlock()
 	}
 	t.Logf("LATENESS %s, %d grants at %.0f/s offered (%d record errors, %d early)\n"+
-		"  refunded after due (sweeper applied): %s\n  fired after due (JetStream stored): %s",
-		ledger, len(late), offered, failed.Load(), early, quantiles(late), quantiles(fire))
+		"  refunded after due (sweeper applied): %s\n  fired after due (JetStream stored): %s\n  %d due messages, %.1f grants each",
+		ledger, len(late), offered, failed.Load(), early, quantiles(late), quantiles(fire), messages, float64(len(fire))/float64(max(1, messages)))
 }
 
 func quantiles(ds []time.Duration) string {
