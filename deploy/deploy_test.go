@@ -26,11 +26,14 @@ const (
 
 var everyService = []string{signer, completer, sweeper}
 
-// specEnv is SPEC §5: every MINTGATE_ variable and the services that read it.
-// The names are a public interface; a deployment file that sets any other
-// MINTGATE_ name (or gives a service a name it never reads) is a typo or a
-// drift. TestSpecEnvMatchesSpec checks this table against SPEC.md itself
-// where that file is at hand.
+// specEnv is every MINTGATE_ variable of the original configuration table
+// and the services that read it. The names are a public interface; a
+// deployment file that sets any other MINTGATE_ name (or gives a service a
+// name it never reads) is a typo or a drift. TestDeployEnvMatchesConfigurationDoc
+// checks this table and addedEnv against docs/configuration.md, which
+// TestConfigurationDocMatchesCode checks against the code; as an optional
+// extra, TestSpecEnvMatchesSpec compares it with the team's SPEC.md where
+// that file sits beside the repository.
 var specEnv = map[string][]string{
 	"MINTGATE_REDIS_URL":              everyService,
 	"MINTGATE_REDIS_CLUSTER_ADDRS":    everyService,
@@ -62,8 +65,8 @@ var specEnv = map[string][]string{
 	"MINTGATE_SWEEP_GRACE":            {signer, sweeper, completer},
 }
 
-// addedEnv are the names beyond SPEC §5's table (SPEC §7, README), with
-// the services that read them.
+// addedEnv are the names deployments set beyond specEnv's table, with the
+// services that read them (docs/configuration.md).
 var addedEnv = map[string][]string{
 	"MINTGATE_NATS_CREDS":   {signer, sweeper},
 	"MINTGATE_NATS_CA":      {signer, sweeper},
@@ -222,7 +225,10 @@ func checkCredentials(t *testing.T, where, service string, env map[string]string
 }
 
 // TestSpecEnvMatchesSpec compares specEnv with SPEC.md §5, when the shared
-// folder sits beside the repository as it does on our machines and in CI.
+// folder sits beside the repository as it does on our machines; it skips
+// elsewhere. It is an optional extra: the check that always runs is
+// TestDeployEnvMatchesConfigurationDoc, against the repository's own
+// docs/configuration.md.
 func TestSpecEnvMatchesSpec(t *testing.T) {
 	f, err := os.Open(filepath.Join(root(t), "..", "shared", "SPEC.md"))
 	if err != nil {

@@ -146,19 +146,27 @@ func TestIdempotencyKeysOfDifferentUsersNeverCollide(t *testing.T) {
 	}
 }
 
+// holdInFlight makes key of user look held by a first request of pngBody:
+// its in-flight mark, as the sign script leaves it between the decision
+// and the ledger's ack.
+func (s *signer) holdInFlight(tenant, user, key string) attempt {
+	s.t.Helper()
+	req := signRequest{Key: key, ContentType: "image/png", ContentLength: 1024}
+	a := newAttempt(caller{Tenant: tenant, Subject: keys.UserSubject(user), Tier: config.TierUser}, req, config.TierSet{})
+	ctx := context.Background()
+	if err := s.rdb.HSet(ctx, a.ask.Idem, "state", "pending", "fp", a.ask.Fingerprint).Err(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.rdb.PExpire(ctx, a.ask.Idem, inFlightTTL)
+	return a
+}
+
 func TestKeyInFlightConflicts(t *testing.T) {
 	s := start(t, newStack(t).env(t))
 	tok := s.token("acme", "alice")
 	key := newKey()
-	// A first request holding the key: its in-flight mark, as the sign
-	// script leaves it between the decision and the ledger's ack.
-	req := signRequest{Key: key, ContentType: "image/png", ContentLength: 1024}
-	a := newAttempt(caller{Tenant: "acme", Subject: keys.UserSubject("alice"), Tier: "user"}, req, config.TierSet{})
+	a := s.holdInFlight("acme", "alice", key)
 	ctx := context.Background()
-	if err := s.rdb.HSet(ctx, a.ask.Idem, "state", "pending", "fp", a.ask.Fingerprint).Err(); err != nil {
-		t.Fatal(err)
-	}
-	s.rdb.PExpire(ctx, a.ask.Idem, inFlightTTL)
 
 	mustStatus(t, s.sign(tok, key, pngBody), http.StatusConflict, codeInProgress)
 	mustStatus(t, s.sign(tok, key, `{"contentType":"image/png","contentLength":1}`), http.StatusUnprocessableEntity, codeKeyReused)

@@ -13,7 +13,7 @@
 # users of deploy/nats/authorization.conf, each service with its own key.
 #
 # Ports can be moved with MINTGATE_PORT_<NAME> (REDIS NATS S3 SQS BRIDGE
-# SIGNER COMPLETER SWEEPER).
+# SIGNER OPS COMPLETER SWEEPER).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"

@@ -1,0 +1,257 @@
+package deploy_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// configDocFile is the page listing every variable the services read.
+const configDocFile = "docs/configuration.md"
+
+// The sections of configDocFile whose names no service reads.
+const (
+	sectionLocal    = "The local stack and the tests"
+	sectionNotAVars = "Names that are not variables"
+)
+
+// leadingName is the MINTGATE_ name a string starts with: a literal such as
+// "MINTGATE_NATS_URL: grant ledger: %w" names MINTGATE_NATS_URL.
+var leadingName = regexp.MustCompile(`^MINTGATE_[A-Z0-9_]*[A-Z0-9]`)
+
+// docEntry is one row of configDocFile.
+type docEntry struct {
+	section string
+	readBy  []string // the services of the row; nil outside the services' sections
+}
+
+// readConfigDoc is every name configDocFile lists in the first column of a
+// table, with its section and the services that read it: the "read by"
+// column in the shared section, the section's own service otherwise.
+func readConfigDoc(t *testing.T) map[string]docEntry {
+	t.Helper()
+	doc := map[string]docEntry{}
+	section := ""
+	row := regexp.MustCompile("^\\| `(MINTGATE_[A-Z0-9_]+)` \\|")
+	for line := range strings.Lines(readFile(t, configDocFile)) {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			section = strings.TrimSpace(h)
+			continue
+		}
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if _, dup := doc[m[1]]; dup {
+			t.Errorf("%s lists %s twice", configDocFile, m[1])
+		}
+		e := docEntry{section: section}
+		switch {
+		case slices.Contains(everyService, section):
+			e.readBy = []string{section}
+		case section != sectionLocal && section != sectionNotAVars:
+			cols := strings.Split(line, " | ")
+			if len(cols) < 4 {
+				t.Fatalf("%s: %s: no \"read by\" column in section %q", configDocFile, m[1], section)
+			}
+			for _, s := range everyService {
+				if strings.Contains(cols[2], s) {
+					e.readBy = append(e.readBy, s)
+				}
+			}
+		}
+		doc[m[1]] = e
+	}
+	if len(doc) == 0 {
+		t.Fatalf("%s lists no MINTGATE_ variable", configDocFile)
+	}
+	return doc
+}
+
+// goSources parses the non-test Go files below dir, skipping the folders
+// skip names (relative to the repository).
+func goSources(t *testing.T, dir string, skip ...string) []*ast.File {
+	t.Helper()
+	var files []*ast.File
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(filepath.Join(root(t), dir), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root(t), path)
+		if d.IsDir() && slices.Contains(skip, filepath.ToSlash(rel)) {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files = append(files, f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// literalNames is the MINTGATE_ names string literals below n start with.
+func literalNames(n ast.Node) map[string]bool {
+	names := map[string]bool{}
+	ast.Inspect(n, func(n ast.Node) bool {
+		if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			if s, err := strconv.Unquote(lit.Value); err == nil {
+				if name := leadingName.FindString(s); name != "" {
+					names[name] = true
+				}
+			}
+		}
+		return true
+	})
+	return names
+}
+
+// readByCode is, for every MINTGATE_ name in the Go sources of the services
+// and shared/ (tests and test helpers aside), the services that read it: a
+// service reads the names in its own folder and those of every method of
+// shared/config's Env it calls (e.Redis() reads MINTGATE_REDIS_URL, …).
+func readByCode(t *testing.T) map[string][]string {
+	t.Helper()
+	envMethods := map[string]map[string]bool{}
+	for _, f := range goSources(t, "shared/config") {
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil || len(fn.Recv.List) != 1 {
+				continue
+			}
+			if star, ok := fn.Recv.List[0].Type.(*ast.StarExpr); ok {
+				if id, ok := star.X.(*ast.Ident); ok && id.Name == "Env" {
+					envMethods[fn.Name.Name] = literalNames(fn.Body)
+				}
+			}
+		}
+	}
+	users := map[string][]string{}
+	for _, f := range goSources(t, "shared", "shared/testenv") {
+		for name := range literalNames(f) {
+			users[name] = nil
+		}
+	}
+	for _, svc := range everyService {
+		reads := map[string]bool{}
+		for _, f := range goSources(t, svc) {
+			for name := range literalNames(f) {
+				reads[name] = true
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if call, ok := n.(*ast.CallExpr); ok {
+					if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
+						for name := range envMethods[sel.Sel.Name] {
+							reads[name] = true
+						}
+					}
+				}
+				return true
+			})
+		}
+		for name := range reads {
+			users[name] = append(users[name], svc)
+		}
+	}
+	return users
+}
+
+// readByTools is the MINTGATE_ names the local stack's scripts expand
+// ($NAME, ${NAME…}) and the Go test helpers and deploy tools read.
+func readByTools(t *testing.T) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	scripts, err := filepath.Glob(filepath.Join(root(t), "deploy", "local", "*.sh"))
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no deploy/local/*.sh (%v)", err)
+	}
+	expansion := regexp.MustCompile(`\$\{?(MINTGATE_[A-Z0-9_]*[A-Z0-9])`)
+	for _, s := range scripts {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range expansion.FindAllStringSubmatch(string(b), -1) {
+			names[m[1]] = true
+		}
+	}
+	for _, dir := range []string{"shared/testenv", "deploy"} {
+		for _, f := range goSources(t, dir) {
+			for name := range literalNames(f) {
+				names[name] = true
+			}
+		}
+	}
+	return names
+}
+
+// docs/configuration.md lists exactly the MINTGATE_ names the code reads,
+// each with the services that read it, and exactly the names the local
+// stack's scripts and the test helpers read besides.
+func TestConfigurationDocMatchesCode(t *testing.T) {
+	doc := readConfigDoc(t)
+	code := readByCode(t)
+	for name, users := range code {
+		e, ok := doc[name]
+		switch {
+		case !ok && len(users) > 0:
+			t.Errorf("%v read %s; %s does not list it", users, name, configDocFile)
+		case !ok:
+			t.Errorf("shared/ names %s; %s does not list it (under %q if it is no variable)", name, configDocFile, sectionNotAVars)
+		case e.section == sectionNotAVars && len(users) > 0:
+			t.Errorf("%s: %s is listed as no variable, but %v read it", configDocFile, name, users)
+		case e.section == sectionLocal:
+			t.Errorf("%s: %s is listed for the local stack only, but the services' code names it (read by %v)", configDocFile, name, users)
+		case e.section != sectionNotAVars && !sameSet(e.readBy, users):
+			t.Errorf("%s: %s is read by %v, the page says %v", configDocFile, name, users, e.readBy)
+		}
+	}
+	tools := readByTools(t)
+	for name, e := range doc {
+		if _, ok := code[name]; ok {
+			continue
+		}
+		if e.section != sectionLocal || !tools[name] {
+			t.Errorf("%s lists %s (section %q), which no code reads", configDocFile, name, e.section)
+		}
+	}
+	for name := range tools {
+		if _, ok := doc[name]; !ok {
+			t.Errorf("the local stack or the test helpers read %s; %s does not list it under %q", name, configDocFile, sectionLocal)
+		}
+	}
+}
+
+// The deploy tests' tables of who reads what (specEnv, addedEnv) agree with
+// docs/configuration.md.
+func TestDeployEnvMatchesConfigurationDoc(t *testing.T) {
+	doc := readConfigDoc(t)
+	for _, table := range []map[string][]string{specEnv, addedEnv} {
+		for name, users := range table {
+			e, ok := doc[name]
+			if !ok {
+				t.Errorf("the deploy tests know %s, %s does not", name, configDocFile)
+				continue
+			}
+			if !sameSet(users, e.readBy) {
+				t.Errorf("the deploy tests say %v read %s, %s says %v", users, name, configDocFile, e.readBy)
+			}
+		}
+	}
+}
