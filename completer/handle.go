@@ -93,6 +93,7 @@ func (c *completer) handle(ctx context.Context, n s3event.Notification) error {
 			return fmt.Errorf("mark %s done: %w", key, err)
 		}
 		c.m.done.Inc()
+		c.m.lag.Observe(time.Since(completedAt(r)).Seconds())
 	}
 	return nil
 }

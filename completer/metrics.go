@@ -27,6 +27,7 @@ type metrics struct {
 
 	eventsPublished prometheus.Counter
 	eventsDuplicate prometheus.Counter
+	lag             prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -68,6 +69,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Latency of setting a done marker in Redis, errors included.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .15, .25, .5},
 		}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mintgate_completer_lag_seconds",
+			Help:    "Time from an upload's S3 eventTime to its done marker being set (a redelivered record counts again).",
+			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900},
+		}),
 		eventsPublished: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_events_published_total",
 			Help: "Upload-completed events the stream stored (one per upload; 0 with events off).",
@@ -83,7 +89,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, op := range []string{opReceive, opHandle, opDelete, opExtend, opPublish} {
 		m.errors.WithLabelValues(op)
 	}
-	reg.MustRegister(m.received, m.deleted, m.done, m.ignored, m.unparseable, m.held, m.extended, m.errors, m.redisSeconds, m.eventsPublished, m.eventsDuplicate)
+	reg.MustRegister(m.received, m.deleted, m.done, m.ignored, m.unparseable, m.held, m.extended, m.errors, m.redisSeconds, m.eventsPublished, m.eventsDuplicate, m.lag)
 	return m
 }
 
