@@ -158,14 +158,7 @@ func TestMalformedMessageGoesToDLQ(t *testing.T) {
 func TestRedisOutage(t *testing.T) {
 	s := startStack(t, nil)
 	s.redis.Stop()
-	eventually(t, "/readyz reports redis", func() bool {
-		resp, err := http.Get("http://" + s.addr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusServiceUnavailable
-	})
+	eventually(t, "/readyz reports redis", func() bool { return s.readyz() == http.StatusServiceUnavailable })
 	ids := make([]string, 5)
 	for i := range ids {
 		ids[i] = uuid.NewString()
@@ -205,13 +198,8 @@ func TestRedisOutage(t *testing.T) {
 	if got := s.metric(t, messagesHeld); got != 0 {
 		t.Errorf("%v messages still held after Redis came back", got)
 	}
-	resp, err := http.Get("http://" + s.addr + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("/readyz %d after Redis came back", resp.StatusCode)
+	if code := s.readyz(); code != http.StatusOK {
+		t.Errorf("/readyz %d after Redis came back", code)
 	}
 }
 
@@ -219,13 +207,7 @@ func TestRedisOutage(t *testing.T) {
 // three times is three deletions, one marker, no error.
 func TestDuplicateDeliveries(t *testing.T) {
 	s := startStack(t, nil)
-	id := uuid.NewString()
-	body := fixture(t, "direct-put.json", id)
-	for range 3 {
-		s.send(t, body)
-	}
-	eventually(t, "all deleted", func() bool { return s.metric(t, deleted) == 3 && s.inQueue(t, s.q.URL) == 0 })
-	s.waitDone(t, id, 15*time.Minute)
+	s.sendThrice(t)
 	keys, err := s.rdb.Keys(context.Background(), "*").Result()
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("keys %v, %v", keys, err)

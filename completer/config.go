@@ -28,6 +28,11 @@ type cfg struct {
 	URLTTL  time.Duration
 	Grace   time.Duration
 
+	// NATS is set when MINTGATE_NATS_URL is: the completer then publishes
+	// upload-completed events (SPEC §7). Without it, events are off.
+	NATS   config.NATS
+	Events bool
+
 	// The SDK's variables, read through run's getenv so a test's
 	// environment counts; empty values leave the SDK's default chain.
 	AWS config.AWS
@@ -53,6 +58,9 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 
 		AWS: e.AWS(),
 	}
+	if getenv("MINTGATE_NATS_URL") != "" {
+		c.NATS, c.Events = e.NATS(), true
+	}
 	if c.QueueURL == "" {
 		e.Required("MINTGATE_SQS_QUEUE_URL")
 	}
@@ -74,6 +82,10 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 
 // String is the configuration for the start-up log, without secrets.
 func (c cfg) String() string {
-	return fmt.Sprintf("bucket=%s queue=%s endpoint=%q visibility=%s done_ttl=%s url_ttl=%s grace=%s",
-		c.Bucket, config.RedactURL(c.QueueURL), config.RedactURL(c.SQSEndpoint), c.Visibility, c.DoneTTL, c.URLTTL, c.Grace)
+	events := "off"
+	if c.Events {
+		events = config.RedactURL(c.NATS.URL)
+	}
+	return fmt.Sprintf("bucket=%s queue=%s endpoint=%q visibility=%s done_ttl=%s url_ttl=%s grace=%s events=%s",
+		c.Bucket, config.RedactURL(c.QueueURL), config.RedactURL(c.SQSEndpoint), c.Visibility, c.DoneTTL, c.URLTTL, c.Grace, events)
 }

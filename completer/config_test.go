@@ -16,7 +16,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.HTTPAddr != ":8081" || c.DoneTTL != 15*time.Minute || c.URLTTL != 120*time.Second ||
-		c.Grace != 30*time.Second || c.Visibility != 0 || c.Redis.Timeout != 150*time.Millisecond {
+		c.Grace != 30*time.Second || c.Visibility != 0 || c.Redis.Timeout != 150*time.Millisecond || c.Events {
 		t.Fatalf("defaults %+v", c)
 	}
 }
@@ -37,6 +37,7 @@ func TestConfigBadValuesNameTheVariable(t *testing.T) {
 		{"MINTGATE_REDIS_URL", "http://127.0.0.1:6379"},
 		{"MINTGATE_REDIS_TIMEOUT", "fast"},
 		{"AWS_ACCESS_KEY_ID", "AKIDONLY"},
+		{"MINTGATE_NATS_URL", "localhost:4222"},
 	}
 	for _, c := range cases {
 		vars := map[string]string{}
@@ -47,6 +48,22 @@ func TestConfigBadValuesNameTheVariable(t *testing.T) {
 		if _, err := loadConfig(env(vars)); err == nil || !strings.Contains(err.Error(), c.name) {
 			t.Errorf("%s=%q: error %v does not name it", c.name, c.value, err)
 		}
+	}
+}
+
+// TestEventsOnlyWithNATSURL: events are on exactly when MINTGATE_NATS_URL
+// is set, and the start-up line shows the server without its password.
+func TestEventsOnlyWithNATSURL(t *testing.T) {
+	c, err := loadConfig(env(map[string]string{"MINTGATE_SQS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/uploads",
+		"MINTGATE_S3_BUCKET": "uploads", "MINTGATE_NATS_URL": "tls://completer:s3cret@nats:4222", "MINTGATE_NATS_CREDS": "/run/secrets/nats"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Events || c.NATS.URL != "tls://completer:s3cret@nats:4222" || c.NATS.Creds != "/run/secrets/nats" {
+		t.Errorf("events %v, nats %+v", c.Events, c.NATS)
+	}
+	if s := c.String(); strings.Contains(s, "s3cret") || !strings.Contains(s, "events=tls://") {
+		t.Errorf("start-up line %q", s)
 	}
 }
 

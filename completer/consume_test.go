@@ -343,6 +343,11 @@ func (f *fakeRedis) Set(ctx context.Context, key string, value any, ttl time.Dur
 	return cmd
 }
 
+// SetArgs is not called with events off.
+func (f *fakeRedis) SetArgs(ctx context.Context, key string, value any, a redis.SetArgs) *redis.StatusCmd {
+	panic("SetArgs with events off")
+}
+
 // TestHandleFailsWholeNotification: a Redis failure on any record fails the
 // notification, so its message is not deleted and every record comes back.
 func TestHandleFailsWholeNotification(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -12,12 +13,30 @@ import (
 
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/s3event"
+	"github.com/mintgate/mintgate/shared/uploads"
 )
 
-// marker is the one Redis call the completer makes.
+// marker is the Redis calls the completer makes: SET of the done marker,
+// and with events on, SET NX GET to claim a completion first.
 type marker interface {
 	Set(ctx context.Context, key string, value any, ttl time.Duration) *redis.StatusCmd
+	SetArgs(ctx context.Context, key string, value any, a redis.SetArgs) *redis.StatusCmd
 }
+
+// eventPublisher stores an upload-completed event (uploads.Publisher).
+type eventPublisher interface {
+	Publish(ctx context.Context, ev uploads.Event) (duplicate bool, err error)
+}
+
+// Values of the done marker. The sweeper, the refund and the status only
+// ask whether it exists; the value matters to the completer alone.
+const (
+	// markerDone: the upload is done and, with events on, its event is
+	// stored. Also what a completer with events off writes.
+	markerDone = "1"
+	// markerPending: the upload is done, its event may not be stored yet.
+	markerPending = "pending"
+)
 
 // completer is the business of SPEC §3: an upload that happened gets its
 // done marker, so the sweeper does not refund its token.
@@ -25,8 +44,10 @@ type completer struct {
 	rdb     marker
 	bucket  string // MINTGATE_S3_BUCKET: the only bucket whose records count
 	doneTTL time.Duration
-	m       *metrics
-	log     *slog.Logger
+	// events publishes upload-completed events; nil when they are off.
+	events eventPublisher
+	m      *metrics
+	log    *slog.Logger
 }
 
 // handle sets the done marker for every ObjectCreated record of n from S3
@@ -36,6 +57,8 @@ type completer struct {
 // queue, or one written by anyone else who can send to it, must not set it. It is safe to run twice on the same notification: SET
 // of the same value changes nothing. An error means Redis failed; the
 // caller must not delete the message.
+//
+// With events on, see complete for the order of the writes.
 func (c *completer) handle(ctx context.Context, n s3event.Notification) error {
 	if n.IsTest() {
 		c.m.ignored.WithLabelValues(ignoredTestEvent).Inc()
@@ -61,15 +84,98 @@ func (c *completer) handle(ctx context.Context, n s3event.Notification) error {
 			c.log.Debug("record ignored", "reason", reason, "bucket", r.S3.Bucket.Name, "key", key)
 			continue
 		}
-		start := time.Now()
-		err = c.rdb.Set(ctx, keys.Done(tenant, urlID), "1", c.doneTTL).Err()
-		c.m.redisSeconds.Observe(time.Since(start).Seconds())
+		if c.events == nil {
+			err = c.mark(ctx, keys.Done(tenant, urlID))
+		} else {
+			err = c.complete(ctx, r, uploads.Event{URLID: urlID, Tenant: tenant, Key: key})
+		}
 		if err != nil {
 			return fmt.Errorf("mark %s done: %w", key, err)
 		}
 		c.m.done.Inc()
+		c.m.lag.Observe(time.Since(completedAt(r)).Seconds())
 	}
 	return nil
+}
+
+// mark sets the done marker of a completed upload (markerDone).
+func (c *completer) mark(ctx context.Context, key string) error {
+	start := time.Now()
+	err := c.rdb.Set(ctx, key, markerDone, c.doneTTL).Err()
+	c.m.redisSeconds.Observe(time.Since(start).Seconds())
+	return err
+}
+
+// complete marks the upload of r done and publishes its event, once per
+// upload however often S3 or SQS repeat the record:
+//
+//  1. SET marker pending NX GET (TTL MINTGATE_DONE_TTL): the marker exists
+//     from here on, so the sweeper never refunds an upload that happened,
+//     even while NATS is down. The old value tells what an earlier
+//     delivery did: none — this is the first completion; pending — an
+//     earlier delivery died or failed before step 3; done — the event is
+//     stored, nothing more to do (the message is deleted).
+//  2. Publish the event, Nats-Msg-Id = urlId, and wait for the ack.
+//  3. SET marker done (TTL MINTGATE_DONE_TTL).
+//  4. The consumer deletes the SQS message (after every record of it).
+//
+// A completer SIGKILLed (or failing: Redis or NATS down) at each point:
+//   - before 1: nothing written; the message reappears after its
+//     visibility timeout and the next delivery is the first.
+//   - after 1, before 2's publish reached the stream: the marker says
+//     pending; the redelivery publishes the event, the first and only one.
+//   - after 2 reached the stream (ack received or not), before 3: pending;
+//     the redelivery publishes again and the stream drops it as a duplicate
+//     by Nats-Msg-Id, as long as it comes within the stream's duplicate
+//     window. The stream Open creates has a window of MINTGATE_DONE_TTL,
+//     the marker's own lifetime, so while a pending marker lives its
+//     publish is covered; the completer warns at start about a stream
+//     whose window is shorter.
+//   - after 3, before 4: done; the redelivery changes nothing.
+//   - after 4: nothing comes back.
+//
+// Two deliveries of one record handled at once may both find the marker
+// pending and both publish: the stream keeps the first, the other is a
+// duplicate (mintgate_completer_events_duplicate_total).
+//
+// NATS down: 2 fails, the message is held (not deleted) and retried when
+// NATS answers again; the marker is pending meanwhile. A marker older than
+// events (value 1, written with events off) counts as done: an upload
+// completed before events were turned on gets no event.
+func (c *completer) complete(ctx context.Context, r s3event.Record, ev uploads.Event) error {
+	key := keys.Done(ev.Tenant, ev.URLID)
+	start := time.Now()
+	prev, err := c.rdb.SetArgs(ctx, key, markerPending, redis.SetArgs{Mode: "NX", Get: true, TTL: c.doneTTL}).Result()
+	c.m.redisSeconds.Observe(time.Since(start).Seconds())
+	switch {
+	case errors.Is(err, redis.Nil): // the first completion
+	case err != nil:
+		return err
+	case prev != markerPending:
+		return nil // its event is stored
+	}
+	ev.Size, ev.ETag, ev.CompletedAt = r.S3.Object.Size, r.S3.Object.ETag, completedAt(r)
+	dup, err := c.events.Publish(ctx, ev)
+	if err != nil {
+		c.m.errors.WithLabelValues(opPublish).Inc()
+		return err
+	}
+	if dup {
+		c.m.eventsDuplicate.Inc()
+	} else {
+		c.m.eventsPublished.Inc()
+	}
+	return c.mark(ctx, key)
+}
+
+// completedAt is the record's eventTime, or now if S3 sent none that
+// parses.
+func completedAt(r s3event.Record) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, r.EventTime)
+	if err != nil {
+		return time.Now().UTC()
+	}
+	return t.UTC()
 }
 
 // foreign says why r is not a record of our bucket from S3, or is "".

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/testenv"
@@ -61,22 +62,56 @@ func startStack(t *testing.T, env map[string]string) *stack {
 	s.sqs = s.fq.Client()
 	s.rdb = redis.NewClient(&redis.Options{Addr: s.redis.Addr})
 	t.Cleanup(func() { s.rdb.Close() })
-	s.addr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	vars := map[string]string{
-		"MINTGATE_REDIS_URL":     s.redis.URL(),
-		"MINTGATE_HTTP_ADDR":     s.addr,
-		"MINTGATE_SQS_QUEUE_URL": s.q.URL,
-		"MINTGATE_SQS_ENDPOINT":  s.fq.Endpoint,
-		"MINTGATE_S3_BUCKET":     fixtureBucket,
-	}
-	for k, v := range testenv.AWSEnv() {
-		vars[k] = v
-	}
+	var vars map[string]string
+	s.addr, vars = completerEnv(t, s.redis, s.fq, s.q, fixtureBucket)
 	for k, v := range env {
 		vars[k] = v
 	}
 	startCompleter(t, s.addr, vars, s.log)
 	return s
+}
+
+// completerEnv is a free address for a completer and its environment:
+// Redis, the queue on fauxqs, the bucket, the test's AWS credentials.
+func completerEnv(t *testing.T, rs *testenv.Redis, fq *testenv.Fauxqs, q testenv.Queue, bucket string) (string, map[string]string) {
+	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	vars := map[string]string{
+		"MINTGATE_REDIS_URL":     rs.URL(),
+		"MINTGATE_HTTP_ADDR":     addr,
+		"MINTGATE_SQS_QUEUE_URL": q.URL,
+		"MINTGATE_SQS_ENDPOINT":  fq.Endpoint,
+		"MINTGATE_S3_BUCKET":     bucket,
+	}
+	for k, v := range testenv.AWSEnv() {
+		vars[k] = v
+	}
+	return addr, vars
+}
+
+// sendThrice sends one upload's direct-put notification three times, as S3
+// may, and waits until all three are deleted and its marker is set. It
+// returns the upload's urlId.
+func (s *stack) sendThrice(t *testing.T) string {
+	t.Helper()
+	id := uuid.NewString()
+	body := fixture(t, "direct-put.json", id)
+	for range 3 {
+		s.send(t, body)
+	}
+	eventually(t, "all deleted", func() bool { return s.metric(t, deleted) == 3 && s.inQueue(t, s.q.URL) == 0 })
+	s.waitDone(t, id, 15*time.Minute)
+	return id
+}
+
+// readyz is the status code of the completer's /readyz, 0 if it does not
+// answer.
+func (s *stack) readyz() int {
+	resp, err := http.Get("http://" + s.addr + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // startCompleter runs the completer in-process until the test ends, and

@@ -1,7 +1,8 @@
 // Command completer marks uploads done (SPEC §3). It long-polls SQS for the
 // S3 event notifications of the upload bucket and, for each object created
 // under incoming/<tenant>/<urlId>, sets the done marker the sweeper checks
-// before refunding a grant's token. It serves /healthz, /readyz and
+// before refunding a grant's token; given MINTGATE_NATS_URL, it also
+// publishes one upload-completed event per upload (shared/uploads). It serves /healthz, /readyz and
 // /metrics on MINTGATE_HTTP_ADDR.
 package main
 
@@ -19,9 +20,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/ops"
+	"github.com/mintgate/mintgate/shared/uploads"
 )
 
 func main() {
@@ -81,9 +85,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	comp := &completer{rdb: rdb, bucket: c.Bucket, doneTTL: c.DoneTTL, m: m, log: log}
+	checks := []ops.Check{{Name: "redis", Ping: pingRedis}, {Name: "sqs", Ping: pingSQS}}
+	ready := pingRedis
+	if c.Events {
+		pub, nc, err := openEvents(ctx, c, log)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		comp.events = pub
+		checks = append(checks, ops.Check{Name: "nats", Ping: pub.Ping})
+		// A held message waits for both stores it writes to.
+		ready = func(ctx context.Context) error {
+			if err := pingRedis(ctx); err != nil {
+				return err
+			}
+			return pub.Ping(ctx)
+		}
+	}
 	cons := &consumer{
 		q: q, queueURL: c.QueueURL, visibility: c.Visibility,
-		handle: comp.handle, ready: pingRedis, gate: newGate(), m: m, log: log,
+		handle: comp.handle, ready: ready, gate: newGate(), m: m, log: log,
 		backoff: backoff{min: 100 * time.Millisecond, max: 5 * time.Second},
 	}
 
@@ -91,9 +113,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer cancel()
 	httpErr := make(chan error, 1)
 	go func() {
-		httpErr <- ops.Serve(ctx, log, c.HTTPAddr, ops.Handler(reg,
-			ops.Check{Name: "redis", Ping: pingRedis},
-			ops.Check{Name: "sqs", Ping: pingSQS}))
+		httpErr <- ops.Serve(ctx, log, c.HTTPAddr, ops.Handler(reg, checks...))
 		cancel() // a server that cannot listen stops the receivers too
 	}()
 	log.Info("completer starting", "config", c.String(), "receivers", *receivers)
@@ -101,6 +121,49 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	err = <-httpErr
 	log.Info("completer stopped")
 	return err
+}
+
+// openEvents connects to NATS as the completer and opens the
+// upload-completed events stream, creating it if absent (never changing an
+// existing one). The connection reconnects forever; while it is down,
+// publishes fail at once and the messages they came from are held.
+func openEvents(ctx context.Context, c cfg, log *slog.Logger) (*uploads.Publisher, *nats.Conn, error) {
+	opts, err := c.NATS.Options("completer")
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := nats.Connect(c.NATS.URL, append(opts,
+		nats.Timeout(2*time.Second),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectBufSize(-1), // no buffering: a publish while disconnected fails now
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+	)...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("MINTGATE_NATS_URL: connect %s: %w", config.RedactURL(c.NATS.URL), err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pub, err := uploads.Open(octx, js, c.DoneTTL)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	if pub.Window < c.DoneTTL {
+		log.Warn("stream "+uploads.Stream+" de-duplicates for less than MINTGATE_DONE_TTL: "+
+			"a record redelivered after a crash past its window can publish its event twice",
+			"duplicate_window", pub.Window, "done_ttl", c.DoneTTL)
+	}
+	return pub, nc, nil
 }
 
 // newSQS is the SQS client: region and credentials from the environment

@@ -24,6 +24,10 @@ type metrics struct {
 	extended     prometheus.Counter
 	errors       *prometheus.CounterVec // by op: receive, handle, delete, extend
 	redisSeconds prometheus.Histogram
+
+	eventsPublished prometheus.Counter
+	eventsDuplicate prometheus.Counter
+	lag             prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -58,21 +62,34 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_completer_errors_total",
-			Help: "Failures by operation: receive (SQS), handle (Redis), delete (SQS), extend (SQS visibility of held messages).",
+			Help: "Failures by operation: receive (SQS), handle (Redis or NATS), delete (SQS), extend (SQS visibility of held messages), publish (an upload-completed event to NATS; also counted as handle).",
 		}, []string{"op"}),
 		redisSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "mintgate_completer_redis_seconds",
 			Help:    "Latency of setting a done marker in Redis, errors included.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .15, .25, .5},
 		}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mintgate_completer_lag_seconds",
+			Help:    "Time from an upload's S3 eventTime to its done marker being set (a redelivered record counts again).",
+			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900},
+		}),
+		eventsPublished: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_completer_events_published_total",
+			Help: "Upload-completed events the stream stored (one per upload; 0 with events off).",
+		}),
+		eventsDuplicate: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_completer_events_duplicate_total",
+			Help: "Upload-completed events published again (after a failure between publish and marking done, or by two deliveries of one record at once), dropped by the stream as duplicates of the urlId.",
+		}),
 	}
 	for _, r := range []string{ignoredTestEvent, ignoredNotCreated, ignoredOutside, ignoredTenant, ignoredURLID, ignoredSource, ignoredBucket} {
 		m.ignored.WithLabelValues(r)
 	}
-	for _, op := range []string{opReceive, opHandle, opDelete, opExtend} {
+	for _, op := range []string{opReceive, opHandle, opDelete, opExtend, opPublish} {
 		m.errors.WithLabelValues(op)
 	}
-	reg.MustRegister(m.received, m.deleted, m.done, m.ignored, m.unparseable, m.held, m.extended, m.errors, m.redisSeconds)
+	reg.MustRegister(m.received, m.deleted, m.done, m.ignored, m.unparseable, m.held, m.extended, m.errors, m.redisSeconds, m.eventsPublished, m.eventsDuplicate, m.lag)
 	return m
 }
 
@@ -82,4 +99,5 @@ const (
 	opHandle  = "handle"
 	opDelete  = "delete"
 	opExtend  = "extend"
+	opPublish = "publish"
 )

@@ -17,6 +17,7 @@ import (
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/uploads"
 )
 
 // rewrite replaces each old with its new in text, failing the test when
@@ -184,19 +185,21 @@ func TestNATSAuthorizationLetsTheLedgerWork(t *testing.T) {
 		t.Errorf("sweeper's readiness check: %v", err)
 	}
 
-	// The completer's upload events (SPEC §7), as the feature will send them.
+	// The completer's upload events (SPEC §7), by its own code.
 	nc, _ := s.connect(t, completer)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: "MINTGATE_UPLOADS", Subjects: []string{"mintgate.uploads.completed.>"}, Storage: jetstream.FileStorage,
-	}); err != nil {
+	pub, err := uploads.Open(ctx, js, time.Minute)
+	if err != nil {
 		t.Fatalf("completer creates its stream: %v", err)
 	}
-	if _, err := js.Publish(ctx, "mintgate.uploads.completed.acme", []byte(`{"urlId":"x"}`), jetstream.WithMsgID(g.URLID)); err != nil {
+	if _, err := pub.Publish(ctx, uploads.Event{URLID: g.URLID, Tenant: "acme", Key: g.Key, Size: 5, ETag: "x"}); err != nil {
 		t.Fatalf("completer publishes an event: %v", err)
+	}
+	if err := pub.Ping(ctx); err != nil {
+		t.Errorf("completer's readiness check: %v", err)
 	}
 
 	if v := s.violations(t); len(v) > 0 {

@@ -112,16 +112,7 @@ func watchDue(t *testing.T, js jetstream.JetStream, stream string) (get func() [
 
 func connect(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc, js
+	return testenv.JetStream(t, url)
 }
 
 func dial(t *testing.T, url string, cfg LedgerConfig) *Ledger {

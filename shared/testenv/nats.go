@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // NATS is a nats-server with JetStream on file storage the test started.
@@ -63,3 +67,19 @@ func (n *NATS) Start() {
 
 // URL is the server's nats:// URL.
 func (n *NATS) URL() string { return "nats://" + n.Addr }
+
+// JetStream connects to url (reconnecting forever, closed when the test
+// ends) and returns the connection and its JetStream context.
+func JetStream(tb testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return nc, js
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/uploads"
+)
+
+const (
+	eventsPublished = "mintgate_completer_events_published_total"
+	eventsDuplicate = "mintgate_completer_events_duplicate_total"
+	publishErrs     = `mintgate_completer_errors_total{op="publish"}`
+)
+
+// eventStream is a test's view of MINTGATE_UPLOADS on a real nats-server.
+type eventStream struct {
+	nats *testenv.NATS
+	js   jetstream.JetStream
+}
+
+func startEventStream(t *testing.T) *eventStream {
+	t.Helper()
+	srv := testenv.StartNATS(t)
+	_, js := testenv.JetStream(t, srv.URL())
+	return &eventStream{nats: srv, js: js}
+}
+
+// events is every event in the stream, in order.
+func (e *eventStream) events(t *testing.T) []uploads.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, uploads.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []uploads.Event
+	for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("message %d: %v", seq, err)
+		}
+		var ev uploads.Event
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatalf("message %d: %v: %s", seq, err, m.Data)
+		}
+		if got := m.Header.Get(jetstream.MsgIDHeader); got != ev.URLID {
+			t.Errorf("message %d: Nats-Msg-Id %q, urlId %q", seq, got, ev.URLID)
+		}
+		if m.Subject != uploads.Subject(ev.Tenant) {
+			t.Errorf("message %d on %s, tenant %s", seq, m.Subject, ev.Tenant)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// of is the events of urlID.
+func of(evs []uploads.Event, urlID string) []uploads.Event {
+	var out []uploads.Event
+	for _, ev := range evs {
+		if ev.URLID == urlID {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// TestEventsOncePerUpload: the same S3 record delivered three times is one
+// event; a completer that died after marking pending (before or after its
+// publish reached the stream) leaves a redelivery that ends with exactly
+// one event too.
+func TestEventsOncePerUpload(t *testing.T) {
+	es := startEventStream(t)
+	s := startStack(t, map[string]string{"MINTGATE_NATS_URL": es.nats.URL()})
+	ctx := context.Background()
+
+	id := s.sendThrice(t)
+	want := uploads.Event{URLID: id, Tenant: "acme", Key: "incoming/acme/" + id, Size: 1024,
+		ETag: "d41d8cd98f00b204e9800998ecf8427e", CompletedAt: time.Unix(0, 0).UTC()}
+	if evs := es.events(t); len(evs) != 1 || evs[0] != want {
+		t.Fatalf("events %+v, want one %+v", evs, want)
+	}
+	// Deliveries handled at once by two receivers may both find the
+	// marker pending and both publish: the stream keeps one.
+	if s.metric(t, eventsPublished) != 1 {
+		t.Errorf("published %v", s.metric(t, eventsPublished))
+	}
+	dups := s.metric(t, eventsDuplicate)
+
+	// Killed after step 1 (marker pending, nothing published).
+	afterMark := uuid.NewString()
+	s.rdb.Set(ctx, keys.Done("acme", afterMark), markerPending, 15*time.Minute)
+	// Killed after step 2 (marker pending, the event stored).
+	afterPublish := uuid.NewString()
+	s.rdb.Set(ctx, keys.Done("acme", afterPublish), markerPending, 15*time.Minute)
+	pub, err := uploads.Open(ctx, es.js, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.Publish(ctx, uploads.Event{URLID: afterPublish, Tenant: "acme", Key: "incoming/acme/" + afterPublish}); err != nil {
+		t.Fatal(err)
+	}
+	// Marked done by a completer with events off before they were on.
+	before := uuid.NewString()
+	s.rdb.Set(ctx, keys.Done("acme", before), markerDone, 15*time.Minute)
+
+	for _, id := range []string{afterMark, afterPublish, before} {
+		s.send(t, fixture(t, "direct-put.json", id))
+	}
+	eventually(t, "all deleted", func() bool { return s.metric(t, deleted) == 6 && s.inQueue(t, s.q.URL) == 0 })
+	evs := es.events(t)
+	for id, n := range map[string]int{afterMark: 1, afterPublish: 1, before: 0} {
+		if got := len(of(evs, id)); got != n {
+			t.Errorf("%d events of %s, want %d", got, id, n)
+		}
+		s.waitDone(t, id, 15*time.Minute)
+	}
+	if s.metric(t, eventsPublished) != 2 || s.metric(t, eventsDuplicate) != dups+1 {
+		t.Errorf("published %v, duplicate %v, want 2 and %v", s.metric(t, eventsPublished), s.metric(t, eventsDuplicate), dups+1)
+	}
+}
+
+// TestEventsHeldWhileNATSDown: with NATS down, an upload's message is held,
+// not deleted, its marker already set (pending) so the sweeper does not
+// refund it; once NATS is back its one event is published and the message
+// deleted.
+func TestEventsHeldWhileNATSDown(t *testing.T) {
+	es := startEventStream(t)
+	s := startStack(t, map[string]string{"MINTGATE_NATS_URL": es.nats.URL()})
+	es.nats.Stop()
+
+	id := uuid.NewString()
+	s.send(t, fixture(t, "direct-put.json", id))
+	eventually(t, "a failed publish", func() bool { return s.metric(t, publishErrs) >= 1 })
+	eventually(t, "/readyz reports nats", func() bool { return s.readyz() == http.StatusServiceUnavailable })
+	if v := s.rdb.Get(context.Background(), keys.Done("acme", id)).Val(); v != markerPending {
+		t.Errorf("marker %q while NATS is down, want %q", v, markerPending)
+	}
+	if got := s.metric(t, deleted); got != 0 {
+		t.Fatalf("%v messages deleted while NATS was down", got)
+	}
+
+	es.nats.Start()
+	eventually(t, "message deleted", func() bool { return s.metric(t, deleted) == 1 && s.inQueue(t, s.q.URL) == 0 })
+	s.waitDone(t, id, 15*time.Minute)
+	if evs := es.events(t); len(of(evs, id)) != 1 || len(evs) != 1 {
+		t.Errorf("events %+v, want one of %s", evs, id)
+	}
+	if n := s.inQueue(t, s.q.DLQURL); n != 0 {
+		t.Errorf("%d messages went to the DLQ during the outage", n)
+	}
+}
