@@ -38,7 +38,7 @@ var specEnv = map[string][]string{
 	"MINTGATE_REDIS_URL":              everyService,
 	"MINTGATE_REDIS_CLUSTER_ADDRS":    everyService,
 	"MINTGATE_REDIS_TIMEOUT":          everyService,
-	"MINTGATE_NATS_URL":               {signer, sweeper},
+	"MINTGATE_NATS_URL":               everyService, // the completer for upload-completed events (SPEC §7)
 	"MINTGATE_HTTP_ADDR":              everyService,
 	"MINTGATE_S3_BUCKET":              {signer, completer}, // the completer marks only its records done (SPEC §7)
 	"MINTGATE_S3_REGION":              {signer},
@@ -68,8 +68,8 @@ var specEnv = map[string][]string{
 // addedEnv are the names deployments set beyond specEnv's table, with the
 // services that read them (docs/configuration.md).
 var addedEnv = map[string][]string{
-	"MINTGATE_NATS_CREDS":   {signer, sweeper},
-	"MINTGATE_NATS_CA":      {signer, sweeper},
+	"MINTGATE_NATS_CREDS":   everyService,
+	"MINTGATE_NATS_CA":      everyService,
 	"MINTGATE_REDIS_CA":     everyService,
 	"MINTGATE_GRANT_SECRET": {signer, sweeper},
 	"MINTGATE_OPS_ADDR":     {signer},
@@ -86,6 +86,7 @@ var awsEnv = map[string][]string{
 // widenedBy7 are the services SPEC §7 adds to a §5 variable's users.
 var widenedBy7 = map[string][]string{
 	"MINTGATE_S3_BUCKET": {completer}, // "the completer ignores ... records whose bucket is not MINTGATE_S3_BUCKET"
+	"MINTGATE_NATS_URL":  {completer}, // "the completer (given MINTGATE_NATS_URL) publishes ... upload-completed events"
 }
 
 // runtimeEnv are the Go runtime's variables the manifests set, by service.
@@ -206,7 +207,10 @@ func checkCredentials(t *testing.T, where, service string, env map[string]string
 	if env["MINTGATE_REDIS_CA"] == "" {
 		t.Errorf("%s: %s: no MINTGATE_REDIS_CA: the Redis certificate's CA", where, service)
 	}
-	if !slices.Contains(specEnv["MINTGATE_NATS_URL"], service) {
+	// The grant ledger's users need NATS; the completer only for its
+	// upload-completed events, and only when a deployment turns them on.
+	ledger := slices.Contains(addedEnv["MINTGATE_GRANT_SECRET"], service)
+	if !ledger && env["MINTGATE_NATS_URL"] == "" {
 		return
 	}
 	for item := range strings.SplitSeq(env["MINTGATE_NATS_URL"], ",") {
@@ -219,7 +223,7 @@ func checkCredentials(t *testing.T, where, service string, env map[string]string
 			t.Errorf("%s: %s: no %s", where, service, name)
 		}
 	}
-	if s := env["MINTGATE_GRANT_SECRET"]; len(s) < 32 {
+	if s := env["MINTGATE_GRANT_SECRET"]; ledger && len(s) < 32 {
 		t.Errorf("%s: %s: MINTGATE_GRANT_SECRET is %d bytes, want at least 32", where, service, len(s))
 	}
 }

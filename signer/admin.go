@@ -77,7 +77,6 @@ func adminAuth(token []byte) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			got, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(got), token) != 1 {
-				c.Response().Header().Set(hdrWWWAuthenticate, `Bearer realm="mintgate-admin"`)
 				return newError(http.StatusUnauthorized, codeUnauthenticated, "the admin API needs MINTGATE_ADMIN_TOKEN as a bearer token")
 			}
 			return next(c)

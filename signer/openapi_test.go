@@ -156,6 +156,8 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	env := st.env(t)
 	env["MINTGATE_TIERS"] = "anonymous=5:5/60s,user=3:0.5,tenant=600:10"
 	env["MINTGATE_TENANT_TIERS"] = "tiny:tenant=1:0.01"
+	const adminToken = "an-admin-token-of-at-least-32-bytes!"
+	env["MINTGATE_ADMIN_TOKEN"] = adminToken
 	s := start(t, env)
 	ops := &signer{t: t, base: s.ops, clock: s.clock}
 	const sign = "/uploads/sign"
@@ -247,6 +249,26 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	c.expect(http.StatusUnauthorized, http.MethodGet, "/uploads/x", status(first.str("urlId"), nil))
 	c.expect(http.StatusForbidden, http.MethodGet, "/uploads/x", status(first.str("urlId"), map[string]string{hdrTenant: "acme"}))
 
+	// GET /uploads/quota.
+	const quota = "/uploads/quota"
+	c.expect(http.StatusOK, http.MethodGet, quota, s.do(http.MethodGet, quota, auth, ""))
+	c.expect(http.StatusOK, http.MethodGet, quota, s.do(http.MethodGet, quota, map[string]string{hdrTenant: "pub"}, ""))
+	c.expect(http.StatusUnauthorized, http.MethodGet, quota, s.do(http.MethodGet, quota, nil, ""))
+
+	// The admin API, on the ops port.
+	admin := map[string]string{"Authorization": "Bearer " + adminToken}
+	const buckets, reset = "/admin/tenants/acme/buckets", "/admin/tenants/acme/reset"
+	grantPath := "/admin/grants/" + first.str("urlId") + "?tenant=acme"
+	c.expect(http.StatusOK, http.MethodGet, buckets, ops.do(http.MethodGet, buckets, admin, ""))
+	c.expect(http.StatusOK, http.MethodGet, buckets, ops.do(http.MethodGet, buckets+"?subject=u:alice", admin, ""))
+	c.expect(http.StatusBadRequest, http.MethodGet, buckets, ops.do(http.MethodGet, buckets+"?subject=alice", admin, ""))
+	c.expect(http.StatusUnauthorized, http.MethodGet, buckets, ops.do(http.MethodGet, buckets, nil, ""))
+	c.expect(http.StatusOK, post, reset, ops.do(post, reset, admin, `{"subject":"u:alice"}`))
+	c.expect(http.StatusOK, post, reset, ops.do(post, reset, admin, ""))
+	c.expect(http.StatusBadRequest, post, reset, ops.do(post, reset, admin, `{"who":"u:alice"}`))
+	c.expect(http.StatusOK, http.MethodGet, "/admin/grants/x", ops.do(http.MethodGet, grantPath, admin, ""))
+	c.expect(http.StatusBadRequest, http.MethodGet, "/admin/grants/x", ops.do(http.MethodGet, "/admin/grants/x?tenant=acme", admin, ""))
+
 	// 503: the ledger, then Redis, down (for a caller with tokens left).
 	carol := s.token("acme", "carol")
 	st.nats.Stop()
@@ -258,6 +280,8 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 		t.Errorf("with Redis down: %s", r.raw)
 	}
 	c.expect(http.StatusServiceUnavailable, http.MethodGet, "/uploads/x", status(first.str("urlId"), auth))
+	c.expect(http.StatusServiceUnavailable, http.MethodGet, quota, s.do(http.MethodGet, quota, auth, ""))
+	c.expect(http.StatusServiceUnavailable, http.MethodGet, buckets, ops.do(http.MethodGet, buckets, admin, ""))
 	for _, p := range []*signer{s, ops} {
 		c.expect(http.StatusServiceUnavailable, http.MethodGet, "/readyz", p.do(http.MethodGet, "/readyz", nil, ""))
 	}
