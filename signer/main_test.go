@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,24 +31,9 @@ const (
 )
 
 // clock is a settable clock, so bucket arithmetic in tests is exact.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type clock = testenv.Clock
 
-func newClock() *clock { return &clock{t: time.Now().Truncate(time.Second)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clock { return testenv.NewClock(time.Now().Truncate(time.Second)) }
 
 func withClock(c *clock) option { return func(d *deps) { d.now = c.Now } }
 

@@ -57,6 +57,9 @@ func newStackWith(t *testing.T, durableRedis bool, opts testenv.NATSOptions) *st
 	return s.dial(0)
 }
 
+// ledgerGap is the MinGap of the ledgers stacks dial (the load report's -gap).
+var ledgerGap time.Duration
+
 // dial connects s to Redis and opens the ledger with replicas (0: the
 // stream's, else 1).
 func (s *stack) dial(replicas int) *stack {
@@ -65,7 +68,7 @@ func (s *stack) dial(replicas int) *stack {
 	t.Cleanup(func() { s.rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := grant.Dial(ctx, s.natsURL, grant.LedgerConfig{Grace: s.grace, Secret: []byte(testenv.GrantSecret), Replicas: replicas})
+	l, err := grant.Dial(ctx, s.natsURL, grant.LedgerConfig{Grace: s.grace, Secret: []byte(testenv.GrantSecret), Replicas: replicas, MinGap: ledgerGap})
 	if err != nil {
 		t.Fatal(err)
 	}

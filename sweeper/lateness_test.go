@@ -31,9 +31,11 @@ var (
 	loadRate    = flag.Int("rate", 500, "grants per second for the lateness run")
 	loadRecords = flag.Int("records", 5000, "grants recorded per throughput run")
 	loadR3      = flag.Bool("r3", false, "also measure lateness on a three-node cluster with an R3 ledger (sync always)")
+	loadGap     = flag.Duration("gap", 0, "the ledger's MinGap for the lateness runs (0: its default, below 0: none)")
 )
 
 func TestLoadReport(t *testing.T) {
+	ledgerGap = *loadGap
 	for _, sync := range []bool{true, false} {
 		t.Run(fmt.Sprintf("lateness/sync_always=%v", sync), func(t *testing.T) {
 			testLateness(t, fmt.Sprintf("R1 sync_always=%v", sync), newStackWith(t, false, testenv.NATSOptions{NoSyncAlways: !sync}))

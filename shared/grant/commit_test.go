@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mintgate/mintgate/shared/testenv"
 )
 
 // fakeLedger drives a committer with a clock the test holds: the window
@@ -24,13 +26,16 @@ type fakeLedger struct {
 	mu      sync.Mutex
 }
 
-func newFake(t *testing.T, maxBatch, maxInFlight int) *fakeLedger {
+func newFake(t *testing.T, maxBatch, maxInFlight int, opts ...func(*committer)) *fakeLedger {
 	f := &fakeLedger{t: t, window: make(chan time.Time, 1), sent: make(chan Batch, 100), answers: make(chan error)}
 	f.c = newCommitter(time.Millisecond, maxBatch, maxInFlight, f.newID, func(b Batch) error {
 		f.sent <- b
 		return <-f.answers
 	})
 	f.c.after = func(time.Duration) <-chan time.Time { return f.window }
+	for _, o := range opts {
+		o(f.c)
+	}
 	go f.c.run()
 	t.Cleanup(func() {
 		go func() { // answer whatever close still sends
@@ -242,4 +247,88 @@ func TestCloseFlushesQueuedGrants(t *testing.T) {
 	if err := f.c.record(context.Background(), at("late", time.Now())); !errors.Is(err, errClosed) {
 		t.Errorf("Record after close: %v", err)
 	}
+}
+
+// alone records grant id and requires it to leave at once, in a batch of
+// its own, and be acknowledged.
+func (f *fakeLedger) alone(id string) {
+	f.t.Helper()
+	res := f.record(at(id, time.Now()))
+	if b := f.next(); !slices.Equal(ids(b), []string{id}) {
+		f.t.Fatalf("batch %v, want [%s] at once", ids(b), id)
+	}
+	f.answers <- nil
+	if err := <-res; err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// batchOf requires the next batch to carry n grants, acknowledges it and
+// waits for the Records rs of its grants.
+func (f *fakeLedger) batchOf(n int, rs []<-chan error) {
+	f.t.Helper()
+	if b := f.next(); len(b.Grants) != n {
+		f.t.Fatalf("batch %v, want %d grants together", ids(b), n)
+	}
+	f.answers <- nil
+	for _, r := range rs {
+		if err := <-r; err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// With a gap, a busy ledger (gapFrom grants waiting) starts a publish no
+// sooner than gap after the previous one, even with nothing in flight: the
+// grants that come meanwhile share it. Fewer grants, as from one caller
+// signing again and again, leave at once; so does a full batch.
+func TestGapSpacesPublishes(t *testing.T) {
+	clock := testenv.NewClock(time.Unix(1_700_000_000, 0))
+	const gap = 2 * time.Millisecond
+	f := newFake(t, gapFrom+2, 1, func(c *committer) { c.gap, c.now = gap, clock.Now })
+
+	f.alone("a")
+
+	// One grant right after: the ledger is not busy, it leaves at once.
+	one := f.record(at("b", time.Now()))
+	if b := f.next(); !slices.Equal(ids(b), []string{"b"}) {
+		t.Fatalf("a lone grant within the gap: %v, want it at once", ids(b))
+	}
+	// gapFrom grants arrive while b is in flight; its ack comes back
+	// before the gap has passed: they wait for it, and one more joins.
+	var rs []<-chan error
+	for i := range gapFrom {
+		rs = append(rs, f.record(at(fmt.Sprintf("c%d", i), time.Now())))
+	}
+	waitQueued(t, f.c)
+	f.answers <- nil
+	if err := <-one; err != nil {
+		t.Fatal(err)
+	}
+	f.none()
+	rs = append(rs, f.record(at("late", time.Now())))
+	waitQueued(t, f.c)
+	f.none()
+	clock.Add(gap)
+	f.tick() // the paced timer
+	f.batchOf(gapFrom+1, rs)
+
+	// A full batch, gathered behind a publish, leaves without waiting for
+	// the gap once that publish's ack is back.
+	x := f.record(at("x", time.Now()))
+	f.next()
+	rs = nil
+	for i := range gapFrom + 2 {
+		rs = append(rs, f.record(at(fmt.Sprintf("d%d", i), time.Now())))
+	}
+	waitQueued(t, f.c)
+	f.answers <- nil
+	if err := <-x; err != nil {
+		t.Fatal(err)
+	}
+	f.batchOf(gapFrom+2, rs)
+
+	// After a quiet gap, a lone grant leaves at once again.
+	clock.Add(time.Second)
+	f.alone("g")
 }
