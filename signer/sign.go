@@ -85,7 +85,7 @@ func appendJSONString(dst []byte, s string) []byte {
 // handleSign is POST /uploads/sign (SPEC §2): validate, decide in one
 // script, then presign, record in the ledger and complete.
 func handleSign(d deps) echo.HandlerFunc {
-	policy := signPolicy{maxObject: d.cfg.MaxObject, contentTypes: d.cfg.ContentTypes}
+	policy := newSignPolicy(d.cfg.MaxObject, d.cfg.ContentTypes)
 	return func(c echo.Context) error {
 		r := c.Request()
 		who, aerr := d.ident.authenticate(r)
