@@ -142,11 +142,16 @@ nats=(
   MINTGATE_NATS_CA="$secrets/ca.crt"
   MINTGATE_GRANT_SECRET="$(cat "$secrets/grant-secret")"
 )
+# MINTGATE_IP_SOURCE=remote, said explicitly: here browsers and curl connect
+# to the signer directly on loopback, with no proxy in between, so the
+# socket's address is the caller's own and the only honest source (xff or
+# cf-connecting-ip would need a proxy to trust). Set, not defaulted, it keeps
+# the signer's start-up warning for proxied anonymous tenants quiet.
 start signer env "${common[@]}" "${nats[@]}" MINTGATE_NATS_CREDS="$secrets/nats-signer.nk" \
   MINTGATE_HTTP_ADDR="127.0.0.1:$p_signer" MINTGATE_OPS_ADDR="127.0.0.1:$p_ops" \
   MINTGATE_S3_BUCKET="$bucket" MINTGATE_S3_ENDPOINT="http://127.0.0.1:$p_s3" \
   MINTGATE_S3_PATH_STYLE=true MINTGATE_S3_REGION=us-east-1 \
-  MINTGATE_JWT_HS256_SECRET="$secret" MINTGATE_ANON_TENANTS=demo \
+  MINTGATE_JWT_HS256_SECRET="$secret" MINTGATE_ANON_TENANTS=demo MINTGATE_IP_SOURCE=remote \
   MINTGATE_IP_HASH_SECRET="$secret" MINTGATE_DEMO_PAGE=on \
   "$stack/bin/signer"
 start completer env "${common[@]}" \
