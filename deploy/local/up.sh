@@ -166,11 +166,12 @@ wait_for completer http_ok "http://127.0.0.1:$p_completer/readyz"
 wait_for sweeper http_ok "http://127.0.0.1:$p_sweeper/readyz"
 
 token=$("$stack/bin/devtoken" -secret "$secret" -tenant acme -sub alice -ttl 24h)
+echo "$token" >"$stack/devtoken"
 cat <<MSG
 
 mintgate is ready: signer http://127.0.0.1:$p_signer (metrics http://127.0.0.1:$p_ops/metrics)  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  (S3 http://127.0.0.1:$p_s3, SQS http://127.0.0.1:$p_sqs, Redis rediss://127.0.0.1:$p_redis, NATS tls://127.0.0.1:$p_nats; logs in .stack/logs, credentials in .stack/secrets)
 
-Try it (a dev JWT for tenant acme, user alice, valid 24 h):
+Try it (a dev JWT for tenant acme, user alice, valid 24 h, also written to .stack/devtoken):
   curl -s -X POST http://127.0.0.1:$p_signer/uploads/sign \\
     -H 'Authorization: Bearer $token' \\
     -H "Idempotency-Key: \$(date +%s%N)" -H 'Content-Type: application/json' \\
@@ -179,6 +180,5 @@ then PUT 5 bytes to the returned url with the returned headers.
 Redis as admin: REDISCLI_AUTH=\$(cat .stack/secrets/redis-admin-password) redis-cli --tls --cacert .stack/secrets/ca.crt -p $p_redis --user admin
 Ctrl-C stops everything.
 MSG
-echo "$token" >"$stack/devtoken"
 wait -n "${pids[@]}" || true
 log "a process exited; see .stack/logs"
