@@ -5,7 +5,8 @@
 # sweeper. Installs what is missing (cached in .tools/), waits until every
 # part is ready, prints one ready line, and stops everything it started, by
 # PID, on Ctrl-C. State lives in .stack/ and is wiped at each start, except
-# .stack/secrets/ (made at the first start by deploy/local/devsecrets).
+# .stack/secrets/ (made at the first start by deploy/local/devsecrets) and
+# .stack/up.pid, which makes a second start refuse while this one runs.
 #
 # Nothing connects without credentials, as in production: Redis and NATS
 # speak only TLS (a throwaway CA and certificate for 127.0.0.1), Redis
@@ -33,6 +34,21 @@ p_ops=${MINTGATE_PORT_OPS:-9080}
 
 log() { echo "up: $*" >&2; }
 
+# One stack at a time: .stack/up.pid holds the PID of the up.sh that runs
+# it. A second one refuses instead of ending the first; a pid file whose
+# process is gone (or is no longer an up.sh: PIDs are reused) is stale.
+pidfile=$stack/up.pid
+is_up() { kill -0 "$1" 2>/dev/null && { [ ! -d /proc ] || grep -qa 'up\.sh' "/proc/$1/cmdline"; }; }
+mkdir -p "$stack"
+if ! (set -o noclobber; echo $$ >"$pidfile") 2>/dev/null; then
+  other=$(cat "$pidfile" 2>/dev/null || true)
+  if [ -n "$other" ] && is_up "$other"; then
+    log "already running (pid $other); Ctrl-C in its terminal (or kill $other) stops it"
+    exit 1
+  fi
+  echo $$ >"$pidfile"
+fi
+
 pids=()
 cleanup() {
   trap - INT TERM EXIT
@@ -46,6 +62,7 @@ cleanup() {
     done
   fi
   rm -f "$stack/pids"
+  [ "$(cat "$pidfile" 2>/dev/null)" != $$ ] || rm -f "$pidfile"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -68,9 +85,7 @@ export PATH=$tools/bin:$PATH
 
 # Everything but the secrets, which are reused: the CA, passwords and keys a
 # developer copied into a tool stay valid across restarts.
-if [ -d "$stack" ]; then
-  find "$stack" -mindepth 1 -maxdepth 1 ! -name secrets -exec rm -rf {} +
-fi
+find "$stack" -mindepth 1 -maxdepth 1 ! -name secrets ! -name up.pid -exec rm -rf {} +
 secrets=$stack/secrets
 mkdir -p "$stack/bin" "$stack/logs" "$stack/nats" "$stack/s3/data" "$stack/s3/meta"
 log "building the services"
