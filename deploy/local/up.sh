@@ -65,8 +65,10 @@ cleanup() {
   [ "$(cat "$pidfile" 2>/dev/null)" != $$ ] || rm -f "$pidfile"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# On a signal: stop everything, then die of that signal (cleanup resets the
+# traps), so that make and the shell see an interrupt, not a failure.
+trap 'cleanup; kill -INT $$' INT
+trap 'cleanup; kill -TERM $$' TERM
 
 # A stack left over from a run that was killed hard: end it by its PIDs.
 if [ -f "$stack/pids" ]; then
@@ -92,11 +94,16 @@ log "building the services"
 go build -o "$stack/bin/" ./signer ./completer ./sweeper ./deploy/s3bridge ./deploy/local/devtoken ./deploy/local/devsecrets
 "$stack/bin/devsecrets" -dir "$secrets" -hosts 127.0.0.1,localhost -redis-acl "$root/deploy/redis/users.acl"
 
-# start NAME CMD...: runs CMD in the background with its output in logs/NAME.log.
+# start NAME CMD...: runs CMD in the background with its output in
+# logs/NAME.log, in a session of its own (setsid execs in place, so $! is
+# CMD's PID): a Ctrl-C reaches only this script, which then stops every part
+# in order; any part that exits by itself is an unexpected exit.
+names=()
 start() {
   local name=$1; shift
-  "$@" >"$stack/logs/$name.log" 2>&1 &
+  setsid "$@" >"$stack/logs/$name.log" 2>&1 </dev/null &
   pids+=($!)
+  names+=("$name")
   echo $! >>"$stack/pids"
 }
 
@@ -195,5 +202,13 @@ then PUT 5 bytes to the returned url with the returned headers.
 Redis as admin: REDISCLI_AUTH=\$(cat .stack/secrets/redis-admin-password) redis-cli --tls --cacert .stack/secrets/ca.crt -p $p_redis --user admin
 Ctrl-C stops everything.
 MSG
-wait -n "${pids[@]}" || true
-log "a process exited; see .stack/logs"
+# Only a part's own exit ends this wait, since the parts run in sessions of
+# their own: a Ctrl-C runs the INT trap instead (cleanup, quietly).
+rc=0
+wait -n -p gone "${pids[@]}" || rc=$?
+for i in "${!pids[@]}"; do
+  [ "${pids[i]}" = "${gone:-}" ] || continue
+  log "${names[i]} exited unexpectedly (status $rc); see .stack/logs. The end of .stack/logs/${names[i]}.log:"
+  tail -n 20 "$stack/logs/${names[i]}.log" >&2
+done
+exit 1
