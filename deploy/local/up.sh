@@ -82,7 +82,7 @@ for p in $p_redis $p_nats $p_s3 $p_sqs $p_bridge $p_signer $p_completer $p_sweep
   fi
 done
 
-"$root/deploy/local/tools.sh" redis nats versitygw fauxqs
+"$root/deploy/local/tools.sh" redis jq nats versitygw fauxqs
 export PATH=$tools/bin:$PATH
 
 # Everything but the secrets, which are reused: the CA, passwords and keys a
@@ -198,7 +198,7 @@ Try it (a dev JWT for tenant acme, user alice, valid 24 h, also written to .stac
     -H 'Authorization: Bearer $token' \\
     -H "Idempotency-Key: \$(date +%s%N)" -H 'Content-Type: application/json' \\
     -d '{"contentType":"image/png","contentLength":5}'
-then PUT 5 bytes to the returned url with the returned headers.
+then PUT 5 bytes to the returned url with the returned headers (README.md, "The local stack", does it with jq).
 Redis as admin: REDISCLI_AUTH=\$(cat .stack/secrets/redis-admin-password) redis-cli --tls --cacert .stack/secrets/ca.crt -p $p_redis --user admin
 Ctrl-C stops everything.
 MSG
