@@ -69,8 +69,11 @@ type cfg struct {
 	JWTAudience    string
 	JWTTenantClaim string
 
-	AnonTenants    map[string]bool
-	IPSource       string
+	AnonTenants map[string]bool
+	IPSource    string
+	// IPSourceSet: MINTGATE_IP_SOURCE was given, not defaulted, so an
+	// operator chose remote on purpose (clients that connect directly).
+	IPSourceSet    bool
 	TrustedProxies []netip.Prefix
 	IPHashSecret   []byte
 
@@ -134,6 +137,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		JWTTenantClaim: e.String("MINTGATE_JWT_TENANT_CLAIM", "tenant_id"),
 
 		IPSource:     e.OneOf("MINTGATE_IP_SOURCE", ipRemote, ipRemote, ipCF, ipXFF),
+		IPSourceSet:  e.String("MINTGATE_IP_SOURCE", "") != "",
 		IPHashSecret: e.Secret("MINTGATE_IP_HASH_SECRET"),
 
 		Degraded:        e.OneOf("MINTGATE_DEGRADED_MODE", "off", "off", "local") == "local",

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -85,6 +87,44 @@ func TestJWKSModeNeedsHTTPSAndAudience(t *testing.T) {
 				t.Fatalf("refused: %v", err)
 			case tc.variable != "" && (err == nil || !strings.Contains(err.Error(), tc.variable)):
 				t.Fatalf("error %v; want one naming %s", err, tc.variable)
+			}
+		})
+	}
+}
+
+// The warning about anonymous callers read by their socket address fires
+// when MINTGATE_IP_SOURCE was left to its default, not when an operator set
+// remote on purpose (clients connecting directly, as on the local stack).
+func TestRemoteIPWarningOnlyWhenDefaulted(t *testing.T) {
+	cases := []struct {
+		name string
+		set  map[string]string
+		warn bool
+	}{
+		{"defaulted, anonymous tenants", map[string]string{}, true},
+		{"explicit remote, anonymous tenants", map[string]string{"MINTGATE_IP_SOURCE": "remote"}, false},
+		{"defaulted, no anonymous tenants", map[string]string{"MINTGATE_ANON_TENANTS": ""}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{
+				"MINTGATE_S3_BUCKET":        "uploads",
+				"MINTGATE_GRANT_SECRET":     testenv.GrantSecret,
+				"MINTGATE_JWT_HS256_SECRET": "a-jwt-secret-of-at-least-32-bytes!!",
+				"MINTGATE_ANON_TENANTS":     "demo",
+				"MINTGATE_IP_HASH_SECRET":   "an-ip-hash-secret-of-32-bytes!!!",
+			}
+			for k, v := range tc.set {
+				env[k] = v
+			}
+			c, err := loadConfig(mapEnv(env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			warnRisky(slog.New(slog.NewJSONHandler(&out, nil)), c)
+			if got := strings.Contains(out.String(), "MINTGATE_IP_SOURCE=remote"); got != tc.warn {
+				t.Errorf("warned %v, want %v:\n%s", got, tc.warn, out.String())
 			}
 		})
 	}

@@ -130,12 +130,14 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		endpoint{"MINTGATE_OPS_ADDR", c.OpsAddr, withAdmin(d, ops.Handler(d.reg, d.checks...))})
 }
 
-// warnRisky logs configurations that start but are likely mistakes.
+// warnRisky logs configurations that start but are likely mistakes. An
+// explicit MINTGATE_IP_SOURCE=remote is a choice (clients connect directly,
+// as on the local stack), not a default left in place: no warning.
 func warnRisky(log *slog.Logger, c cfg) {
-	if len(c.AnonTenants) > 0 && c.IPSource == ipRemote {
+	if len(c.AnonTenants) > 0 && c.IPSource == ipRemote && !c.IPSourceSet {
 		log.Warn("!!! MINTGATE_IP_SOURCE=remote with anonymous tenants: behind a load balancer or CDN every anonymous visitor " +
 			"has the proxy's address and shares ONE bucket. Set MINTGATE_IP_SOURCE to cf-connecting-ip or xff (with MINTGATE_TRUSTED_PROXIES) " +
-			"unless clients really connect directly.")
+			"unless clients really connect directly (then set MINTGATE_IP_SOURCE=remote to say so).")
 	}
 	if c.Degraded {
 		log.Warn("MINTGATE_DEGRADED_MODE=local: while Redis is unavailable each instance grants from in-process buckets at MINTGATE_DEGRADED_SHARE of the limits, without idempotency; "+

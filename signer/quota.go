@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -34,26 +35,41 @@ func handleQuota(d deps) echo.HandlerFunc {
 			return aerr
 		}
 		buckets, _ := d.tiers().SignBuckets(who.Tenant, who.Subject, who.Tier)
-		ctx, cancel := context.WithTimeout(c.Request().Context(), d.cfg.Redis.Timeout)
-		defer cancel()
-		res, err := d.gate.store.Peek(ctx, d.now(), who.Tenant, buckets)
+		res, err := d.peekRateHeaders(c.Request().Context(), c.Response().Header(), who, buckets, d.now())
 		if err != nil {
 			return unavailable(codeLimiterDown, "the rate limiter is unavailable", retryLimiter, err)
 		}
-		scarcest, tenant := 0, 1
-		for i := range res {
-			if res[i].Remaining < res[scarcest].Remaining {
-				scarcest = i
-			}
-			if i > 0 && res[i].Remaining < res[tenant].Remaining {
+		tenant := 1
+		for i := 2; i < len(res); i++ {
+			if res[i].Remaining < res[tenant].Remaining {
 				tenant = i
 			}
 		}
-		head := res[scarcest]
-		head.Allowed, head.Scarcest = head.Remaining > 0, scarcest
-		setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, head, buckets)
 		return c.JSON(http.StatusOK, quotaResponse{Caller: scopeOf(res[0]), Tenant: scopeOf(res[tenant])})
 	}
+}
+
+// peekRateHeaders reads what buckets hold at now without spending anything
+// (one round trip, within MINTGATE_REDIS_TIMEOUT) and sets the RateLimit
+// headers of the scarcest, as a sign would. It returns one Result per
+// bucket; on an error it sets no header.
+func (d deps) peekRateHeaders(ctx context.Context, h http.Header, who caller, buckets []bucket.Bucket, now time.Time) ([]bucket.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.Redis.Timeout)
+	defer cancel()
+	res, err := d.gate.store.Peek(ctx, now, who.Tenant, buckets)
+	if err != nil {
+		return nil, err
+	}
+	scarcest := 0
+	for i := range res {
+		if res[i].Remaining < res[scarcest].Remaining {
+			scarcest = i
+		}
+	}
+	head := res[scarcest]
+	head.Allowed, head.Scarcest = head.Remaining > 0, scarcest
+	setRateHeaders(h, d.cfg.RateLimitHeader, who, head, buckets)
+	return res, nil
 }
 
 func scopeOf(r bucket.Result) quotaScope {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 )
 
 // Request limits. The body is two small fields; anything longer is not a
@@ -27,6 +29,17 @@ type signRequest struct {
 type signPolicy struct {
 	maxObject    int64
 	contentTypes map[string]bool
+	// accepted lists contentTypes, sorted, for the 415's message.
+	accepted string
+}
+
+func newSignPolicy(maxObject int64, contentTypes map[string]bool) signPolicy {
+	types := make([]string, 0, len(contentTypes))
+	for t := range contentTypes {
+		types = append(types, t)
+	}
+	slices.Sort(types)
+	return signPolicy{maxObject: maxObject, contentTypes: contentTypes, accepted: strings.Join(types, ", ")}
 }
 
 // wireSign is the JSON body; pointers tell a missing field from a zero.
@@ -74,7 +87,8 @@ func decodeSignRequest(key string, body io.Reader, p signPolicy) (signRequest, *
 		return signRequest{}, newError(http.StatusBadRequest, codeInvalidRequest, "contentLength must be at least 1")
 	}
 	if !p.contentTypes[*w.ContentType] {
-		return signRequest{}, newError(http.StatusUnsupportedMediaType, codeUnsupportedType, "contentType is not one this service accepts")
+		return signRequest{}, newError(http.StatusUnsupportedMediaType, codeUnsupportedType,
+			"contentType is not one this service accepts: use one of %s", p.accepted)
 	}
 	if *w.ContentLength > p.maxObject {
 		return signRequest{}, newError(http.StatusRequestEntityTooLarge, codeTooLarge, "contentLength is above the maximum of %d bytes", p.maxObject)

@@ -118,7 +118,7 @@ func TestRouteErrorsAreJSON(t *testing.T) {
 	mustStatus(t, s.do(http.MethodPut, "/healthz", nil, ""), http.StatusMethodNotAllowed, codeMethodNotAllowed)
 }
 
-var fuzzPolicy = signPolicy{maxObject: 104857600, contentTypes: map[string]bool{"image/png": true, "application/pdf": true}}
+var fuzzPolicy = newSignPolicy(104857600, map[string]bool{"image/png": true, "application/pdf": true})
 
 func FuzzDecodeSignRequest(f *testing.F) {
 	f.Add("k", []byte(pngBody))
@@ -148,4 +148,17 @@ func FuzzDecodeSignRequest(f *testing.F) {
 			t.Fatalf("accepted a body of %d bytes", len(body))
 		}
 	})
+}
+
+// A 415 names the types the signer accepts, sorted, so a caller can fix
+// its request without reading the configuration.
+func TestUnsupportedTypeListsTheAccepted(t *testing.T) {
+	_, err := decodeSignRequest("k", strings.NewReader(`{"contentType":"text/html","contentLength":5}`), fuzzPolicy)
+	if err == nil || err.Status != http.StatusUnsupportedMediaType || err.Code != codeUnsupportedType {
+		t.Fatalf("got %+v, want 415 %s", err, codeUnsupportedType)
+	}
+	const want = "contentType is not one this service accepts: use one of application/pdf, image/png"
+	if err.Message != want {
+		t.Errorf("message %q, want %q", err.Message, want)
+	}
 }

@@ -85,7 +85,7 @@ func appendJSONString(dst []byte, s string) []byte {
 // handleSign is POST /uploads/sign (SPEC §2): validate, decide in one
 // script, then presign, record in the ledger and complete.
 func handleSign(d deps) echo.HandlerFunc {
-	policy := signPolicy{maxObject: d.cfg.MaxObject, contentTypes: d.cfg.ContentTypes}
+	policy := newSignPolicy(d.cfg.MaxObject, d.cfg.ContentTypes)
 	return func(c echo.Context) error {
 		r := c.Request()
 		who, aerr := d.ident.authenticate(r)
@@ -116,7 +116,14 @@ func handleSign(d deps) echo.HandlerFunc {
 		switch dec.outcome {
 		case replay:
 			d.count("replayed")
-			c.Response().Header().Set(hdrReplayed, "true")
+			h := c.Response().Header()
+			h.Set(hdrReplayed, "true")
+			// What the buckets hold now, spending nothing. Best effort: a
+			// replay is still answered, without the headers, if the read
+			// fails (Redis answered the decision a moment ago).
+			if _, err := d.peekRateHeaders(r.Context(), h, who, a.buckets, now); err != nil {
+				d.log.Debug("replay without RateLimit headers: reading the buckets failed", "tenant", who.Tenant, "err", err)
+			}
 			return c.JSONBlob(http.StatusOK, dec.body)
 		case reused:
 			d.count("reused")

@@ -126,6 +126,36 @@ func TestReplayReturnsTheSameBodyAndSpendsNothing(t *testing.T) {
 	}
 }
 
+// A replay carries the RateLimit headers of what the buckets hold now,
+// read without spending: after two signs, a replay of the first says 28.
+func TestReplayCarriesTheRateLimitHeaders(t *testing.T) {
+	s := start(t, newStack(t).env(t))
+	tok := s.token("acme", "alice")
+	key := newKey()
+	if r := s.sign(tok, key, pngBody); r.status != http.StatusCreated {
+		t.Fatalf("first: %d %s", r.status, r.raw)
+	}
+	if r := s.sign(tok, newKey(), pngBody); r.status != http.StatusCreated {
+		t.Fatalf("second: %d %s", r.status, r.raw)
+	}
+	again := s.sign(tok, key, pngBody)
+	if again.status != http.StatusOK || again.header.Get(hdrReplayed) != "true" {
+		t.Fatalf("replay: %d replayed=%q %s", again.status, again.header.Get(hdrReplayed), again.raw)
+	}
+	for h, want := range map[string]string{
+		"RateLimit-Limit":     "30",
+		"RateLimit-Remaining": "28",
+		"RateLimit-Policy":    "30;w=60",
+	} {
+		if got := again.header.Get(h); got != want {
+			t.Errorf("replay %s %q, want %q", h, got, want)
+		}
+	}
+	if got := s.tokens(keys.Bucket("acme", keys.UserSubject("alice"))); got != "28.000000" {
+		t.Errorf("bucket t %q after the replay, want 28.000000", got)
+	}
+}
+
 // Two users whose ids and keys cut the same way (issue 10, finding 5):
 // "alice:x" with key "y" and "alice" with key "x:y" are two requests, two
 // records, two URLs; neither replays nor blocks the other.

@@ -10,7 +10,9 @@ start_s3sqs() {
  "RedrivePolicy":"{\"deadLetterTargetArn\":\"arn:aws:sqs:$region:000000000000:uploads-dlq\",\"maxReceiveCount\":\"5\"}"}}]}
 JSON
   queue_url="http://sqs.$region.localhost:$p_sqs/000000000000/uploads"
-  start fauxqs env FAUXQS_PORT="$p_sqs" FAUXQS_LOGGER=false FAUXQS_INIT="$init" FAUXQS_DEFAULT_REGION="$region" fauxqs
+  # fauxqs binds 0.0.0.0 whatever it is told; the preload keeps it on 127.0.0.1.
+  start fauxqs env FAUXQS_PORT="$p_sqs" FAUXQS_LOGGER=false FAUXQS_INIT="$init" FAUXQS_DEFAULT_REGION="$region" \
+    NODE_OPTIONS="--import=\"$root/deploy/local/fauxqs-loopback.mjs\"" fauxqs
   wait_for fauxqs http_ok "http://127.0.0.1:$p_sqs/health"
 
   # The bridge first: versitygw exits if its webhook does not answer at start.

@@ -2,7 +2,7 @@
 # Installs what the tests and the local stack need, idempotently, into a
 # git-ignored cache ($MINTGATE_TOOLS, default .tools/ in the repo). Safe to
 # run again: each tool is checked before anything is fetched.
-#   deploy/local/tools.sh [redis] [nats] [staticcheck] [govulncheck] [versitygw] [fauxqs] ...
+#   deploy/local/tools.sh [redis] [jq] [nats] [staticcheck] [govulncheck] [versitygw] [fauxqs] ...
 # With no argument it installs everything the test suite uses.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -60,6 +60,13 @@ install_redis() {
   command -v redis-server >/dev/null && command -v redis-cli >/dev/null && return
   apt_install redis-server
   # Debian's package starts a service on 6379; we never use it, tests start their own.
+}
+
+# install_jq: the README's local-stack example takes the URL out of the
+# sign response with jq (make up installs it).
+install_jq() {
+  command -v jq >/dev/null && return
+  apt_install jq
 }
 
 install_nats() { go_tool nats-server "$NATS_VERSION" github.com/nats-io/nats-server/v2; }

@@ -5,7 +5,8 @@
 # sweeper. Installs what is missing (cached in .tools/), waits until every
 # part is ready, prints one ready line, and stops everything it started, by
 # PID, on Ctrl-C. State lives in .stack/ and is wiped at each start, except
-# .stack/secrets/ (made at the first start by deploy/local/devsecrets).
+# .stack/secrets/ (made at the first start by deploy/local/devsecrets) and
+# .stack/up.pid, which makes a second start refuse while this one runs.
 #
 # Nothing connects without credentials, as in production: Redis and NATS
 # speak only TLS (a throwaway CA and certificate for 127.0.0.1), Redis
@@ -33,6 +34,21 @@ p_ops=${MINTGATE_PORT_OPS:-9080}
 
 log() { echo "up: $*" >&2; }
 
+# One stack at a time: .stack/up.pid holds the PID of the up.sh that runs
+# it. A second one refuses instead of ending the first; a pid file whose
+# process is gone (or is no longer an up.sh: PIDs are reused) is stale.
+pidfile=$stack/up.pid
+is_up() { kill -0 "$1" 2>/dev/null && { [ ! -d /proc ] || grep -qa 'up\.sh' "/proc/$1/cmdline"; }; }
+mkdir -p "$stack"
+if ! (set -o noclobber; echo $$ >"$pidfile") 2>/dev/null; then
+  other=$(cat "$pidfile" 2>/dev/null || true)
+  if [ -n "$other" ] && is_up "$other"; then
+    log "already running (pid $other); Ctrl-C in its terminal (or kill $other) stops it"
+    exit 1
+  fi
+  echo $$ >"$pidfile"
+fi
+
 pids=()
 cleanup() {
   trap - INT TERM EXIT
@@ -46,10 +62,13 @@ cleanup() {
     done
   fi
   rm -f "$stack/pids"
+  [ "$(cat "$pidfile" 2>/dev/null)" != $$ ] || rm -f "$pidfile"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# On a signal: stop everything, then die of that signal (cleanup resets the
+# traps), so that make and the shell see an interrupt, not a failure.
+trap 'cleanup; kill -INT $$' INT
+trap 'cleanup; kill -TERM $$' TERM
 
 # A stack left over from a run that was killed hard: end it by its PIDs.
 if [ -f "$stack/pids" ]; then
@@ -63,25 +82,28 @@ for p in $p_redis $p_nats $p_s3 $p_sqs $p_bridge $p_signer $p_completer $p_sweep
   fi
 done
 
-"$root/deploy/local/tools.sh" redis nats versitygw fauxqs
+"$root/deploy/local/tools.sh" redis jq nats versitygw fauxqs
 export PATH=$tools/bin:$PATH
 
 # Everything but the secrets, which are reused: the CA, passwords and keys a
 # developer copied into a tool stay valid across restarts.
-if [ -d "$stack" ]; then
-  find "$stack" -mindepth 1 -maxdepth 1 ! -name secrets -exec rm -rf {} +
-fi
+find "$stack" -mindepth 1 -maxdepth 1 ! -name secrets ! -name up.pid -exec rm -rf {} +
 secrets=$stack/secrets
 mkdir -p "$stack/bin" "$stack/logs" "$stack/nats" "$stack/s3/data" "$stack/s3/meta"
 log "building the services"
 go build -o "$stack/bin/" ./signer ./completer ./sweeper ./deploy/s3bridge ./deploy/local/devtoken ./deploy/local/devsecrets
 "$stack/bin/devsecrets" -dir "$secrets" -hosts 127.0.0.1,localhost -redis-acl "$root/deploy/redis/users.acl"
 
-# start NAME CMD...: runs CMD in the background with its output in logs/NAME.log.
+# start NAME CMD...: runs CMD in the background with its output in
+# logs/NAME.log, in a session of its own (setsid execs in place, so $! is
+# CMD's PID): a Ctrl-C reaches only this script, which then stops every part
+# in order; any part that exits by itself is an unexpected exit.
+names=()
 start() {
   local name=$1; shift
-  "$@" >"$stack/logs/$name.log" 2>&1 &
+  setsid "$@" >"$stack/logs/$name.log" 2>&1 </dev/null &
   pids+=($!)
+  names+=("$name")
   echo $! >>"$stack/pids"
 }
 
@@ -142,11 +164,16 @@ nats=(
   MINTGATE_NATS_CA="$secrets/ca.crt"
   MINTGATE_GRANT_SECRET="$(cat "$secrets/grant-secret")"
 )
+# MINTGATE_IP_SOURCE=remote, said explicitly: here browsers and curl connect
+# to the signer directly on loopback, with no proxy in between, so the
+# socket's address is the caller's own and the only honest source (xff or
+# cf-connecting-ip would need a proxy to trust). Set, not defaulted, it keeps
+# the signer's start-up warning for proxied anonymous tenants quiet.
 start signer env "${common[@]}" "${nats[@]}" MINTGATE_NATS_CREDS="$secrets/nats-signer.nk" \
   MINTGATE_HTTP_ADDR="127.0.0.1:$p_signer" MINTGATE_OPS_ADDR="127.0.0.1:$p_ops" \
   MINTGATE_S3_BUCKET="$bucket" MINTGATE_S3_ENDPOINT="http://127.0.0.1:$p_s3" \
   MINTGATE_S3_PATH_STYLE=true MINTGATE_S3_REGION=us-east-1 \
-  MINTGATE_JWT_HS256_SECRET="$secret" MINTGATE_ANON_TENANTS=demo \
+  MINTGATE_JWT_HS256_SECRET="$secret" MINTGATE_ANON_TENANTS=demo MINTGATE_IP_SOURCE=remote \
   MINTGATE_IP_HASH_SECRET="$secret" MINTGATE_DEMO_PAGE=on \
   "$stack/bin/signer"
 start completer env "${common[@]}" \
@@ -161,19 +188,27 @@ wait_for completer http_ok "http://127.0.0.1:$p_completer/readyz"
 wait_for sweeper http_ok "http://127.0.0.1:$p_sweeper/readyz"
 
 token=$("$stack/bin/devtoken" -secret "$secret" -tenant acme -sub alice -ttl 24h)
+echo "$token" >"$stack/devtoken"
 cat <<MSG
 
 mintgate is ready: signer http://127.0.0.1:$p_signer (metrics http://127.0.0.1:$p_ops/metrics)  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  (S3 http://127.0.0.1:$p_s3, SQS http://127.0.0.1:$p_sqs, Redis rediss://127.0.0.1:$p_redis, NATS tls://127.0.0.1:$p_nats; logs in .stack/logs, credentials in .stack/secrets)
 
-Try it (a dev JWT for tenant acme, user alice, valid 24 h):
+Try it (a dev JWT for tenant acme, user alice, valid 24 h, also written to .stack/devtoken):
   curl -s -X POST http://127.0.0.1:$p_signer/uploads/sign \\
     -H 'Authorization: Bearer $token' \\
     -H "Idempotency-Key: \$(date +%s%N)" -H 'Content-Type: application/json' \\
     -d '{"contentType":"image/png","contentLength":5}'
-then PUT 5 bytes to the returned url with the returned headers.
+then PUT 5 bytes to the returned url with the returned headers (README.md, "The local stack", does it with jq).
 Redis as admin: REDISCLI_AUTH=\$(cat .stack/secrets/redis-admin-password) redis-cli --tls --cacert .stack/secrets/ca.crt -p $p_redis --user admin
 Ctrl-C stops everything.
 MSG
-echo "$token" >"$stack/devtoken"
-wait -n "${pids[@]}" || true
-log "a process exited; see .stack/logs"
+# Only a part's own exit ends this wait, since the parts run in sessions of
+# their own: a Ctrl-C runs the INT trap instead (cleanup, quietly).
+rc=0
+wait -n -p gone "${pids[@]}" || rc=$?
+for i in "${!pids[@]}"; do
+  [ "${pids[i]}" = "${gone:-}" ] || continue
+  log "${names[i]} exited unexpectedly (status $rc); see .stack/logs. The end of .stack/logs/${names[i]}.log:"
+  tail -n 20 "$stack/logs/${names[i]}.log" >&2
+done
+exit 1

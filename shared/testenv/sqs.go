@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -52,11 +53,22 @@ func StartFauxqs(tb testing.TB) *Fauxqs {
 	tb.Helper()
 	port := FreePort(tb)
 	f := &Fauxqs{Process: newProcess(tb, Binary(tb, "fauxqs")), Endpoint: "http://" + addr(port)}
-	// fauxqs binds 0.0.0.0 whatever we ask; it only ever sees test data.
 	f.env = []string{"FAUXQS_PORT=" + strconv.Itoa(port), "FAUXQS_LOGGER=false",
-		"FAUXQS_DEFAULT_REGION=" + AWSRegion}
+		"FAUXQS_DEFAULT_REGION=" + AWSRegion, fauxqsLoopback(tb)}
 	f.Start()
 	return f
+}
+
+// fauxqsLoopback is the NODE_OPTIONS that keeps fauxqs on 127.0.0.1: it
+// binds 0.0.0.0 whatever it is told, so deploy/local/fauxqs-loopback.mjs
+// (which the local stack preloads too) rewrites its listen.
+func fauxqsLoopback(tb testing.TB) string {
+	tb.Helper()
+	root, err := Root()
+	if err != nil {
+		tb.Fatalf("testenv: fauxqs: %v", err)
+	}
+	return `NODE_OPTIONS=--import="` + filepath.Join(root, "deploy", "local", "fauxqs-loopback.mjs") + `"`
 }
 
 // Start starts the server and waits until GET /health answers 200.

@@ -1,0 +1,106 @@
+package deploy_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// upAlone copies deploy/local/up.sh, and nothing else, into a temporary
+// tree: run there it finds no tools.sh and no sources, so it stops at the
+// first thing it would install or start. Its .stack/ is the tree's.
+func upAlone(t *testing.T) (dir string, run func() (string, int)) {
+	t.Helper()
+	dir = t.TempDir()
+	script := filepath.Join(dir, "deploy", "local", "up.sh")
+	if err := os.MkdirAll(filepath.Join(dir, "deploy", "local"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, []byte(readFile(t, "deploy/local/up.sh")), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, func() (string, int) {
+		cmd := exec.Command("bash", script)
+		cmd.Env = append(os.Environ(), "MINTGATE_TOOLS="+filepath.Join(dir, ".tools"))
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+}
+
+// startAs starts a process whose command line reads like argv0's (sleeping
+// for a minute), stopped when the test ends.
+func startAs(t *testing.T, argv0 string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", "sleep 60; :", argv0)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+func writePidFile(t *testing.T, dir string, pid int) string {
+	t.Helper()
+	p := filepath.Join(dir, ".stack", "up.pid")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A second make up while one runs refuses, naming the first's PID, and
+// leaves the first alone: its pid file and its process.
+func TestUpRefusesWhileAnotherRuns(t *testing.T) {
+	dir, run := upAlone(t)
+	first := startAs(t, "deploy/local/up.sh")
+	pidFile := writePidFile(t, dir, first.Process.Pid)
+
+	out, code := run()
+	want := "already running (pid " + strconv.Itoa(first.Process.Pid) + ")"
+	if code != 1 || !strings.Contains(out, want) {
+		t.Fatalf("up.sh exited %d with:\n%s\nwant 1 and %q", code, out, want)
+	}
+	if b, err := os.ReadFile(pidFile); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(first.Process.Pid) {
+		t.Errorf("the running stack's pid file is now %q (%v)", b, err)
+	}
+	if first.ProcessState != nil {
+		t.Error("the running stack's process ended")
+	}
+}
+
+// A pid file left by an up.sh that is gone, or whose PID now belongs to
+// another program, does not block a start; the new run claims the file
+// and removes it when it ends.
+func TestUpIgnoresAStalePidFile(t *testing.T) {
+	ended := exec.Command("true")
+	if err := ended.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for name, pid := range map[string]int{
+		"process gone":           ended.Process.Pid,
+		"PID of another program": startAs(t, "not-the-stack").Process.Pid,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir, run := upAlone(t)
+			pidFile := writePidFile(t, dir, pid)
+			out, _ := run()
+			if strings.Contains(out, "already running") {
+				t.Fatalf("a stale pid file blocked the start:\n%s", out)
+			}
+			if _, err := os.Stat(pidFile); !os.IsNotExist(err) {
+				t.Errorf("the pid file is still there after the run (%v):\n%s", err, out)
+			}
+		})
+	}
+}
