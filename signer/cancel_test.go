@@ -307,3 +307,21 @@ func TestCancellerDropsWhatItCannotHold(t *testing.T) {
 		t.Errorf("%v dropped, want 1", got)
 	}
 }
+
+// The degraded-mode warning is written once per degradedLogEvery, naming
+// how many signs it held back, not once per sign.
+func TestDegradedWarningIsSampled(t *testing.T) {
+	var s sampler
+	t0 := time.Unix(1_700_000_000, 0)
+	if n, ok := s.allow(t0); !ok || n != 0 {
+		t.Fatalf("first: %d %v, want logged", n, ok)
+	}
+	for i := range 1000 {
+		if _, ok := s.allow(t0.Add(time.Duration(i) * time.Millisecond)); ok {
+			t.Fatalf("event %d within %v logged", i, degradedLogEvery)
+		}
+	}
+	if n, ok := s.allow(t0.Add(degradedLogEvery)); !ok || n != 1000 {
+		t.Errorf("after %v: %d %v, want logged with 1000 held back", degradedLogEvery, n, ok)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -89,10 +90,36 @@ type gate struct {
 	log     *slog.Logger
 	cancels *canceller // for spends that failed here but may run on Redis (cancel.go)
 
+	degradedLog sampler // the degraded-mode warning, at most once per degradedLogEvery
+
 	rdb    redis.UniversalClient
 	clock  quota.Clock               // Redis's clock, for each Spend's Until
 	until  func(time.Time) time.Time // clock.Until; tests skew it
 	resync chan struct{}             // asks syncClock for a Sync now
+}
+
+// degradedLogEvery is the least time between two degraded-mode warnings.
+const degradedLogEvery = 10 * time.Second
+
+// sampler lets one event in per degradedLogEvery and counts the others.
+type sampler struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped int
+}
+
+// allow reports whether an event at now may be logged, and how many were
+// held back since the last one that was.
+func (s *sampler) allow(now time.Time) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.last.IsZero() && now.Sub(s.last) < degradedLogEvery {
+		s.skipped++
+		return 0, false
+	}
+	n := s.skipped
+	s.last, s.skipped = now, 0
+	return n, true
 }
 
 // clockSync is how often the gate reads Redis's clock again.
@@ -148,7 +175,12 @@ func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, 
 			return decision{}, err
 		}
 		g.metrics.degraded.Inc()
-		g.log.Warn("redis unavailable: deciding with in-process buckets; idempotency is not guaranteed", "tenant", a.who.Tenant, "err", err)
+		if n, ok := g.degradedLog.allow(time.Now()); ok {
+			// Once per degradedLogEvery, not per sign: an outage at full
+			// load would write thousands of lines a second.
+			g.log.Warn("redis unavailable: deciding with in-process buckets; idempotency is not guaranteed",
+				"tenant", a.who.Tenant, "err", err, "degradedSignsSinceLastLine", n)
+		}
 		res := g.local.Take(now, 1, g.degradedBuckets(a.buckets)...)
 		dec := decision{outcome: denied, result: res, degraded: true}
 		if res.Allowed {
