@@ -13,7 +13,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
@@ -158,20 +157,11 @@ func (s *stack) send(t *testing.T, body string) {
 // inQueue is how many messages the queue holds, visible or in flight.
 func (s *stack) inQueue(t *testing.T, url string) int {
 	t.Helper()
-	out, err := s.sqs.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(url),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
-			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible},
-	})
+	n, err := queueDepth(context.Background(), s.sqs, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	total := 0
-	for _, a := range []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible} {
-		n, _ := strconv.Atoi(out.Attributes[string(a)])
-		total += n
-	}
-	return total
+	return n
 }
 
 // metric is the value of one series on /metrics (0 when absent), such as
@@ -182,6 +172,14 @@ func (s *stack) metric(t *testing.T, series string) float64 {
 }
 
 func scrape(t *testing.T, addr, series string) float64 {
+	t.Helper()
+	v, _ := scrapeSeries(t, addr, series)
+	return v
+}
+
+// scrapeSeries is the value of one series on /metrics and whether it is
+// there at all.
+func scrapeSeries(t *testing.T, addr, series string) (float64, bool) {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -197,10 +195,10 @@ func scrape(t *testing.T, addr, series string) float64 {
 			if err != nil {
 				t.Fatalf("%s: %v", sc.Text(), err)
 			}
-			return v
+			return v, true
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // eventually polls cond until it holds or a generous deadline passes.

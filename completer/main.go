@@ -3,7 +3,8 @@
 // under incoming/<tenant>/<urlId>, sets the done marker the sweeper checks
 // before refunding a grant's token; given MINTGATE_NATS_URL, it also
 // publishes one upload-completed event per upload (shared/uploads). It serves /healthz, /readyz and
-// /metrics on MINTGATE_HTTP_ADDR.
+// /metrics on MINTGATE_HTTP_ADDR, and exports the depth of the dead-letter
+// queue named by its queue's redrive policy (dlq.go).
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -109,8 +111,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		backoff: backoff{min: 100 * time.Millisecond, max: 5 * time.Second},
 	}
 
+	// The DLQ's depth is only watched: its own goroutine, never in the
+	// receivers' way, stopped with them.
+	dlq := &dlqWatcher{q: q, queueURL: c.QueueURL, m: m, log: log}
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var watching sync.WaitGroup
+	watching.Go(func() { dlq.run(ctx) })
 	httpErr := make(chan error, 1)
 	go func() {
 		httpErr <- ops.Serve(ctx, log, c.HTTPAddr, ops.Handler(reg, checks...))
@@ -119,6 +127,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	log.Info("completer starting", "config", c.String(), "receivers", *receivers)
 	cons.run(ctx, *receivers)
 	err = <-httpErr
+	watching.Wait()
 	log.Info("completer stopped")
 	return err
 }

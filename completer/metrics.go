@@ -22,8 +22,12 @@ type metrics struct {
 	unparseable  prometheus.Counter
 	held         prometheus.Gauge
 	extended     prometheus.Counter
-	errors       *prometheus.CounterVec // by op: receive, handle, delete, extend
+	errors       *prometheus.CounterVec // by op: receive, handle, delete, extend, publish, dlq
 	redisSeconds prometheus.Histogram
+	// dlqMessages has no labels: its one series is absent until the
+	// dead-letter queue's depth is read, and again once the queue has no
+	// redrive policy (Reset).
+	dlqMessages *prometheus.GaugeVec
 
 	eventsPublished prometheus.Counter
 	eventsDuplicate prometheus.Counter
@@ -62,13 +66,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_completer_errors_total",
-			Help: "Failures by operation: receive (SQS), handle (Redis or NATS), delete (SQS), extend (SQS visibility of held messages), publish (an upload-completed event to NATS; also counted as handle).",
+			Help: "Failures by operation: receive (SQS), handle (Redis or NATS), delete (SQS), extend (SQS visibility of held messages), publish (an upload-completed event to NATS; also counted as handle), dlq (reading the dead-letter queue's depth).",
 		}, []string{"op"}),
 		redisSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "mintgate_completer_redis_seconds",
 			Help:    "Latency of setting a done marker in Redis, errors included.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .15, .25, .5},
 		}),
+		dlqMessages: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mintgate_completer_dlq_messages",
+			Help: "Messages in the dead-letter queue of the queue's redrive policy (ApproximateNumberOfMessages + ApproximateNumberOfMessagesNotVisible), read every 30 s. Absent while the queue has no redrive policy; keeps its last value while reads fail (errors_total{op=\"dlq\"}).",
+		}, nil),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "mintgate_completer_lag_seconds",
 			Help:    "Time from an upload's S3 eventTime to its done marker being set (a redelivered record counts again).",
@@ -86,10 +94,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{ignoredTestEvent, ignoredNotCreated, ignoredOutside, ignoredTenant, ignoredURLID, ignoredSource, ignoredBucket} {
 		m.ignored.WithLabelValues(r)
 	}
-	for _, op := range []string{opReceive, opHandle, opDelete, opExtend, opPublish} {
+	for _, op := range []string{opReceive, opHandle, opDelete, opExtend, opPublish, opDLQ} {
 		m.errors.WithLabelValues(op)
 	}
-	reg.MustRegister(m.received, m.deleted, m.done, m.ignored, m.unparseable, m.held, m.extended, m.errors, m.redisSeconds, m.eventsPublished, m.eventsDuplicate, m.lag)
+	reg.MustRegister(m.received, m.deleted, m.done, m.ignored, m.unparseable, m.held, m.extended, m.errors, m.redisSeconds, m.eventsPublished, m.eventsDuplicate, m.lag, m.dlqMessages)
 	return m
 }
 
@@ -100,4 +108,5 @@ const (
 	opDelete  = "delete"
 	opExtend  = "extend"
 	opPublish = "publish"
+	opDLQ     = "dlq" // reading the dead-letter queue's depth
 )
