@@ -440,27 +440,30 @@ func TestTerraformLeastPrivilege(t *testing.T) {
 	}
 
 	completerSt := m.statements(t, "completer")
-	if len(completerSt) != 1 {
-		t.Fatalf("completer policy: want one statement, got %d", len(completerSt))
+	if len(completerSt) != 2 {
+		t.Fatalf("completer policy: want two statements (the queue, its DLQ), got %d", len(completerSt))
 	}
-	s := completerSt[0]
-	// DeleteMessageBatch is authorised by sqs:DeleteMessage and
-	// ChangeMessageVisibilityBatch (extending the messages it holds while
-	// Redis is down) by sqs:ChangeMessageVisibility; GetQueueAttributes is
-	// the completer's read-only readiness check.
-	allowed := []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}
-	for _, a := range s.actions {
-		if !slices.Contains(allowed, a) {
-			t.Errorf("completer policy allows %s; the completer only receives, deletes and extends visibility (%v)", a, allowed)
+	// On the queue: DeleteMessageBatch is authorised by sqs:DeleteMessage
+	// and ChangeMessageVisibilityBatch (extending the messages it holds
+	// while Redis is down) by sqs:ChangeMessageVisibility;
+	// GetQueueAttributes is the completer's read-only readiness check and
+	// its read of the RedrivePolicy. On the DLQ: GetQueueUrl resolves it
+	// from the policy's ARN, GetQueueAttributes reads its depth; never a
+	// receive or a delete there.
+	for i, want := range []struct {
+		resource string
+		actions  []string
+	}{
+		{"aws_sqs_queue.uploads.arn", []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}},
+		{"aws_sqs_queue.uploads_dlq.arn", []string{"sqs:GetQueueUrl", "sqs:GetQueueAttributes"}},
+	} {
+		s := completerSt[i]
+		if got := slices.Sorted(slices.Values(s.actions)); !slices.Equal(got, slices.Sorted(slices.Values(want.actions))) {
+			t.Errorf("completer policy allows %v on %s, want exactly %v", s.actions, want.resource, want.actions)
 		}
-	}
-	for _, need := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} {
-		if !slices.Contains(s.actions, need) {
-			t.Errorf("completer policy lacks %s", need)
+		if s.effect != "Allow" || !slices.Equal(s.resources, []string{want.resource}) {
+			t.Errorf("completer policy statement %d: %+v, want Allow on %s only", i, s, want.resource)
 		}
-	}
-	if s.effect != "Allow" || !slices.Equal(s.resources, []string{"aws_sqs_queue.uploads.arn"}) {
-		t.Errorf("completer policy: %+v, want Allow on the uploads queue only", s)
 	}
 
 	// No document grants a wildcard, or grants by exclusion.

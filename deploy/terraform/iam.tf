@@ -12,7 +12,10 @@
 #              and sqs:GetQueueAttributes (its readiness check: a
 #              ReceiveMessage used as a probe would hide a message) on the
 #              one queue. A message it cannot parse is left to time out and,
-#              in the end, to redrive.
+#              in the end, to redrive. On the dead-letter queue, only
+#              sqs:GetQueueUrl and sqs:GetQueueAttributes: it finds the DLQ
+#              through the queue's RedrivePolicy and exports its depth
+#              (mintgate_completer_dlq_messages); it never reads its messages.
 #   sweeper    no AWS access: it talks to NATS and Redis only.
 
 locals {
@@ -100,6 +103,16 @@ data "aws_iam_policy_document" "completer" {
       "sqs:GetQueueAttributes",
     ]
     resources = [aws_sqs_queue.uploads.arn]
+  }
+
+  statement {
+    sid    = "WatchDeadLetterQueueDepth"
+    effect = "Allow"
+    actions = [
+      "sqs:GetQueueUrl",
+      "sqs:GetQueueAttributes",
+    ]
+    resources = [aws_sqs_queue.uploads_dlq.arn]
   }
 }
 
