@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -192,11 +191,10 @@ func (c *completer) foreign(r s3event.Record) string {
 // upload splits a decoded object key incoming/<tenant>/<urlId> as the
 // signer makes it; for any other key, reason says why it is not one.
 func upload(key string) (tenant, urlID, reason string) {
-	rest, ok := strings.CutPrefix(key, "incoming/")
-	if !ok {
+	tenant, urlID, inside, ok := keys.ParseObject(key)
+	if !inside {
 		return "", "", ignoredOutside
 	}
-	tenant, urlID, ok = strings.Cut(rest, "/")
 	if !ok || !keys.ValidTenant(tenant) {
 		return "", "", ignoredTenant
 	}

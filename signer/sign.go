@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/keys"
 )
 
 // signBudget bounds the work after the decision. It runs detached from the
@@ -161,7 +162,7 @@ func handleSign(d deps) echo.HandlerFunc {
 // the token is refunded and the key freed.
 func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apiError) {
 	who := a.who
-	key := "incoming/" + who.Tenant + "/" + urlID
+	key := keys.Object(who.Tenant, urlID)
 	// The URL is signed at now, in whole seconds (SigV4's dates), and lives
 	// whole seconds: it dies exactly at expiresAt.
 	expiresAt := now.UTC().Truncate(time.Second).Add(d.cfg.URLTTL.Truncate(time.Second))

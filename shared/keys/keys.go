@@ -6,6 +6,7 @@ package keys
 import (
 	"regexp"
 	"strconv"
+	"strings"
 )
 
 var tenantRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -62,3 +63,23 @@ func Refunded(tenant, urlID string) string { return "sign:refunded:" + tag(tenan
 
 // Grant is the signer's record of an issued grant, read by GET /uploads/{urlId}.
 func Grant(tenant, urlID string) string { return "sign:grant:" + tag(tenant) + ":" + urlID }
+
+// ObjectPrefix is where every upload lands in the bucket: the prefix the
+// bucket's ObjectCreated notification and lifecycle rule are set on.
+const ObjectPrefix = "incoming/"
+
+// Object is the S3 key of grant urlID's upload: incoming/<tenant>/<urlId>.
+// The signer signs it; the completer reads the grant back from it.
+func Object(tenant, urlID string) string { return ObjectPrefix + tenant + "/" + urlID }
+
+// ParseObject splits an object key made by Object. ok is false for a key
+// outside ObjectPrefix (outside); tenant or urlID may still be invalid, for
+// the caller to check.
+func ParseObject(key string) (tenant, urlID string, inside, ok bool) {
+	rest, inside := strings.CutPrefix(key, ObjectPrefix)
+	if !inside {
+		return "", "", false, false
+	}
+	tenant, urlID, ok = strings.Cut(rest, "/")
+	return tenant, urlID, true, ok
+}

@@ -40,3 +40,19 @@ func TestAnonBucket(t *testing.T) {
 		}
 	}
 }
+
+func TestObjectRoundTrips(t *testing.T) {
+	key := keys.Object("acme", "0f8fad5b-d9cb-469f-a165-70867728950e")
+	if key != "incoming/acme/0f8fad5b-d9cb-469f-a165-70867728950e" {
+		t.Errorf("Object: %q", key)
+	}
+	if tn, id, inside, ok := keys.ParseObject(key); !inside || !ok || tn != "acme" || id != "0f8fad5b-d9cb-469f-a165-70867728950e" {
+		t.Errorf("keys.ParseObject(%q) = %q %q %v %v", key, tn, id, inside, ok)
+	}
+	if _, _, inside, _ := keys.ParseObject("other/acme/x"); inside {
+		t.Error("a key outside incoming/ is inside")
+	}
+	if _, _, inside, ok := keys.ParseObject("incoming/acme"); !inside || ok {
+		t.Errorf("incoming/acme: inside %v ok %v, want inside and not ok", inside, ok)
+	}
+}
