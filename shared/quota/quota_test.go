@@ -818,6 +818,32 @@ func TestRedisDown(t *testing.T) {
 	}
 }
 
+// TestBatchSpendFails: a Spend of a batch whose commands fail (here a
+// WRONGTYPE: its idempotency key holds a string) answers its own error, a
+// reply of Redis as a single Spend's would be, and the Spends around it
+// keep theirs, each seeing the writes of the one before.
+func TestBatchSpendFails(t *testing.T) {
+	for name, rdb := range servers(t) {
+		t.Run(name, func(t *testing.T) {
+			e := &env{t: t, b: redisBackend(name, rdb), now: time.UnixMilli(1_700_000_000_000), tenant: "wrongtype"}
+			bad := e.ask("bob", "k1")
+			e.b.set(t, bad.Idem, "not a hash", time.Minute)
+			_, single := e.b.Spend(ctx, e.now, bad, inFlight)
+			got := e.batch(e.ask("alice", "k1"), bad, e.ask("alice", "k2"))
+			var re redis.Error
+			if !errors.Is(got[1].Err, quota.ErrUnavailable) || !errors.As(got[1].Err, &re) || !strings.Contains(got[1].Err.Error(), "WRONGTYPE") {
+				t.Errorf("the failing spend: %+v", got[1])
+			}
+			if !errors.As(single, &re) {
+				t.Errorf("the same spend alone: %v, want a reply of Redis", single)
+			}
+			if got[0].Decision.Outcome != quota.Allowed || got[2].Decision.Outcome != quota.Allowed || got[2].Decision.Result.Remaining != 28 {
+				t.Errorf("the spends around it: %+v, %+v", got[0], got[2])
+			}
+		})
+	}
+}
+
 // TestRefusals: calls no script could run safely are refused alike by the
 // Store and the Twin, before anything is touched, and are not
 // ErrUnavailable: no retry fixes them.
