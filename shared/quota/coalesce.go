@@ -18,9 +18,10 @@ const (
 // Redis Cluster slot) into one script call, SpendBatch, the way the
 // ledger's committer gathers grants: per tenant, a Spend leaves at once
 // while none of that tenant's is in flight, so a lone Spend waits no
-// longer than it would alone; otherwise it waits for the in-flight call's
-// reply, or until the oldest waiting Spend has waited the window, or until
-// maxBatch wait. Spends of different tenants never share a call.
+// longer than it would alone; otherwise it waits for the reply of a call
+// of that tenant's, or until the oldest waiting Spend has waited the
+// window, or until maxBatch wait. Spends of different tenants never share
+// a call.
 //
 // Each caller gets its own Decision, exactly what Store.Spend would have
 // answered had the Spends of its batch run one after another. A call that
@@ -173,6 +174,9 @@ func (c *Coalescer) send(l *lane, batch []*waiting) {
 	}
 	c.mu.Lock()
 	l.inFlight--
+	// A reply lets the Spends that waited behind it leave now, as one
+	// call, whether or not other calls of the tenant are still out.
+	l.expired = len(l.queue) > 0
 	c.flush(l)
 	c.mu.Unlock()
 }
