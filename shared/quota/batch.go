@@ -82,6 +82,8 @@ func (e scriptError) Error() string { return string(e) }
 func (scriptError) RedisError() {}
 
 // SpendBatch is Store.SpendBatch: the Spends one after another, atomically.
+// It reads its clock for each Spend's Until where the script reads Redis's
+// once: the two differ only for an Until within the batch's own run.
 func (t *Twin) SpendBatch(_ context.Context, ss []Spending) ([]Spent, error) {
 	if err := checkBatch(ss); err != nil {
 		return nil, err
