@@ -21,7 +21,8 @@ import (
 // TestCoalescerLoad compares, side by side, the plain Store.Spend and the
 // Coalescer under the bench's decision load: 50 callers in a closed loop
 // over 10k users of 4 tenants, a fresh key each Spend, limits nothing
-// reaches, against one redis-server; rounds interleaved. It prints a
+// reaches, against one redis-server; rounds interleaved, after a warm-up,
+// each round in the other order. It prints a
 // report and asserts nothing about speed.
 // Run: go test -tags load -count=1 -run TestCoalescerLoad -v ./shared/quota/
 func TestCoalescerLoad(t *testing.T) {
@@ -40,7 +41,7 @@ func TestCoalescerLoad(t *testing.T) {
 	}
 	type spendFunc func(context.Context, time.Time, quota.Ask, time.Duration) (quota.Decision, error)
 	var n atomic.Int64
-	run := func(spend spendFunc) (rate float64, p50, p99 time.Duration) {
+	run := func(spend spendFunc, dur time.Duration) (rate float64, p50, p99 time.Duration) {
 		lat := make([][]time.Duration, callers)
 		stop := time.Now().Add(dur)
 		var wg sync.WaitGroup
@@ -71,14 +72,22 @@ func TestCoalescerLoad(t *testing.T) {
 	}
 	co := quota.NewCoalescer(store, 0, 0)
 	rows := map[string][][3]float64{}
+	// Warm up both (the pool's connections, Redis's script cache), then
+	// alternate which goes first in a round.
+	run(store.Spend, time.Second)
+	run(co.Spend, time.Second)
 	for r := range rounds {
-		for _, name := range []string{"plain", "coalesced"} {
+		order := []string{"plain", "coalesced"}
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, name := range order {
 			spend := spendFunc(store.Spend)
 			if name == "coalesced" {
 				spend = co.Spend
 			}
 			calls0, spends0 := co.Stats()
-			rate, p50, p99 := run(spend)
+			rate, p50, p99 := run(spend, dur)
 			calls, spends := co.Stats()
 			note := ""
 			if name == "coalesced" {
