@@ -78,11 +78,13 @@ type decision struct {
 	shadow   bool          // denied, but issued in shadow mode: nothing was spent and the key is not held
 }
 
-// gate runs the Redis side of a sign through quota.Store. With local set
+// gate runs the Redis side of a sign through quota.Store, its Spends
+// gathered per tenant by a quota.Coalescer. With local set
 // (degraded mode) a Redis outage falls back to in-process buckets at a
 // share of the limits instead of failing closed.
 type gate struct {
 	store   *quota.Store
+	spends  *quota.Coalescer // the Spends of one tenant, in flight at once, share a script call
 	local   *bucket.Local
 	share   float64       // of every limit, for the local buckets (MINTGATE_DEGRADED_SHARE)
 	timeout time.Duration // MINTGATE_REDIS_TIMEOUT, for each call
@@ -128,6 +130,7 @@ const clockSync = 10 * time.Second
 // newGate is the gate on rdb; a share above 0 turns the degraded mode on.
 func newGate(rdb redis.UniversalClient, timeout time.Duration, share float64, m *metrics, log *slog.Logger) *gate {
 	g := &gate{store: quota.New(rdb), timeout: timeout, metrics: m, log: log, rdb: rdb, resync: make(chan struct{}, 1)}
+	g.spends = quota.NewCoalescer(g.store, 0, 0)
 	g.until = g.clock.Until
 	if share > 0 {
 		g.local, g.share = bucket.NewLocal(), share
@@ -137,7 +140,8 @@ func newGate(rdb redis.UniversalClient, timeout time.Duration, share float64, m 
 
 // decide checks the idempotency record and spends one token from every
 // bucket of the attempt (the caller's, the tenant's, and for an anonymous
-// caller anonymous_all), all or none, in one round trip. An error wraps
+// caller anonymous_all), all or none, in one round trip, shared with the
+// tenant's concurrent signs (quota.Coalescer). An error wraps
 // bucket.ErrUnavailable.
 func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, error) {
 	var d quota.Decision
@@ -150,7 +154,7 @@ func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, 
 		if dl, ok := ctx.Deadline(); ok {
 			ask.Until = g.until(dl)
 		}
-		d, err = g.store.Spend(ctx, now, ask, inFlightTTL)
+		d, err = g.spends.Spend(ctx, now, ask, inFlightTTL)
 		if err == nil && d.Outcome == quota.Late {
 			// Redis answered before our deadline yet judged the Spend late
 			// by its own clock: its clock is ahead of the estimate. Nothing
@@ -158,7 +162,7 @@ func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, 
 			g.metrics.lateSpends.Inc()
 			g.askResync()
 			ask.Until = time.Time{}
-			d, err = g.store.Spend(ctx, now, ask, inFlightTTL)
+			d, err = g.spends.Spend(ctx, now, ask, inFlightTTL)
 		}
 		return err
 	})

@@ -215,13 +215,15 @@ func (b *bench) sideBySide(ctx context.Context, srv servers, rp *report) (string
 	allowOne := &measurement{name: "go-redis/redis_rate `Allow`, one key", load: callers, dur: b.plan.redisDur, do: closed(c, allow(b.rdb, 1))}
 	allowMany := &measurement{name: "go-redis/redis_rate `Allow`, 10k keys", load: callers, dur: b.plan.redisDur, do: closed(c, allow(b.rdb, allowKeys))}
 	dec := &measurement{name: "mintgate decision: `quota.Store.Spend` (idempotency + 2 buckets + in-flight mark; 10k users, 4 tenants)", load: callers, dur: b.plan.redisDur,
-		do: closed(c, decision(b.rdb, decisionUsers, benchTenants))}
+		do: closed(c, decision(b.rdb, decisionUsers, benchTenants, false))}
+	coal := &measurement{name: "mintgate decision, coalesced: `quota.Coalescer.Spend` (the signer's path; same load)", load: callers, dur: b.plan.redisDur,
+		do: closed(c, decision(b.rdb, decisionUsers, benchTenants, true))}
 	echoRow := &measurement{name: "echo handler, fixed 201 JSON (own process)", load: httpCallers, dur: b.plan.httpDur, do: closed(c, sign(b.client, srv.echoBase, toks))}
 	always := &measurement{name: "**signer end to end, ledger `sync_interval: always`**", load: httpCallers, dur: b.plan.httpDur,
 		do: allocs.around(srv.always, b.client, closed(c, sign(b.client, srv.always.base, toks))), warmed: allocs.reset}
 	lazy := &measurement{name: "signer end to end, ledger lazily synced", load: httpCallers, dur: b.plan.httpDur, do: closed(c, sign(b.client, srv.lazy.base, toks))}
 
-	ms := []*measurement{get, allowOne, allowMany, dec, echoRow, always, lazy}
+	ms := []*measurement{get, allowOne, allowMany, dec, coal, echoRow, always, lazy}
 	if err := b.rounds(ctx, "side by side", ms...); err != nil {
 		return "", err
 	}
@@ -233,6 +235,8 @@ func (b *bench) sideBySide(ctx context.Context, srv servers, rp *report) (string
 	rp.bars = append(rp.bars, bar{what: "signer end to end (durable ledger) ÷ redis_rate `Allow` (one key)", issue: 9, value: r, spread: per, want: "≥ 0.25×", unit: "×", pass: r >= 0.25})
 	r, per = ratio(dec, allowOne)
 	rp.bars = append(rp.bars, bar{what: "mintgate decision ÷ redis_rate `Allow` (one key), 50 callers", issue: 9, value: r, spread: per, want: "≥ 1.0×", unit: "×", pass: r >= 1.0})
+	r, per = ratio(coal, dec)
+	rp.bars = append(rp.bars, bar{what: "mintgate decision coalesced ÷ plain `quota.Store.Spend`, 50 callers over 4 tenants", issue: 9, value: r, spread: per, want: "—", unit: "×", info: true})
 	r, per = ratio(always, echoRow)
 	rp.bars = append(rp.bars, bar{what: "signer end to end ÷ echo fixed 201 (for reference)", issue: 9, value: r, spread: per, want: "—", unit: "×", info: true})
 	return allocs.note(), nil

@@ -172,9 +172,15 @@ func allow(rdb *redis.Client, manyKeys int) op {
 // decision is mintgate's whole decision for one sign, the signer's own
 // call: quota.Store.Spend checks the idempotency record, spends from the
 // caller's and the tenant's bucket and marks the key in flight, in one
-// script (redis_rate's Allow does only the bucket, on one key).
-func decision(rdb *redis.Client, users, tenants int) op {
+// script (redis_rate's Allow does only the bucket, on one key). Coalesced,
+// the Spends go through a quota.Coalescer, as the signer sends them: those
+// of one tenant in flight at once share a script call.
+func decision(rdb *redis.Client, users, tenants int, coalesced bool) op {
 	store := quota.New(rdb)
+	spend := store.Spend
+	if coalesced {
+		spend = quota.NewCoalescer(store, 0, 0).Spend
+	}
 	huge := bucket.Limit{Capacity: 1e12, Rate: 1e9}
 	asks := make([]quota.Ask, users)
 	for u := range asks {
@@ -193,7 +199,7 @@ func decision(rdb *redis.Client, users, tenants int) op {
 		i := strconv.FormatInt(n.Add(1), 10)
 		a.Idem += i
 		a.Nonce = "n" + i
-		d, err := store.Spend(ctx, time.Now(), a, time.Second)
+		d, err := spend(ctx, time.Now(), a, time.Second)
 		if err != nil {
 			return "", err
 		}

@@ -113,6 +113,22 @@ func (w *world) ask() quota.Ask {
 	return a
 }
 
+// batch is 1 to 8 requests of one tenant, as ask makes them, each with a
+// clock of its own around now (a batch gathers callers whose clocks were
+// read a moment apart, not always in order).
+func (w *world) batch(now time.Time) []quota.Spending {
+	tn := w.tenant()
+	ss := make([]quota.Spending, 1+w.r.IntN(8))
+	for i := range ss {
+		a := w.ask()
+		for a.Tenant != tn {
+			a = w.ask()
+		}
+		ss[i] = quota.Spending{Now: now.Add(time.Duration(w.r.Int64N(400)-100) * time.Millisecond), Ask: a, InFlight: inFlight}
+	}
+	return ss
+}
+
 func (w *world) due() quota.Due {
 	tn := w.tenant()
 	return quota.Due{Tenant: tn, URLID: w.urlID(), Buckets: w.buckets(tn, w.subjects[w.r.IntN(len(w.subjects))])}
@@ -197,10 +213,18 @@ func differ(t *testing.T, lua backend, seq int) {
 			want, errs[1] = fn(twin)
 		}
 		switch p := r.IntN(100); {
-		case p < 30:
+		case p < 22:
 			a := w.ask()
 			what, touched = "spend "+request(a), append([]string{a.Idem}, bucketKeys(a.Buckets)...)
 			both(func(b backend) (any, error) { return b.Spend(ctx, now, a, inFlight) })
+		case p < 30:
+			ss := w.batch(now)
+			what = fmt.Sprintf("spend batch of %d in %s", len(ss), ss[0].Ask.Tenant)
+			for _, sp := range ss {
+				what += "; " + request(sp.Ask)
+				touched = append(append(touched, sp.Ask.Idem), bucketKeys(sp.Ask.Buckets)...)
+			}
+			both(func(b backend) (any, error) { return b.SpendBatch(ctx, ss) })
 		case p < 45:
 			a := w.ask()
 			what, touched = "cancel "+request(a), append([]string{a.Idem}, bucketKeys(a.Buckets)...)

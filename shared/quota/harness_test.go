@@ -19,6 +19,7 @@ import (
 // through it, which also proves their methods are the same.
 type quotas interface {
 	Spend(ctx context.Context, now time.Time, a quota.Ask, inFlight time.Duration) (quota.Decision, error)
+	SpendBatch(ctx context.Context, ss []quota.Spending) ([]quota.Spent, error)
 	Undo(ctx context.Context, now time.Time, a quota.Ask, urlID string) (bool, error)
 	Finish(ctx context.Context, a quota.Ask, f quota.Finished) error
 	Cancel(ctx context.Context, now time.Time, a quota.Ask) (bool, error)

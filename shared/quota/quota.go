@@ -4,7 +4,9 @@
 // (bucket.NewScript) with its own checks, so a decision and its bookkeeping
 // are one atomic step; the KEYS/ARGV layouts stay private here and callers
 // see typed operations. Twin is the same in Go, held equal to the scripts by
-// a differential test.
+// a differential test. SpendBatch runs many Spends of one tenant in one
+// script call, as if one after another; a Coalescer gathers concurrent
+// Spends into such calls.
 //
 // Every key of one call carries the tenant's hash tag {t:<tenant>}, so each
 // script is legal on Redis Cluster. The clock is the caller's (now). A Store
@@ -39,8 +41,12 @@ import (
 var (
 	//go:embed nonces.lua
 	noncesSrc string
+	//go:embed spend_fn.lua
+	spendFn string
 	//go:embed spend.lua
 	spendEntry string
+	//go:embed spend_many.lua
+	spendManyEntry string
 	//go:embed undo.lua
 	undoEntry string
 	//go:embed cancel.lua
@@ -176,17 +182,20 @@ func status(done, refunded bool, expiresAt, subject string) Status {
 type Store struct {
 	rdb                                 redis.UniversalClient
 	spend, undo, finish, refund, cancel *redis.Script
+	spendMany                           *redis.Script
 }
 
 // New returns a Store on rdb, a *redis.Client or a *redis.ClusterClient.
 func New(rdb redis.UniversalClient) *Store {
 	return &Store{
 		rdb:    rdb,
-		spend:  bucket.NewScript(noncesSrc + "\n" + spendEntry),
+		spend:  bucket.NewScript(noncesSrc + "\n" + spendFn + "\n" + spendEntry),
 		undo:   bucket.NewScript(undoEntry),
 		finish: redis.NewScript(finishSrc),
 		refund: bucket.NewScript(refundEntry),
 		cancel: bucket.NewScript(noncesSrc + "\n" + cancelEntry),
+
+		spendMany: bucket.NewScript(noncesSrc + "\n" + spendFn + "\n" + spendManyEntry),
 	}
 }
 
@@ -201,15 +210,24 @@ func (s *Store) Spend(ctx context.Context, now time.Time, a Ask, inFlight time.D
 		return Decision{}, err
 	}
 	ks := append([]string{a.Idem}, bucketKeys(a.Buckets)...)
+	vals, err := s.spend.Run(ctx, s.rdb, ks, spendArgs(nil, now, a, inFlight)...).Slice()
+	if err != nil {
+		return Decision{}, unavailable("spend", err)
+	}
+	return parseSpend(vals)
+}
+
+// spendArgs appends spend.lua's ARGV for one Spend to args.
+func spendArgs(args []any, now time.Time, a Ask, inFlight time.Duration) []any {
 	until := int64(0)
 	if !a.Until.IsZero() {
 		until = a.Until.UnixMilli()
 	}
-	args := bucket.Args([]any{a.Fingerprint, a.Nonce, inFlight.Milliseconds(), until}, now, 1, a.Buckets)
-	vals, err := s.spend.Run(ctx, s.rdb, ks, args...).Slice()
-	if err != nil {
-		return Decision{}, unavailable("spend", err)
-	}
+	return bucket.Args(append(args, a.Fingerprint, a.Nonce, inFlight.Milliseconds(), until), now, 1, a.Buckets)
+}
+
+// parseSpend reads spend.lua's reply.
+func parseSpend(vals []any) (Decision, error) {
 	if len(vals) == 0 {
 		return Decision{}, fmt.Errorf("%w: spend replied nothing", ErrUnavailable)
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,6 +72,20 @@ func (e *env) spend(a quota.Ask) quota.Decision {
 		e.t.Fatalf("spend %s: %v", a.Idem, err)
 	}
 	return d
+}
+
+// batch spends asks in one SpendBatch, each at e.now.
+func (e *env) batch(asks ...quota.Ask) []quota.Spent {
+	e.t.Helper()
+	ss := make([]quota.Spending, len(asks))
+	for i, a := range asks {
+		ss[i] = quota.Spending{Now: e.now, Ask: a, InFlight: inFlight}
+	}
+	got, err := e.b.SpendBatch(ctx, ss)
+	if err != nil || len(got) != len(asks) {
+		e.t.Fatalf("batch of %d: %v %v", len(asks), got, err)
+	}
+	return got
 }
 
 // spendN spends n tokens of user's, with keys k1…kn.
@@ -189,6 +205,57 @@ var cases = []struct {
 		}
 		e.wantTokens(a, "29.000000", "599.000000")
 		e.wantRecord(a.Idem, map[string]string{"state": "pending", "fp": a.Fingerprint, "nonce": a.Nonce}, inFlight)
+	}},
+	{"batch", "mixed outcomes in one batch, each seeing the writes of those before it", func(e *env) {
+		done := e.ask("alice", "kd")
+		e.spend(done)
+		e.finish(done, "u1", `{"u":1}`)
+		for i := 1; i <= 5; i++ { // the address's bucket (5) runs dry
+			e.spend(e.anon("x1", fmt.Sprintf("a%d", i)))
+		}
+		k1 := e.ask("alice", "k1")
+		late := e.ask("alice", "k2")
+		late.Until = time.Now().Add(-time.Hour)
+		other := k1
+		other.Fingerprint, other.Nonce = "fp:other", "n:other"
+		k3 := e.ask("alice", "k3")
+		k3.Until = time.Now().Add(time.Hour)
+		asks := []quota.Ask{k1, retry(k1, "n:again"), retry(done, "n:replay"), e.anon("x1", "a6"), late, other, k3}
+		want := []quota.Outcome{quota.Allowed, quota.Pending, quota.Replay, quota.Denied, quota.Late, quota.Reused, quota.Allowed}
+		got := e.batch(asks...)
+		for i, w := range want {
+			if got[i].Err != nil || got[i].Decision.Outcome != w {
+				e.t.Errorf("spend %d (%s): %+v, want %v", i, asks[i].Idem, got[i], w)
+			}
+		}
+		if string(got[2].Decision.Body) != `{"u":1}` {
+			e.t.Errorf("replay body %q", got[2].Decision.Body)
+		}
+		if r := got[6].Decision.Result; r.Remaining != 27 {
+			e.t.Errorf("the last spend saw %d tokens left, want 27: %+v", r.Remaining, r)
+		}
+		if r := got[3].Decision.Result; r.Allowed || r.Blocked != 0 {
+			e.t.Errorf("denied spend: %+v", r)
+		}
+		e.wantTokens(k1, "27.000000", "592.000000") // the tenant: kd, a1…a5, k1, k3
+		e.wantRecord(k1.Idem, map[string]string{"state": "pending", "fp": k1.Fingerprint, "nonce": k1.Nonce}, inFlight)
+		if k := e.key(late.Idem); k.ok {
+			e.t.Errorf("a late spend left the record %+v", k)
+		}
+	}},
+	{"batch", "a batch of one is a Spend; the same request twice is allowed then pending; an empty batch is nothing", func(e *env) {
+		a := e.ask("alice", "k1")
+		if got := e.batch(a); got[0].Decision.Outcome != quota.Allowed || got[0].Decision.Result.Remaining != 29 {
+			e.t.Fatalf("batch of one: %+v", got)
+		}
+		b := e.ask("bob", "k1")
+		if got := e.batch(b, b); got[0].Decision.Outcome != quota.Allowed || got[1].Decision.Outcome != quota.Pending {
+			e.t.Fatalf("the same request twice: %+v", got)
+		}
+		e.wantTokens(b, "29.000000", "598.000000")
+		if got, err := e.b.SpendBatch(ctx, nil); err != nil || len(got) != 0 {
+			e.t.Fatalf("empty batch: %v %v", got, err)
+		}
 	}},
 	{"spend", "late: a Spend that runs after its Until touches nothing, not even a replay", func(e *env) {
 		// Until is by the server's clock (the Twin's is the wall clock):
@@ -751,6 +818,32 @@ func TestRedisDown(t *testing.T) {
 	}
 }
 
+// TestBatchSpendFails: a Spend of a batch whose commands fail (here a
+// WRONGTYPE: its idempotency key holds a string) answers its own error, a
+// reply of Redis as a single Spend's would be, and the Spends around it
+// keep theirs, each seeing the writes of the one before.
+func TestBatchSpendFails(t *testing.T) {
+	for name, rdb := range servers(t) {
+		t.Run(name, func(t *testing.T) {
+			e := &env{t: t, b: redisBackend(name, rdb), now: time.UnixMilli(1_700_000_000_000), tenant: "wrongtype"}
+			bad := e.ask("bob", "k1")
+			e.b.set(t, bad.Idem, "not a hash", time.Minute)
+			_, single := e.b.Spend(ctx, e.now, bad, inFlight)
+			got := e.batch(e.ask("alice", "k1"), bad, e.ask("alice", "k2"))
+			var re redis.Error
+			if !errors.Is(got[1].Err, quota.ErrUnavailable) || !errors.As(got[1].Err, &re) || !strings.Contains(got[1].Err.Error(), "WRONGTYPE") {
+				t.Errorf("the failing spend: %+v", got[1])
+			}
+			if !errors.As(single, &re) {
+				t.Errorf("the same spend alone: %v, want a reply of Redis", single)
+			}
+			if got[0].Decision.Outcome != quota.Allowed || got[2].Decision.Outcome != quota.Allowed || got[2].Decision.Result.Remaining != 28 {
+				t.Errorf("the spends around it: %+v, %+v", got[0], got[2])
+			}
+		})
+	}
+}
+
 // TestRefusals: calls no script could run safely are refused alike by the
 // Store and the Twin, before anything is touched, and are not
 // ErrUnavailable: no retry fixes them.
@@ -892,4 +985,228 @@ func TestClock(t *testing.T) {
 	if u := c.Until(deadline); u.IsZero() {
 		t.Error("a failed Sync dropped the estimate")
 	}
+}
+
+// scarce is a tenant bucket that does not refill while a test runs.
+var scarce = bucket.Limit{Capacity: 40, Rate: 0.001}
+
+// coalesceAsk is caller i of tenant tn: a user of its own and the scarce
+// tenant bucket.
+func coalesceAsk(tn string, i int) quota.Ask {
+	sub := keys.UserSubject(fmt.Sprintf("u%d", i))
+	return quota.Ask{
+		Tenant: tn, Idem: keys.Idempotency(tn, sub, "k"), Fingerprint: "fp", Nonce: fmt.Sprintf("n%d", i),
+		Buckets: []bucket.Bucket{{Key: keys.Bucket(tn, sub), Limit: userLimit}, {Key: keys.TenantBucket(tn), Limit: scarce}},
+	}
+}
+
+// TestCoalescerConcurrent: 200 callers over 3 tenants at once, each of a
+// user of its own, all on a tenant bucket of 40: exactly 40 allowed per
+// tenant, the rest denied, as sequential Spends would give, the tenant
+// buckets empty and an in-flight mark for each allowed spend alone — and
+// the calls carried several Spends each. Some callers send their request
+// twice (another nonce): exactly one of the two is allowed or denied, the
+// other pending or denied as sequence dictates.
+func TestCoalescerConcurrent(t *testing.T) {
+	rdb := startRedis(t)
+	c := quota.NewCoalescer(quota.New(rdb), 0, 0)
+	tenants := []string{"co-a", "co-b", "co-c"}
+	now := time.UnixMilli(1_700_000_000_000)
+	const callers = 200
+	type answer struct {
+		tn  string
+		a   quota.Ask
+		d   quota.Decision
+		err error
+	}
+	out := make(chan answer, callers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			tn := tenants[i%len(tenants)]
+			a := coalesceAsk(tn, i)
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			a.Until = time.Now().Add(time.Hour)
+			<-start
+			d, err := c.Spend(cctx, now, a, inFlight)
+			out <- answer{tn, a, d, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(out)
+	allowed := map[string]int{}
+	st := redisBackend("redis", rdb)
+	for r := range out {
+		if r.err != nil {
+			t.Fatalf("%s: %v", r.a.Idem, r.err)
+		}
+		rec := st.get(t, r.a.Idem)[0]
+		switch r.d.Outcome {
+		case quota.Allowed:
+			allowed[r.tn]++
+			if rec.hash["nonce"] != r.a.Nonce {
+				t.Errorf("allowed %s holds %+v", r.a.Idem, rec)
+			}
+		case quota.Denied:
+			if rec.ok || r.d.Result.Blocked != 1 {
+				t.Errorf("denied %s: %+v, record %+v", r.a.Idem, r.d, rec)
+			}
+		default:
+			t.Errorf("%s: %+v", r.a.Idem, r.d)
+		}
+	}
+	for _, tn := range tenants {
+		if allowed[tn] != int(scarce.Capacity) {
+			t.Errorf("tenant %s: %d allowed, want %v", tn, allowed[tn], scarce.Capacity)
+		}
+		if got := st.get(t, keys.TenantBucket(tn))[0].hash["t"]; got != "0.000000" {
+			t.Errorf("tenant %s's bucket holds %q", tn, got)
+		}
+	}
+	calls, spends := c.Stats()
+	t.Logf("%d spends in %d calls", spends, calls)
+	if spends != callers || calls >= spends {
+		t.Errorf("%d spends in %d calls: nothing was gathered", spends, calls)
+	}
+}
+
+// TestCoalescerSameKey: concurrent callers sending the same request (one
+// key, one fingerprint, nonces of their own): exactly one is allowed, the
+// others pending, one token spent.
+func TestCoalescerSameKey(t *testing.T) {
+	rdb := startRedis(t)
+	c := quota.NewCoalescer(quota.New(rdb), time.Millisecond, 8)
+	now := time.UnixMilli(1_700_000_000_000)
+	var mu sync.Mutex
+	got := map[quota.Outcome]int{}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			a := coalesceAsk("same", 0)
+			a.Nonce = fmt.Sprintf("n%d", i)
+			d, err := c.Spend(ctx, now, a, inFlight)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			got[d.Outcome]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if got[quota.Allowed] != 1 || got[quota.Pending] != 49 {
+		t.Errorf("outcomes %v, want 1 allowed and 49 pending", got)
+	}
+	if tok := redisBackend("redis", rdb).get(t, keys.TenantBucket("same"))[0].hash["t"]; tok != "39.000000" {
+		t.Errorf("tenant bucket holds %q, want 39", tok)
+	}
+}
+
+// TestCoalescerGaveUp: a caller whose ctx ended before its Spend left is
+// not sent, and answers an ErrUnavailable wrapping its ctx's error.
+func TestCoalescerGaveUp(t *testing.T) {
+	rdb := startRedis(t)
+	c := quota.NewCoalescer(quota.New(rdb), 0, 0)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	a := coalesceAsk("gone", 1)
+	if _, err := c.Spend(cctx, time.Now(), a, inFlight); !errors.Is(err, quota.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("spend with its ctx done: %v", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := rdb.Exists(ctx, a.Idem, keys.TenantBucket("gone")).Val(); n != 0 {
+		t.Errorf("a spend given up before it left touched %d keys", n)
+	}
+	if _, err := c.Spend(ctx, time.Now(), quota.Ask{Tenant: "gone"}, inFlight); err == nil || errors.Is(err, quota.ErrUnavailable) {
+		t.Errorf("an invalid ask: %v, want a refusal", err)
+	}
+}
+
+// TestCoalescerRedisStalled: with Redis paused, every caller fails by its
+// own deadline with an error that says its Spend may still run (no reply,
+// no dial error), none hangs; when Redis resumes, the Spends it then runs
+// are late and take nothing. With Redis stopped, every caller fails too.
+func TestCoalescerRedisStalled(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, PoolSize: 8})
+	defer rdb.Close()
+	c := quota.NewCoalescer(quota.New(rdb), 0, 0)
+	run := func(name string, tenants int) []error {
+		const callers = 60
+		errs := make([]error, callers)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range callers {
+			wg.Go(func() {
+				cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+				defer cancel()
+				a := coalesceAsk(fmt.Sprintf("%s-%d", name, i%tenants), i)
+				dl, _ := cctx.Deadline()
+				a.Until = dl
+				_, errs[i] = c.Spend(cctx, time.Now(), a, inFlight)
+			})
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: callers still waiting after 5s", name)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s: callers took %v", name, d)
+		}
+		for i, err := range errs {
+			if !errors.Is(err, quota.ErrUnavailable) || !errors.Is(err, bucket.ErrUnavailable) {
+				t.Errorf("%s: caller %d: %v, want ErrUnavailable", name, i, err)
+			}
+		}
+		return errs
+	}
+	// Warm the pool so that the stalled spends are written, not dialled.
+	if _, err := c.Spend(ctx, time.Now(), coalesceAsk("warm", 0), inFlight); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	stopped(t, srv)
+	for i, err := range run("paused", 3) {
+		var re redis.Error
+		if errors.As(err, &re) {
+			t.Errorf("paused: caller %d: %v is a reply of Redis", i, err)
+		}
+	}
+	srv.Resume()
+	time.Sleep(100 * time.Millisecond)
+	for i := range 3 {
+		if k := keys.TenantBucket(fmt.Sprintf("paused-%d", i)); rdb.Exists(ctx, k).Val() != 0 {
+			t.Errorf("a stalled spend ran after its Until: %s holds %v", k, rdb.HGetAll(ctx, k).Val())
+		}
+	}
+	srv.Stop()
+	run("stopped", 3)
+	srv.Start()
+	if d, err := c.Spend(ctx, time.Now(), coalesceAsk("again", 0), inFlight); err != nil || d.Outcome != quota.Allowed {
+		t.Errorf("after restart: %+v %v", d, err)
+	}
+}
+
+// stopped waits until the kernel has stopped srv (SIGSTOP is delivered
+// asynchronously), so that no Spend sent next slips through.
+func stopped(t *testing.T, srv *testenv.Redis) {
+	t.Helper()
+	t.Cleanup(srv.Resume)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", srv.PID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// pid (comm) state …: the state follows the last ')'.
+		if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 0 && f[0] == "T" {
+			return
+		}
+	}
+	t.Fatal("redis-server did not stop")
 }

@@ -50,30 +50,35 @@ func (t *Twin) Spend(_ context.Context, now time.Time, a Ask, inFlight time.Dura
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.spend(now, a, inFlight), nil
+}
+
+// spend is spend_fn.lua's spend(), under t.mu.
+func (t *Twin) spend(now time.Time, a Ask, inFlight time.Duration) Decision {
 	if !a.Until.IsZero() && t.clock().UnixMilli() > a.Until.UnixMilli() {
-		return Decision{Outcome: Late}, nil
+		return Decision{Outcome: Late}
 	}
 	switch state, ok := t.field(a.Idem, "state"); {
 	case state == "cancelled":
 		if t.cancelled(a.Idem, a.Nonce) {
-			return Decision{Outcome: Cancelled}, nil
+			return Decision{Outcome: Cancelled}
 		}
 	case ok:
 		if fp, ok := t.field(a.Idem, "fp"); !ok || fp != a.Fingerprint {
-			return Decision{Outcome: Reused}, nil
+			return Decision{Outcome: Reused}
 		}
 		if state == "done" {
 			body, _ := t.field(a.Idem, "body")
-			return replayed(body), nil
+			return replayed(body)
 		}
-		return Decision{Outcome: Pending}, nil
+		return Decision{Outcome: Pending}
 	}
 	res := bucket.Step(now, 1, a.Buckets, t.loadBucket, t.saveBucket)
 	if res.Allowed {
 		delete(t.keys, a.Idem)
 		t.hset(a.Idem, inFlight, "state", "pending", "fp", a.Fingerprint, "nonce", a.Nonce)
 	}
-	return decided(res), nil
+	return decided(res)
 }
 
 // Undo is Store.Undo.

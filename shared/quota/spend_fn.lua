@@ -1,0 +1,50 @@
+-- One Spend (SPEC §2 step 2) as a function, composed after the bucket core
+-- and nonces.lua: the idempotency check, the all-or-nothing spend and the
+-- in-flight mark are one atomic step. spend.lua calls it once, spend_many.lua
+-- once per spend of a batch, in order.
+--
+-- keys[k0] idempotency record (hash: state = pending|done|cancelled, fp,
+-- nonce, body; see cancel.lua for a cancelled one), keys[k0+1 .. k0+n] the
+-- buckets: the caller's, the tenant's, and for an anonymous caller the
+-- tenant's anonymous_all bucket (2 or 3 of them).
+-- argv[a0] request fingerprint, argv[a0+1] request nonce, argv[a0+2]
+-- in-flight TTL (ms), argv[a0+3] the last Redis time (unix ms) at which this
+-- Spend may run, 0 for no limit, argv[a0+4 ..] the core's arguments
+-- (bucket.Args) for a cost of 1. clock() is Redis's time in unix ms; it is
+-- called only for a Spend with a limit.
+-- Returns {'late'} | {'replay', body} | {'reused'} | {'pending'} |
+-- {'cancelled'} | the core's reply.
+local function spend(keys, k0, n, argv, a0, clock)
+  local last = tonumber(argv[a0 + 3])
+  -- Ran after its caller gave up (a stalled Redis running what sat in its
+  -- sockets): touch nothing.
+  if last > 0 and clock() > last then
+    return {'late'}
+  end
+  local idem = keys[k0]
+  local rec = redis.call('HMGET', idem, 'state', 'fp', 'body', 'nonce')
+  if rec[1] == 'cancelled' then
+    -- This very request was cancelled (its signer answered 503 and gave up
+    -- on it) before this call ran: spend nothing. Any other request passes, as
+    -- if the key were free: a tombstone never blocks a client's retry.
+    if holds(rec[4], argv[a0 + 1]) then return {'cancelled'} end
+  elseif rec[1] then
+    if rec[2] ~= argv[a0] then return {'reused'} end
+    if rec[1] == 'done' then return {'replay', rec[3]} end
+    return {'pending'}
+  end
+  local r = take(keys, k0 + 1, n, argv, a0 + 4)
+  if r[1] == 1 then
+    redis.call('DEL', idem)
+    redis.call('HSET', idem, 'state', 'pending', 'fp', argv[a0], 'nonce', argv[a0 + 1])
+    redis.call('PEXPIRE', idem, argv[a0 + 2])
+  end
+  return r
+end
+
+-- redisMillis is Redis's clock (TIME) in unix ms. TIME is allowed in
+-- scripts since Redis 5 replicates their effects, not the scripts.
+local function redisMillis()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
