@@ -16,6 +16,7 @@ type settings struct {
 	TiersFile string         // MINTGATE_TENANT_TIERS_FILE: more overrides, re-read while running
 	Grace     time.Duration
 	Secret    []byte // MINTGATE_GRANT_SECRET: only batches it verifies are applied
+	Previous  []byte // MINTGATE_GRANT_SECRET_PREVIOUS: also verifies, during a rotation
 }
 
 // defaultHTTPAddr is where the sweeper listens without MINTGATE_HTTP_ADDR.
@@ -34,6 +35,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		Grace:     e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
 		Secret:    e.GrantSecret(),
 	}
+	s.Previous = e.PreviousGrantSecret(s.Secret)
 	if _, _, err := net.SplitHostPort(s.HTTPAddr); err != nil {
 		e.Fail("MINTGATE_HTTP_ADDR", "%q is not host:port (such as :8082)", s.HTTPAddr)
 	}

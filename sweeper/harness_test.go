@@ -104,7 +104,13 @@ type instance struct {
 // start runs a sweeper and waits until it answers /healthz.
 func (s *stack) start() *instance {
 	s.t.Helper()
-	getenv := s.env(nil)
+	return s.startWith(nil)
+}
+
+// startWith is start with the variables of extra on top of the stack's.
+func (s *stack) startWith(extra map[string]string) *instance {
+	s.t.Helper()
+	getenv := s.env(extra)
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{addr: getenv("MINTGATE_HTTP_ADDR"), cancel: cancel, done: make(chan error, 1), logs: &testenv.Buffer{}}
 	go func() { in.done <- run(ctx, []string{"sweeper"}, getenv, in.logs) }()

@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	dialCtx, dialCancel := context.WithTimeout(ctx, 10*time.Second)
-	ledger, err := grant.Dial(dialCtx, cfg.NATS.URL, grant.LedgerConfig{Grace: cfg.Grace, Secret: cfg.Secret}, natsOpts...)
+	ledger, err := grant.Dial(dialCtx, cfg.NATS.URL, grant.LedgerConfig{Grace: cfg.Grace, Secret: cfg.Secret, PreviousSecret: cfg.Previous}, natsOpts...)
 	dialCancel()
 	if err != nil {
 		return fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)

@@ -287,16 +287,31 @@ func TestBadConfigNamesTheVariable(t *testing.T) {
 		"MINTGATE_REDIS_URL":     "http://x",
 		"MINTGATE_REDIS_TIMEOUT": "-1s",
 		"MINTGATE_GRANT_SECRET":  "31-bytes-is-one-byte-too-short!",
+		// Checked with a valid current secret below.
+		"MINTGATE_GRANT_SECRET_PREVIOUS": "31-bytes-is-one-byte-too-short!",
 	} {
 		err := run(context.Background(), []string{"sweeper"}, func(k string) string {
-			if k == name {
+			switch k {
+			case name:
 				return val
+			case "MINTGATE_GRANT_SECRET":
+				return testenv.GrantSecret
 			}
 			return ""
 		}, &testenv.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%q: %v; want an error naming it", name, val, err)
 		}
+	}
+	// The previous secret may not be the current one.
+	err := run(context.Background(), []string{"sweeper"}, func(k string) string {
+		if k == "MINTGATE_GRANT_SECRET" || k == "MINTGATE_GRANT_SECRET_PREVIOUS" {
+			return testenv.GrantSecret
+		}
+		return ""
+	}, &testenv.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "MINTGATE_GRANT_SECRET_PREVIOUS") {
+		t.Errorf("the previous secret equal to the current: %v; want an error naming it", err)
 	}
 }
 
@@ -406,5 +421,39 @@ func TestAnonymousGrantIsRefundedIntoAnonymousAll(t *testing.T) {
 	}
 	if got := floor(s.tokens(keys.Bucket(tenant, "a:hash"))); got != 1 {
 		t.Errorf("caller's anonymous bucket holds %v, want 1", got)
+	}
+}
+
+// A rotation of MINTGATE_GRANT_SECRET: sweepers on the new key with the old
+// one as MINTGATE_GRANT_SECRET_PREVIOUS apply the batches the signers
+// sealed with the old key before they rolled; without it they would
+// terminate them as forged and those refunds would be lost.
+func TestGrantSecretRotation(t *testing.T) {
+	const next = "the-next-grant-secret-of-at-least-32-bytes"
+	for _, c := range []struct {
+		name     string
+		previous string
+		refunds  float64
+		forged   float64
+	}{
+		{"with the previous key", testenv.GrantSecret, 1, 0},
+		{"without it", "", 0, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newStack(t, false)
+			sw := s.startWith(map[string]string{"MINTGATE_GRANT_SECRET": next, "MINTGATE_GRANT_SECRET_PREVIOUS": c.previous})
+			user := keys.Bucket(tenant, "u:rota")
+			s.setTokens(user, 0)
+			s.record(newGrant("sealed-old", config.TierUser, "u:rota", time.Now())) // s.ledger seals with the old key
+			waitFor(t, 15*time.Second, "the old batch handled", func() bool {
+				return sw.metric(t, "mintgate_sweeper_refunds_total")+sw.metric(t, "mintgate_sweeper_forged_total") == 1
+			})
+			if got := sw.metric(t, "mintgate_sweeper_refunds_total"); got != c.refunds {
+				t.Errorf("refunds %v, want %v", got, c.refunds)
+			}
+			if got := sw.metric(t, "mintgate_sweeper_forged_total"); got != c.forged {
+				t.Errorf("forged %v, want %v", got, c.forged)
+			}
+		})
 	}
 }

@@ -368,7 +368,7 @@ func (c *consumeLoop) work() {
 
 func (c *consumeLoop) deliver(m jetstream.Msg) {
 	n := attempt(m)
-	b, err := Unseal(c.l.cfg.Secret, m.Data())
+	b, err := UnsealAny(m.Data(), c.l.cfg.Secret, c.l.cfg.PreviousSecret)
 	if errors.Is(err, ErrForged) {
 		c.o.log.Error("due message not sealed with our secret; terminated unapplied", "subject", m.Subject(), "attempt", n, "err", err, "bytes", len(m.Data()))
 		_ = m.TermWithReason("forged")

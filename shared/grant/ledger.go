@@ -67,6 +67,11 @@ type LedgerConfig struct {
 	// Secret keys the MAC every batch carries (MINTGATE_GRANT_SECRET, at
 	// least MinSecretLen bytes): sweepers apply only batches it verifies.
 	Secret []byte
+	// PreviousSecret, when set, is also accepted when a batch is verified,
+	// never used to seal: the window of a rotation of Secret
+	// (MINTGATE_GRANT_SECRET_PREVIOUS), while batches sealed with the old
+	// key are still pending.
+	PreviousSecret []byte
 	// Window is the longest a grant waits for company while an earlier
 	// batch is in flight (default 1ms); MaxBatch caps the grants of one
 	// message (default 256); MaxInFlight caps the publishes awaiting their

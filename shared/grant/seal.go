@@ -48,13 +48,23 @@ func Seal(secret []byte, b Batch) ([]byte, error) {
 // Unseal verifies and decodes a message Seal made. A message it cannot
 // verify wraps ErrForged; a verified one that does not decode wraps
 // ErrMalformed (a signer's bug, never an attacker's).
-func Unseal(secret []byte, data []byte) (Batch, error) {
+func Unseal(secret []byte, data []byte) (Batch, error) { return UnsealAny(data, secret) }
+
+// UnsealAny is Unseal under any of secrets (a rotation's window: the new
+// key and the previous one); empty secrets are skipped.
+func UnsealAny(data []byte, secrets ...[]byte) (Batch, error) {
 	var env envelope
 	if err := json.Unmarshal(data, &env); err != nil || env.V != sealVersion || env.MAC == "" || len(env.Batch) == 0 {
 		return Batch{}, fmt.Errorf("%w: not a sealed v%d batch", ErrForged, sealVersion)
 	}
-	want := mac(secret, env.Batch)
-	if !hmac.Equal([]byte(env.MAC), []byte(want)) {
+	verified := false
+	for _, secret := range secrets {
+		if len(secret) > 0 && hmac.Equal([]byte(env.MAC), []byte(mac(secret, env.Batch))) {
+			verified = true
+			break
+		}
+	}
+	if !verified {
 		return Batch{}, fmt.Errorf("%w: MAC mismatch", ErrForged)
 	}
 	var b Batch
