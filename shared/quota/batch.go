@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Spending is one Spend of a batch: Store.Spend's arguments.
@@ -34,11 +36,8 @@ type Spent struct {
 // any, all or none of the Spends may have run, exactly as for a single
 // Spend that failed so.
 func (s *Store) SpendBatch(ctx context.Context, ss []Spending) ([]Spent, error) {
-	if err := checkBatch(ss); err != nil {
+	if err := checkBatch(ss); err != nil || len(ss) == 0 {
 		return nil, err
-	}
-	if len(ss) == 0 {
-		return nil, nil
 	}
 	var (
 		ks   []string
@@ -48,12 +47,9 @@ func (s *Store) SpendBatch(ctx context.Context, ss []Spending) ([]Spent, error) 
 		ks = append(append(ks, sp.Ask.Idem), bucketKeys(sp.Ask.Buckets)...)
 		args = spendArgs(append(args, len(sp.Ask.Buckets)), sp.Now, sp.Ask, sp.InFlight)
 	}
-	vals, err := s.spendMany.Run(ctx, s.rdb, ks, args...).Slice()
+	vals, err := s.runMany(ctx, s.spendMany, "spend", len(ss), ks, args)
 	if err != nil {
-		return nil, unavailable("spend", err)
-	}
-	if len(vals) != len(ss) {
-		return nil, fmt.Errorf("%w: spend batch of %d replied %d answers", ErrUnavailable, len(ss), len(vals))
+		return nil, err
 	}
 	out := make([]Spent, len(ss))
 	for i, v := range vals {
@@ -61,14 +57,36 @@ func (s *Store) SpendBatch(ctx context.Context, ss []Spending) ([]Spent, error) 
 		if !ok {
 			return nil, fmt.Errorf("%w: spend batch answer %d is %T", ErrUnavailable, i, v)
 		}
-		if len(r) == 2 && r[0] == "error" {
-			msg, _ := r[1].(string)
-			out[i].Err = unavailable("spend", scriptError(msg))
+		if err, failed := failedInBatch("spend", r); failed {
+			out[i].Err = err
 			continue
 		}
 		out[i].Decision, out[i].Err = parseSpend(r)
 	}
 	return out, nil
+}
+
+// runMany runs a batch script of n requests of op and returns its n
+// answers; an error is ErrUnavailable for the whole call.
+func (s *Store) runMany(ctx context.Context, script *redis.Script, op string, n int, ks []string, args []any) ([]any, error) {
+	vals, err := script.Run(ctx, s.rdb, ks, args...).Slice()
+	if err != nil {
+		return nil, unavailable(op, err)
+	}
+	if len(vals) != n {
+		return nil, fmt.Errorf("%w: %s batch of %d replied %d answers", ErrUnavailable, op, n, len(vals))
+	}
+	return vals, nil
+}
+
+// failedInBatch tells a batch script's {'error', message} answer, that of
+// one request whose commands failed, and makes it that request's error.
+func failedInBatch(op string, r []any) (error, bool) {
+	if len(r) != 2 || r[0] != "error" {
+		return nil, false
+	}
+	msg, _ := r[1].(string)
+	return unavailable(op, scriptError(msg)), true
 }
 
 // scriptError is the failure of one Spend's commands in a batch: Redis
@@ -101,12 +119,22 @@ func (t *Twin) SpendBatch(_ context.Context, ss []Spending) ([]Spent, error) {
 }
 
 func checkBatch(ss []Spending) error {
-	for i, sp := range ss {
-		if err := checkSpend(sp.Ask, sp.InFlight); err != nil {
-			return fmt.Errorf("spend %d: %w", i, err)
+	return checkEach("spend", ss, func(sp Spending) (string, error) { return sp.Ask.Tenant, checkSpend(sp.Ask, sp.InFlight) })
+}
+
+// checkEach refuses a batch of op with a request check refuses, or with
+// requests of several tenants.
+func checkEach[Q any](op string, qs []Q, check func(Q) (tenant string, err error)) error {
+	first := ""
+	for i, q := range qs {
+		tn, err := check(q)
+		if err != nil {
+			return fmt.Errorf("%s %d: %w", op, i, err)
 		}
-		if i > 0 && sp.Ask.Tenant != ss[0].Ask.Tenant {
-			return errors.New("quota: a spend batch holds tenants " + ss[0].Ask.Tenant + " and " + sp.Ask.Tenant)
+		if i == 0 {
+			first = tn
+		} else if tn != first {
+			return errors.New("quota: a " + op + " batch holds tenants " + first + " and " + tn)
 		}
 	}
 	return nil

@@ -129,6 +129,13 @@ func (w *world) batch(now time.Time) []quota.Spending {
 	return ss
 }
 
+// finished is what a's Finish stores: a grant of the world's, a body of
+// its own.
+func (w *world) finished(a quota.Ask, now time.Time) quota.Finished {
+	return quota.Finished{URLID: w.urlID(), Subject: "s" + a.Fingerprint, Body: fmt.Appendf(nil, `{"n":%d}`, w.r.IntN(100)),
+		ExpiresAt: now.Add(2 * time.Minute), RecordTTL: 2 * time.Minute, GrantTTL: time.Hour}
+}
+
 func (w *world) due() quota.Due {
 	tn := w.tenant()
 	return quota.Due{Tenant: tn, URLID: w.urlID(), Buckets: w.buckets(tn, w.subjects[w.r.IntN(len(w.subjects))])}
@@ -166,8 +173,9 @@ func bucketKeys(bs []bucket.Bucket) []string {
 }
 
 // TestDifferential feeds the scripts and the Twin the same random
-// sequences — spends, cancels (before their spend, after it, of another
-// request's record, twice), undos, finishes, retries with other nonces,
+// sequences — spends and spend batches, cancels (before their spend, after
+// it, of another request's record, twice), undos, finishes and finish
+// batches (repeats and tombstones among them), retries with other nonces,
 // refund batches with repeats and shared buckets, done markers set in
 // between, script caches flushed, the caller's clock moving back and forth
 // — and requires every reply and the stored state of every key touched
@@ -235,10 +243,23 @@ func differ(t *testing.T, lua backend, seq int) {
 			both(func(b backend) (any, error) { return b.Undo(ctx, now, a, id) })
 		case p < 63:
 			a := w.ask()
-			f := quota.Finished{URLID: w.urlID(), Subject: "s" + a.Fingerprint, Body: fmt.Appendf(nil, `{"n":%d}`, r.IntN(100)),
-				ExpiresAt: now.Add(2 * time.Minute), RecordTTL: 2 * time.Minute, GrantTTL: time.Hour}
+			f := w.finished(a, now)
 			what, touched = "finish "+request(a)+" "+f.URLID, []string{a.Idem, keys.Grant(a.Tenant, f.URLID)}
 			both(func(b backend) (any, error) { return nil, b.Finish(ctx, a, f) })
+		case p < 68:
+			tn := w.tenant()
+			fs := make([]quota.Finishing, 1+r.IntN(8))
+			what = fmt.Sprintf("finish batch of %d in %s", len(fs), tn)
+			for i := range fs {
+				a := w.ask()
+				for a.Tenant != tn {
+					a = w.ask()
+				}
+				fs[i] = quota.Finishing{Ask: a, Finished: w.finished(a, now)}
+				what += "; " + request(a) + " " + fs[i].Finished.URLID
+				touched = append(touched, a.Idem, keys.Grant(tn, fs[i].Finished.URLID))
+			}
+			both(func(b backend) (any, error) { return b.FinishBatch(ctx, fs) })
 		case p < 80:
 			ds := make([]quota.Due, 1+r.IntN(6))
 			for i := range ds {

@@ -51,8 +51,12 @@ var (
 	undoEntry string
 	//go:embed cancel.lua
 	cancelEntry string
+	//go:embed finish_fn.lua
+	finishFn string
 	//go:embed finish.lua
-	finishSrc string
+	finishEntry string
+	//go:embed finish_many.lua
+	finishManyEntry string
 	//go:embed refund.lua
 	refundEntry string
 )
@@ -182,7 +186,7 @@ func status(done, refunded bool, expiresAt, subject string) Status {
 type Store struct {
 	rdb                                 redis.UniversalClient
 	spend, undo, finish, refund, cancel *redis.Script
-	spendMany                           *redis.Script
+	spendMany, finishMany               *redis.Script
 }
 
 // New returns a Store on rdb, a *redis.Client or a *redis.ClusterClient.
@@ -191,11 +195,12 @@ func New(rdb redis.UniversalClient) *Store {
 		rdb:    rdb,
 		spend:  bucket.NewScript(noncesSrc + "\n" + spendFn + "\n" + spendEntry),
 		undo:   bucket.NewScript(undoEntry),
-		finish: redis.NewScript(finishSrc),
+		finish: redis.NewScript(finishFn + "\n" + finishEntry),
 		refund: bucket.NewScript(refundEntry),
 		cancel: bucket.NewScript(noncesSrc + "\n" + cancelEntry),
 
-		spendMany: bucket.NewScript(noncesSrc + "\n" + spendFn + "\n" + spendManyEntry),
+		spendMany:  bucket.NewScript(noncesSrc + "\n" + spendFn + "\n" + spendManyEntry),
+		finishMany: redis.NewScript(finishFn + "\n" + finishManyEntry),
 	}
 }
 
@@ -282,8 +287,7 @@ func (s *Store) Finish(ctx context.Context, a Ask, f Finished) error {
 	if err := checkFinish(a, f); err != nil {
 		return err
 	}
-	ks := []string{a.Idem, keys.Grant(a.Tenant, f.URLID)}
-	args := []any{a.Fingerprint, a.Nonce, f.Body, f.RecordTTL.Milliseconds(), f.ExpiresAt.UnixMilli(), f.Subject, f.GrantTTL.Milliseconds()}
+	ks, args := finishArgs(nil, nil, a, f)
 	if err := s.finish.Run(ctx, s.rdb, ks, args...).Err(); err != nil {
 		return unavailable("finish", err)
 	}

@@ -107,11 +107,14 @@ func (e *env) undo(a quota.Ask, urlID string) bool {
 	return ok
 }
 
+func (e *env) finished(urlID, body string) quota.Finished {
+	return quota.Finished{URLID: urlID, Subject: "u:alice", Body: []byte(body), ExpiresAt: e.now.Add(2 * time.Minute),
+		RecordTTL: 2 * time.Minute, GrantTTL: time.Hour}
+}
+
 func (e *env) finish(a quota.Ask, urlID, body string) {
 	e.t.Helper()
-	f := quota.Finished{URLID: urlID, Subject: "u:alice", Body: []byte(body), ExpiresAt: e.now.Add(2 * time.Minute),
-		RecordTTL: 2 * time.Minute, GrantTTL: time.Hour}
-	if err := e.b.Finish(ctx, a, f); err != nil {
+	if err := e.b.Finish(ctx, a, e.finished(urlID, body)); err != nil {
 		e.t.Fatalf("finish %s: %v", urlID, err)
 	}
 }
@@ -601,6 +604,46 @@ var cases = []struct {
 		}
 	}},
 
+	{"finish", "a batch: each record done with its own body, a tombstone left as it is, every grant record written", func(e *env) {
+		a, b, c := e.ask("alice", "k1"), e.ask("alice", "k2"), e.ask("bob", "k1")
+		e.spend(a)
+		e.spend(c)
+		// b's in-flight mark expired and a retry of it was cancelled.
+		e.cancel(retry(b, "n:retry"))
+		fs := []quota.Finishing{
+			{Ask: a, Finished: e.finished("u1", `{"u":1}`)},
+			{Ask: b, Finished: e.finished("u2", `{"u":2}`)},
+			{Ask: c, Finished: e.finished("u3", `{"u":3}`)},
+			{Ask: a, Finished: e.finished("u1", `{"u":1}`)}, // a retried Finish: the same write again
+		}
+		got, err := e.b.FinishBatch(ctx, fs)
+		if err != nil || len(got) != len(fs) {
+			e.t.Fatalf("finish batch: %v %v", got, err)
+		}
+		for i, err := range got {
+			if err != nil {
+				e.t.Errorf("finish %d: %v", i, err)
+			}
+		}
+		e.wantRecord(a.Idem, map[string]string{"state": "done", "fp": a.Fingerprint, "nonce": a.Nonce, "body": `{"u":1}`}, 2*time.Minute)
+		e.wantRecord(b.Idem, tombstone("n:retry", ""), quota.CancelTTL)
+		e.wantRecord(c.Idem, map[string]string{"state": "done", "fp": c.Fingerprint, "nonce": c.Nonce, "body": `{"u":3}`}, 2*time.Minute)
+		for _, id := range []string{"u1", "u2", "u3"} {
+			if s := e.status(id); !s.Found {
+				e.t.Errorf("grant record %s not written: %+v", id, s)
+			}
+		}
+		if d := e.spend(retry(a, "n:again")); d.Outcome != quota.Replay || string(d.Body) != `{"u":1}` {
+			e.t.Errorf("replay: %+v", d)
+		}
+		if d := e.spend(retry(b, "n:retry")); d.Outcome != quota.Cancelled {
+			e.t.Errorf("late spend: %+v", d)
+		}
+		if got, err := e.b.FinishBatch(ctx, nil); err != nil || len(got) != 0 {
+			e.t.Fatalf("empty batch: %v %v", got, err)
+		}
+	}},
+
 	{"refund", "capped by the issuing tier", func(e *env) {
 		a := e.ask("alice", "k1")
 		e.wantOutcomes(e.refund(due(a, "u1")), quota.Refunded)
@@ -823,23 +866,32 @@ func TestRedisDown(t *testing.T) {
 // reply of Redis as a single Spend's would be, and the Spends around it
 // keep theirs, each seeing the writes of the one before.
 func TestBatchSpendFails(t *testing.T) {
+	onWrongType(t, "wrongtype", func(t *testing.T, e *env, bad quota.Ask) {
+		_, single := e.b.Spend(ctx, e.now, bad, inFlight)
+		got := e.batch(e.ask("alice", "k1"), bad, e.ask("alice", "k2"))
+		var re redis.Error
+		if !errors.Is(got[1].Err, quota.ErrUnavailable) || !errors.As(got[1].Err, &re) || !strings.Contains(got[1].Err.Error(), "WRONGTYPE") {
+			t.Errorf("the failing spend: %+v", got[1])
+		}
+		if !errors.As(single, &re) {
+			t.Errorf("the same spend alone: %v, want a reply of Redis", single)
+		}
+		if got[0].Decision.Outcome != quota.Allowed || got[2].Decision.Outcome != quota.Allowed || got[2].Decision.Result.Remaining != 28 {
+			t.Errorf("the spends around it: %+v, %+v", got[0], got[2])
+		}
+	})
+}
+
+// onWrongType runs check on every server with an env of tenant and a
+// request bad whose idempotency key holds a string, so that its script's
+// commands fail with WRONGTYPE.
+func onWrongType(t *testing.T, tenant string, check func(t *testing.T, e *env, bad quota.Ask)) {
 	for name, rdb := range servers(t) {
 		t.Run(name, func(t *testing.T) {
-			e := &env{t: t, b: redisBackend(name, rdb), now: time.UnixMilli(1_700_000_000_000), tenant: "wrongtype"}
+			e := &env{t: t, b: redisBackend(name, rdb), now: time.UnixMilli(1_700_000_000_000), tenant: tenant}
 			bad := e.ask("bob", "k1")
 			e.b.set(t, bad.Idem, "not a hash", time.Minute)
-			_, single := e.b.Spend(ctx, e.now, bad, inFlight)
-			got := e.batch(e.ask("alice", "k1"), bad, e.ask("alice", "k2"))
-			var re redis.Error
-			if !errors.Is(got[1].Err, quota.ErrUnavailable) || !errors.As(got[1].Err, &re) || !strings.Contains(got[1].Err.Error(), "WRONGTYPE") {
-				t.Errorf("the failing spend: %+v", got[1])
-			}
-			if !errors.As(single, &re) {
-				t.Errorf("the same spend alone: %v, want a reply of Redis", single)
-			}
-			if got[0].Decision.Outcome != quota.Allowed || got[2].Decision.Outcome != quota.Allowed || got[2].Decision.Result.Remaining != 28 {
-				t.Errorf("the spends around it: %+v, %+v", got[0], got[2])
-			}
+			check(t, e, bad)
 		})
 	}
 }

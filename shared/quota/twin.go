@@ -101,10 +101,7 @@ func (t *Twin) Finish(_ context.Context, a Ask, f Finished) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if state, _ := t.field(a.Idem, "state"); state != "cancelled" {
-		t.hset(a.Idem, f.RecordTTL, "state", "done", "fp", a.Fingerprint, "nonce", a.Nonce, "body", string(f.Body))
-	}
-	t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "expiresAt", strconv.FormatInt(f.ExpiresAt.UnixMilli(), 10), "subject", f.Subject)
+	t.finish(a, f)
 	return nil
 }
 
