@@ -79,18 +79,20 @@ type decision struct {
 }
 
 // gate runs the Redis side of a sign through quota.Store, its Spends
-// gathered per tenant by a quota.Coalescer. With local set
+// gathered per tenant by a quota.Coalescer and its Finishes by a
+// quota.FinishCoalescer. With local set
 // (degraded mode) a Redis outage falls back to in-process buckets at a
 // share of the limits instead of failing closed.
 type gate struct {
-	store   *quota.Store
-	spends  *quota.Coalescer // the Spends of one tenant, in flight at once, share a script call
-	local   *bucket.Local
-	share   float64       // of every limit, for the local buckets (MINTGATE_DEGRADED_SHARE)
-	timeout time.Duration // MINTGATE_REDIS_TIMEOUT, for each call
-	metrics *metrics
-	log     *slog.Logger
-	cancels *canceller // for spends that failed here but may run on Redis (cancel.go)
+	store    *quota.Store
+	spends   *quota.Coalescer       // the Spends of one tenant, in flight at once, share a script call
+	finishes *quota.FinishCoalescer // and so do its Finishes
+	local    *bucket.Local
+	share    float64       // of every limit, for the local buckets (MINTGATE_DEGRADED_SHARE)
+	timeout  time.Duration // MINTGATE_REDIS_TIMEOUT, for each call
+	metrics  *metrics
+	log      *slog.Logger
+	cancels  *canceller // for spends that failed here but may run on Redis (cancel.go)
 
 	degradedLog sampler // the degraded-mode warning, at most once per degradedLogEvery
 
@@ -131,6 +133,7 @@ const clockSync = 10 * time.Second
 func newGate(rdb redis.UniversalClient, timeout time.Duration, share float64, m *metrics, log *slog.Logger) *gate {
 	g := &gate{store: quota.New(rdb), timeout: timeout, metrics: m, log: log, rdb: rdb, resync: make(chan struct{}, 1)}
 	g.spends = quota.NewCoalescer(g.store, 0, 0)
+	g.finishes = quota.NewFinishCoalescer(g.store, 0, 0)
 	g.until = g.clock.Until
 	if share > 0 {
 		g.local, g.share = bucket.NewLocal(), share
@@ -283,7 +286,9 @@ func (g *gate) cancel(ctx context.Context, now time.Time, a quota.Ask) (refunded
 const finishAttempts = 3
 
 // finish stores the completed idempotency record with the 201 body and the
-// grant record, in one step, retrying a failed write a few times.
+// grant record, in one step, shared with the tenant's concurrent Finishes
+// (quota.FinishCoalescer), retrying a failed write a few times: a failed
+// call fails each Finish in it, and each caller retries its own.
 func (g *gate) finish(ctx context.Context, a attempt, urlID string, body []byte, expiresAt time.Time, ttl, grace time.Duration) error {
 	f := quota.Finished{
 		URLID: urlID, Subject: a.who.Subject, Body: body, ExpiresAt: expiresAt,
@@ -298,7 +303,7 @@ func (g *gate) finish(ctx context.Context, a attempt, urlID string, body []byte,
 			case <-time.After(time.Duration(i) * 50 * time.Millisecond):
 			}
 		}
-		if err = g.call(ctx, "complete", func(ctx context.Context) error { return g.store.Finish(ctx, a.ask, f) }); err == nil {
+		if err = g.call(ctx, "complete", func(ctx context.Context) error { return g.finishes.Finish(ctx, a.ask, f) }); err == nil {
 			return nil
 		}
 	}

@@ -126,6 +126,42 @@ func TestReplayReturnsTheSameBodyAndSpendsNothing(t *testing.T) {
 	}
 }
 
+// Concurrent signs of one tenant share their completing writes
+// (quota.FinishCoalescer); each replay still answers its own 201 body.
+func TestConcurrentSignsReplayTheirOwnBodies(t *testing.T) {
+	s := start(t, newStack(t).env(t))
+	type signed struct{ tok, key, body string }
+	var (
+		mu     sync.Mutex
+		firsts []signed
+		wg     sync.WaitGroup
+	)
+	for i := range 40 {
+		wg.Go(func() {
+			tok := s.token("acme", fmt.Sprintf("u%d", i%4))
+			key := newKey()
+			r := s.sign(tok, key, pngBody)
+			if r.status != http.StatusCreated {
+				t.Errorf("sign: %d %s", r.status, r.raw)
+				return
+			}
+			mu.Lock()
+			firsts = append(firsts, signed{tok, key, string(r.raw)})
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, f := range firsts {
+		wg.Go(func() {
+			again := s.sign(f.tok, f.key, pngBody)
+			if again.status != http.StatusOK || string(again.raw) != f.body {
+				t.Errorf("replay of %s: %d %s, want %s", f.key, again.status, again.raw, f.body)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // A replay carries the RateLimit headers of what the buckets hold now,
 // read without spending: after two signs, a replay of the first says 28.
 func TestReplayCarriesTheRateLimitHeaders(t *testing.T) {
