@@ -13,6 +13,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/testenv"
 )
 
 // TestBatchFinishFails: a Finish of a batch whose commands fail (here a
@@ -105,5 +106,56 @@ func TestFinishCoalescerConcurrent(t *testing.T) {
 	t.Logf("%d finishes in %d calls", finishes, calls)
 	if finishes != callers || calls >= finishes {
 		t.Errorf("%d finishes in %d calls: nothing was gathered", finishes, calls)
+	}
+}
+
+// TestFinishCoalescerRedisDown: while Redis is down, every Finish of a
+// gathered call fails with ErrUnavailable, none waiting past its deadline;
+// once it is back, each caller's retry of its own Finish writes its record.
+func TestFinishCoalescerRedisDown(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, PoolSize: 8})
+	defer rdb.Close()
+	c := quota.NewFinishCoalescer(quota.New(rdb), 0, 0)
+	now := time.UnixMilli(1_700_000_000_000)
+	const callers = 60
+	asks := make([]quota.Ask, callers)
+	fins := make([]quota.Finished, callers)
+	for i := range callers {
+		asks[i] = coalesceAsk(fmt.Sprintf("down-%d", i%3), i)
+		fins[i] = quota.Finished{URLID: fmt.Sprintf("g%d", i), Subject: "u:x", Body: fmt.Appendf(nil, `{"i":%d}`, i),
+			ExpiresAt: now.Add(time.Minute), RecordTTL: 2 * time.Minute, GrantTTL: time.Hour}
+	}
+	all := func(timeout time.Duration) []error {
+		errs := make([]error, callers)
+		var wg sync.WaitGroup
+		for i := range callers {
+			wg.Go(func() {
+				cctx, cancel := context.WithTimeout(ctx, timeout)
+				defer cancel()
+				errs[i] = c.Finish(cctx, asks[i], fins[i])
+			})
+		}
+		wg.Wait()
+		return errs
+	}
+	srv.Stop()
+	start := time.Now()
+	for i, err := range all(300 * time.Millisecond) {
+		if !errors.Is(err, quota.ErrUnavailable) {
+			t.Errorf("down: finish %d: %v, want ErrUnavailable", i, err)
+		}
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("down: callers took %v", d)
+	}
+	srv.Start()
+	for i, err := range all(5 * time.Second) {
+		if err != nil {
+			t.Fatalf("retry: finish %d: %v", i, err)
+		}
+		if got := rdb.HGet(ctx, asks[i].Idem, "body").Val(); got != string(fins[i].Body) {
+			t.Errorf("retry: finish %d: body %q", i, got)
+		}
 	}
 }
