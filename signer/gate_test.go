@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+// TestGateFinishesGathered: concurrent finishes of one tenant share script
+// calls, and each leaves its own record: done with its own body, or, where
+// a retry of the key was cancelled meanwhile, the tombstone as it was.
+func TestGateFinishesGathered(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := redisClient(t, srv.Addr, time.Second)
+	g, _ := testGate(rdb, time.Second)
+	ctx := context.Background()
+	const n = 100
+	as := make([]attempt, n)
+	for i := range as {
+		as[i] = attempt{who: caller{Tenant: "acme", Subject: keys.UserSubject("alice")}, ask: testAsk(fmt.Sprintf("k%d", i))}
+		if i%10 == 0 {
+			retry := as[i].ask
+			retry.Nonce = "n-retry"
+			if _, err := g.store.Cancel(ctx, time.Now(), retry); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range as {
+		wg.Go(func() {
+			errs[i] = g.finish(ctx, as[i], fmt.Sprintf("g%d", i), fmt.Appendf(nil, `{"i":%d}`, i), time.Now().Add(time.Minute), time.Minute, 30*time.Second)
+		})
+	}
+	wg.Wait()
+	for i, a := range as {
+		if errs[i] != nil {
+			t.Fatalf("finish %d: %v", i, errs[i])
+		}
+		rec := rdb.HGetAll(ctx, a.ask.Idem).Val()
+		want := "done"
+		if i%10 == 0 {
+			want = "cancelled"
+		} else if rec["body"] != fmt.Sprintf(`{"i":%d}`, i) {
+			t.Errorf("finish %d: body %q", i, rec["body"])
+		}
+		if rec["state"] != want {
+			t.Errorf("finish %d: %v, want %s", i, rec, want)
+		}
+		if rdb.Exists(ctx, keys.Grant("acme", fmt.Sprintf("g%d", i))).Val() != 1 {
+			t.Errorf("finish %d: no grant record", i)
+		}
+	}
+	calls, finishes := g.finishes.Stats()
+	t.Logf("%d finishes in %d calls", finishes, calls)
+	if finishes != n || calls >= finishes {
+		t.Errorf("%d finishes in %d calls: nothing was gathered", finishes, calls)
+	}
+}
