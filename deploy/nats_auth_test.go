@@ -130,8 +130,8 @@ func dialLedger(t *testing.T, s shippedNATS, service string) *grant.Ledger {
 
 // TestNATSAuthorizationLetsTheLedgerWork runs the ledger's own code, each
 // end as its own user, against the shipped authorization: the signer
-// records a grant, the sweeper consumes and acks it and trims the stream,
-// the completer publishes an upload event; the server reports no
+// records a grant, the sweeper consumes and acks it, trims the stream and
+// rescues a schedule the server did not fire, the completer publishes an upload event; the server reports no
 // permission violation. A subject the code needs and authorization.conf
 // lacks fails here, naming it.
 func TestNATSAuthorizationLetsTheLedgerWork(t *testing.T) {
@@ -183,6 +183,38 @@ func TestNATSAuthorizationLetsTheLedgerWork(t *testing.T) {
 	}
 	if err := sweeperLedger.Ping(ctx); err != nil {
 		t.Errorf("sweeper's readiness check: %v", err)
+	}
+	stop()
+
+	// The rescue: a grant due in an hour, which a sweeper whose rescue
+	// clock runs two hours ahead finds overdue; it reads the schedule,
+	// applies it and deletes it.
+	stuck := g
+	stuck.URLID, stuck.ExpiresAt = "5d0c1a7e-2b3f-4c8d-9e6a-7f1b2c3d4e5f", time.Now().Add(time.Hour)
+	stuck.Key = "incoming/acme/" + stuck.URLID
+	if err := signerLedger.Record(ctx, stuck); err != nil {
+		t.Fatalf("signer records a grant: %v; the server refused %q", err, s.violations(t))
+	}
+	rescued := make(chan string, 1)
+	stop, err = sweeperLedger.Consume(ctx, "sweeper", func(context.Context, grant.Batch) error { return nil },
+		grant.WithTrimInterval(100*time.Millisecond),
+		grant.WithRescueClock(func() time.Time { return time.Now().Add(2 * time.Hour) }),
+		grant.WithObserver(func(o grant.Outcome) {
+			if o.Action == grant.Rescued {
+				rescued <- o.Batch.Grants[0].URLID
+			}
+		}))
+	if err != nil {
+		t.Fatalf("sweeper consumes: %v; the server refused %q", err, s.violations(t))
+	}
+	defer stop()
+	select {
+	case id := <-rescued:
+		if id != stuck.URLID {
+			t.Errorf("rescued %s, want %s", id, stuck.URLID)
+		}
+	case <-ctx.Done():
+		t.Fatalf("the sweeper never rescued the overdue schedule; the server refused %q", s.violations(t))
 	}
 
 	// The completer's upload events (SPEC §7), by its own code.

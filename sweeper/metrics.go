@@ -20,6 +20,7 @@ type metrics struct {
 	skipped         *prometheus.CounterVec
 	forged          prometheus.Counter
 	trimFailures    prometheus.Counter
+	rescued         prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -61,8 +62,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mintgate_sweeper_ledger_trim_failures_total",
 			Help: "Failed purges of the swept grants' ledger messages: they stay in the stream until a later purge (or its max age). Disk, not refunds.",
 		}),
+		rescued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_sweeper_rescued_batches_total",
+			Help: "Grant batches applied from their schedule because nats-server had not fired it 30 s after it was due (a stuck scheduler); their grants count in grants_swept too.",
+		}),
 	}
-	reg.MustRegister(m.swept, m.refunds, m.alreadyDone, m.alreadyRefunded, m.lateness, m.errors, m.skipped, m.forged, m.trimFailures)
+	reg.MustRegister(m.swept, m.refunds, m.alreadyDone, m.alreadyRefunded, m.lateness, m.errors, m.skipped, m.forged, m.trimFailures, m.rescued)
 	m.errors.WithLabelValues("redis")
 	m.errors.WithLabelValues("malformed")
 	for _, r := range []string{outcomeDegraded, outcomeShadow, outcomeStale, outcomeMalformed} {
@@ -76,6 +81,9 @@ func (m *metrics) observe(o grant.Outcome) {
 	switch o.Action {
 	case grant.Acked:
 		m.swept.Add(float64(len(o.Batch.Grants)))
+	case grant.Rescued:
+		m.swept.Add(float64(len(o.Batch.Grants)))
+		m.rescued.Inc()
 	case grant.Forged:
 		m.forged.Inc()
 	case grant.Retried:

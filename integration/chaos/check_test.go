@@ -85,6 +85,7 @@ func (st *stack) settle(ctx context.Context, t *testing.T, res result, loadStop 
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Logf("%s: not settled %v after the last grant was due", st.topo.name, st.p.settle)
+	st.diagnose(ctx, t)
 	return false
 }
 
@@ -446,4 +447,59 @@ func answers(m map[string]int) string {
 		parts[i] = fmt.Sprintf("%s ×%d", k, m[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// diagnose logs what the ledger holds when it did not settle, so a
+// failing seed says where the grants stopped: schedules that never fired
+// (the server's scheduler), due messages no consumer delivered (the pull),
+// or deliveries never acked (the handler). Then each node's log tail.
+func (st *stack) diagnose(ctx context.Context, t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	s, err := st.js.Stream(ctx, grant.DefaultStream)
+	if err != nil {
+		t.Logf("diagnose: stream: %v", err)
+	} else {
+		st.diagnoseStream(ctx, t, s)
+	}
+	for i, n := range st.nats {
+		t.Logf("nats node %d log (tail):\n%s", i, tail(n.Output(), 4000))
+	}
+}
+
+func (st *stack) diagnoseStream(ctx context.Context, t *testing.T, s jetstream.Stream) {
+	t.Helper()
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		t.Logf("diagnose: stream info: %v", err)
+		return
+	}
+	sched, due := 0, uint64(0)
+	for subj, n := range info.State.Subjects {
+		if strings.HasPrefix(subj, grant.SubjectSchedPrefix) {
+			sched++
+		} else if subj == grant.SubjectDue {
+			due = n
+		}
+	}
+	t.Logf("diagnose: stream %s: %d messages (seq %d–%d), %d schedules pending, %d due messages kept; cluster %+v",
+		grant.DefaultStream, info.State.Msgs, info.State.FirstSeq, info.State.LastSeq, sched, due, info.Cluster)
+	if sched > 0 {
+		m, err := s.GetMsg(ctx, info.State.FirstSeq, jetstream.WithGetMsgSubject(grant.SubjectSchedPrefix+">"))
+		if err != nil {
+			t.Logf("diagnose: first schedule: %v", err)
+		} else {
+			t.Logf("diagnose: first schedule seq %d, stored %v ago, %s=%q",
+				m.Sequence, time.Since(m.Time).Round(time.Millisecond), jetstream.ScheduleHeader, m.Header.Get(jetstream.ScheduleHeader))
+		}
+	}
+	consumers := s.ListConsumers(ctx)
+	for c := range consumers.Info() {
+		t.Logf("diagnose: consumer %s: pending %d, ack pending %d, waiting pulls %d, redelivered %d, delivered %+v, ack floor %+v, cluster %+v",
+			c.Name, c.NumPending, c.NumAckPending, c.NumWaiting, c.NumRedelivered, c.Delivered, c.AckFloor, c.Cluster)
+	}
+	if err := consumers.Err(); err != nil {
+		t.Logf("diagnose: consumers: %v", err)
+	}
 }

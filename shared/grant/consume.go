@@ -46,6 +46,7 @@ const (
 	Terminated               // can never be applied; not redelivered
 	Released                 // not started before a stop; redelivered at once
 	Forged                   // its MAC did not verify: never applied, not redelivered
+	Rescued                  // applied from its schedule, which the server had not fired (see WithRescueAfter)
 )
 
 func (a Action) String() string {
@@ -60,6 +61,8 @@ func (a Action) String() string {
 		return "released"
 	case Forged:
 		return "forged"
+	case Rescued:
+		return "rescued"
 	}
 	return fmt.Sprintf("action(%d)", int(a))
 }
@@ -73,6 +76,8 @@ type consumeOptions struct {
 	maxBackoff    time.Duration
 	handleTimeout time.Duration
 	trimInterval  time.Duration
+	rescueAfter   time.Duration
+	now           func() time.Time // the rescue's clock; tests move it
 	log           *slog.Logger
 	observe       func(Outcome)
 	observeTrim   func(Trim)
@@ -80,6 +85,19 @@ type consumeOptions struct {
 
 // trimTimeout bounds one trim (a consumer info and a purge).
 const trimTimeout = 5 * time.Second
+
+// Pulls expire after pullExpiry and the server sends an idle heartbeat
+// every pullHeartbeat while one waits. Two missed heartbeats tell the
+// iterator its pull is gone (the node holding it died without a word) and
+// it pulls again: that bounds how long a lost pull stalls the sweep.
+const (
+	pullExpiry    = 10 * time.Second
+	pullHeartbeat = 2 * time.Second
+)
+
+// maxRescues bounds the schedules one rescue applies; the next trim
+// interval goes on.
+const maxRescues = 256
 
 // ConsumeOption tunes Consume.
 type ConsumeOption func(*consumeOptions)
@@ -123,6 +141,22 @@ func WithTrimInterval(d time.Duration) ConsumeOption {
 	return func(o *consumeOptions) { o.trimInterval = d }
 }
 
+// WithRescueAfter sets how long after its due time a batch whose
+// schedule the server has not fired is applied by the sweepers themselves
+// (default 30s; 0 or less turns it off). See consumeLoop.rescue. It runs
+// every trim interval, so trimming off turns it off too.
+func WithRescueAfter(d time.Duration) ConsumeOption {
+	return func(o *consumeOptions) { o.rescueAfter = d }
+}
+
+// WithRescueClock sets the clock the rescue reads (default time.Now). The
+// server's scheduler keeps the real one, so a test can make a schedule due
+// in an hour look overdue to the rescue alone, as a scheduler that never
+// fires it would.
+func WithRescueClock(now func() time.Time) ConsumeOption {
+	return func(o *consumeOptions) { o.now = now }
+}
+
 // Trim is one attempt to remove what the durable has finished with.
 type Trim struct {
 	// Floor is the durable's ack floor: every due message at or below
@@ -162,7 +196,7 @@ func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, op
 	o := consumeOptions{
 		workers: 8, batch: 16, ackWait: 5 * time.Second, maxAckPending: 1000,
 		minBackoff: time.Second, maxBackoff: 30 * time.Second, handleTimeout: 10 * time.Second,
-		trimInterval: 10 * time.Second, log: slog.Default(),
+		trimInterval: 10 * time.Second, rescueAfter: 30 * time.Second, now: time.Now, log: slog.Default(),
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -184,9 +218,12 @@ func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, op
 		return nil, err
 	}
 
+	run, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	c := &consumeLoop{
 		l: l, o: o, cfg: cfg, handle: handle, stream: stream,
 		hctx:     context.WithoutCancel(ctx),
+		run:      run,
+		cancel:   cancelRun,
 		stopping: make(chan struct{}),
 		jobs:     make(chan jetstream.Msg),
 		it:       it,
@@ -231,7 +268,7 @@ func (l *Ledger) subscribe(ctx context.Context, cfg jetstream.ConsumerConfig, o 
 			var cons jetstream.Consumer
 			if cons, err = l.js.CreateOrUpdateConsumer(ctx, l.cfg.Stream, cfg); err == nil {
 				var it jetstream.MessagesContext
-				if it, err = cons.Messages(jetstream.PullMaxMessages(o.batch)); err == nil {
+				if it, err = messages(cons, o); err == nil {
 					return stream, it, nil
 				}
 			}
@@ -250,6 +287,11 @@ func (l *Ledger) subscribe(ctx context.Context, cfg jetstream.ConsumerConfig, o 
 	}
 }
 
+// messages starts pulling, o.batch messages a pull, with heartbeats.
+func messages(cons jetstream.Consumer, o consumeOptions) (jetstream.MessagesContext, error) {
+	return cons.Messages(jetstream.PullMaxMessages(o.batch), jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat))
+}
+
 type consumeLoop struct {
 	l        *Ledger
 	o        consumeOptions
@@ -257,6 +299,8 @@ type consumeLoop struct {
 	handle   Handler
 	stream   jetstream.Stream // for trimming; its methods need only the name
 	hctx     context.Context
+	run      context.Context // cancelled when stopping: ends a wait on a pull
+	cancel   context.CancelFunc
 	stopping chan struct{}
 	stopOnce sync.Once
 	jobs     chan jetstream.Msg
@@ -268,6 +312,7 @@ type consumeLoop struct {
 func (c *consumeLoop) stop() {
 	c.stopOnce.Do(func() {
 		close(c.stopping)
+		c.cancel()
 		c.mu.Lock()
 		// Drain, not Stop: what was pulled stays readable and is released below.
 		c.it.Drain()
@@ -287,27 +332,40 @@ func (c *consumeLoop) isStopping() bool {
 // read hands pulled messages to the workers; once stopping, it releases
 // the rest. If the iterator dies on its own (the consumer was deleted, the
 // connection closed), it builds a new one.
+//
+// While running, one wait on the iterator lasts until a message comes or
+// the loop stops: the iterator checks the server's heartbeats only within
+// one wait, so waits cut short (a second each, as before) never let it
+// notice that its pull was lost, and the sweep stalled for good when the
+// node holding the pull died.
 func (c *consumeLoop) read() {
 	defer close(c.jobs)
 	for {
 		c.mu.Lock()
 		it := c.it
 		c.mu.Unlock()
-		// A bounded wait: a stop must not hang on an iterator whose
-		// connection is gone, and once drained an empty wait means done.
-		m, err := it.Next(jetstream.NextMaxWait(time.Second))
-		if errors.Is(err, nats.ErrTimeout) {
-			if c.isStopping() {
-				return
-			}
-			continue
+		var m jetstream.Msg
+		var err error
+		if c.isStopping() {
+			// Drained: what was pulled comes out, then ErrMsgIteratorClosed;
+			// bounded, as a stop must not hang on a dead connection.
+			m, err = it.Next(jetstream.NextMaxWait(time.Second))
+		} else {
+			m, err = it.Next(jetstream.NextContext(c.run))
 		}
-		if err != nil {
-			if c.isStopping() {
-				return
-			}
+		switch {
+		case err == nil:
+		case c.isStopping() && errors.Is(err, context.Canceled):
+			continue // stopped while waiting: now drain what was pulled
+		case c.isStopping():
+			return // drained (ErrTimeout: nothing left; or the iterator closed)
+		case errors.Is(err, jetstream.ErrNoHeartbeat):
+			// The iterator forgot its pull and pulls again by itself.
+			c.o.log.Warn("due grants: the server's heartbeats stopped (the node holding the pull went away); pulling again")
+			continue
+		default:
 			c.o.log.Warn("due grants: pull failed, resubscribing", "err", err)
-			c.resubscribe()
+			c.resubscribe(it)
 			continue
 		}
 		if c.isStopping() {
@@ -322,8 +380,11 @@ func (c *consumeLoop) read() {
 	}
 }
 
-// resubscribe makes a new iterator, retrying until it works or the loop stops.
-func (c *consumeLoop) resubscribe() {
+// resubscribe makes a new iterator in place of old (stopped: whatever it
+// had pulled comes back after the ack wait), retrying until it works or
+// the loop stops.
+func (c *consumeLoop) resubscribe(old jetstream.MessagesContext) {
+	old.Stop()
 	wait := 250 * time.Millisecond
 	for {
 		select {
@@ -339,7 +400,7 @@ func (c *consumeLoop) resubscribe() {
 			c.o.log.Warn("due grants: consumer unavailable", "err", err)
 			continue
 		}
-		it, err := cons.Messages(jetstream.PullMaxMessages(c.o.batch))
+		it, err := messages(cons, c.o)
 		if err != nil {
 			c.o.log.Warn("due grants: subscribe failed", "err", err)
 			continue
@@ -422,7 +483,8 @@ func (c *consumeLoop) handleWithProgress(m jetstream.Msg, b Batch) error {
 }
 
 // trimLoop removes, every trim interval until the loop stops, the due
-// messages the durable has finished with.
+// messages the durable has finished with, after rescuing the overdue
+// schedules (see rescue).
 //
 // Why: the stream keeps limits retention (see LedgerConfig.StreamConfig),
 // so nothing else removes a handled grant before MaxAge, days later. The
@@ -456,6 +518,9 @@ func (c *consumeLoop) trimLoop() {
 		case <-c.stopping:
 			return
 		case <-t.C:
+		}
+		if c.o.rescueAfter > 0 {
+			c.rescue()
 		}
 		floor, err := c.trim(trimmed)
 		if err == nil && floor == trimmed {

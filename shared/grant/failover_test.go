@@ -1,0 +1,117 @@
+package grant
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/testenv"
+)
+
+// TestConsumeSurvivesConsumerLeaderKill: on a three-node ledger, the node
+// leading the sweepers' durable is SIGKILLed while a sweeper, connected to
+// another node, waits on a pull. The pull died with that node and nothing
+// tells the sweeper (its own connection is fine); only the missing idle
+// heartbeats do. Grants that fall due afterwards must still be applied.
+// Before the fix the sweeper's bounded waits restarted the heartbeat
+// check every second, so it never fired, and every later grant waited
+// forever: a chaos soak on R3 ended with 5,631 grants never refunded.
+func TestConsumeSurvivesConsumerLeaderKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster")
+	}
+	cluster := testenv.StartNATSCluster(t, 3)
+	dial(t, cluster.URL(), LedgerConfig{Replicas: 3}) // creates the stream
+	_, js := connect(t, cluster.URL())
+
+	// Create the durable as the sweeper will, then find its leader and
+	// connect the sweeper to a node that is not it.
+	leader := consumerLeader(t, js)
+	var sweeperURL string
+	var victim *testenv.NATS
+	for i, n := range cluster.Nodes {
+		if fmt.Sprintf("n%d", i+1) == leader {
+			victim = n
+		} else if sweeperURL == "" {
+			sweeperURL = n.URL()
+		}
+	}
+	if victim == nil {
+		t.Fatalf("no node is named %q", leader)
+	}
+	l := dial(t, sweeperURL, LedgerConfig{Replicas: 3})
+	rec := newRecorder()
+	consume(t, l, rec.handle, WithObserver(rec.observe), WithTrimInterval(0))
+
+	// One grant proves the pull works; then wait until the sweeper's
+	// next pull is parked on the leader.
+	_, pub := connect(t, sweeperURL)
+	dueGrant(t, pub, "before")
+	waitFor(t, 10*time.Second, "the first grant applied", func() bool { return rec.count(Acked) == 1 })
+	waitFor(t, 10*time.Second, "a pull waiting on the leader", func() bool {
+		c, err := js.Consumer(context.Background(), DefaultStream, "sweeper")
+		return err == nil && c.CachedInfo().NumWaiting > 0
+	})
+
+	victim.Kill()
+	t.Logf("killed %s, the durable's leader", leader)
+	waitFor(t, 30*time.Second, "a new leader of the durable", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		c, err := pub.Consumer(ctx, DefaultStream, "sweeper")
+		return err == nil && c.CachedInfo().Cluster != nil && c.CachedInfo().Cluster.Leader != "" && c.CachedInfo().Cluster.Leader != leader
+	})
+	const n = 20
+	published := time.Now()
+	for i := range n {
+		publishWithRetry(t, pub, fmt.Sprintf("after-%02d", i))
+	}
+	// Generous: the heartbeat check needs two missed heartbeats; the
+	// bound only tells "late" from "never".
+	waitFor(t, 45*time.Second, "the grants due after the kill applied", func() bool { return rec.count(Acked) == 1+n })
+	t.Logf("applied %v after the first publish", time.Since(published).Round(time.Millisecond))
+}
+
+// consumerLeader creates the sweepers' durable and answers the name of the
+// node that leads it.
+func consumerLeader(t *testing.T, js jetstream.JetStream) string {
+	t.Helper()
+	var leader string
+	waitFor(t, 30*time.Second, "the durable and its leader", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		c, err := js.CreateOrUpdateConsumer(ctx, DefaultStream, jetstream.ConsumerConfig{
+			Durable: "sweeper", FilterSubject: SubjectDue, AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: 5 * time.Second, MaxAckPending: 1000, MaxDeliver: -1,
+		})
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		if err != nil || info.Cluster == nil || info.Cluster.Leader == "" {
+			return false
+		}
+		leader = info.Cluster.Leader
+		return true
+	})
+	return leader
+}
+
+// publishWithRetry publishes one due grant, retrying while the stream
+// elects a new leader.
+func publishWithRetry(t *testing.T, js jetstream.JetStream, id string) {
+	t.Helper()
+	body, err := Seal(testSecret, Batch{ID: "b-" + id, Grants: []Grant{testGrant(id, time.Now())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "publishing "+id, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := js.Publish(ctx, SubjectDue, body)
+		return err == nil
+	})
+}
