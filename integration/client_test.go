@@ -13,23 +13,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
-)
 
-// signed is the signer's 201 body.
-type signed struct {
-	URL       string            `json:"url"`
-	Method    string            `json:"method"`
-	Headers   map[string]string `json:"headers"`
-	URLID     string            `json:"urlId"`
-	Key       string            `json:"key"`
-	ExpiresAt time.Time         `json:"expiresAt"`
-	ExpiresIn int64             `json:"expiresIn"`
-}
+	"github.com/mintgate/mintgate/api"
+)
 
 var httpc = &http.Client{Timeout: 10 * time.Second}
 
 // sign asks for a URL as the user; it returns the status and the body.
-func (s *stack) sign(t *testing.T, bearer string, size int) (int, signed, http.Header) {
+func (s *stack) sign(t *testing.T, bearer string, size int) (int, api.SignResponse, http.Header) {
 	t.Helper()
 	body := fmt.Sprintf(`{"contentType":"image/png","contentLength":%d}`, size)
 	req, _ := http.NewRequest(http.MethodPost, s.SignerURL+"/uploads/sign", bytes.NewBufferString(body))
@@ -41,7 +32,7 @@ func (s *stack) sign(t *testing.T, bearer string, size int) (int, signed, http.H
 		t.Fatalf("sign: %v", err)
 	}
 	defer resp.Body.Close()
-	var out signed
+	var out api.SignResponse
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode == http.StatusCreated {
 		if err := json.Unmarshal(raw, &out); err != nil {
@@ -52,7 +43,7 @@ func (s *stack) sign(t *testing.T, bearer string, size int) (int, signed, http.H
 }
 
 // mustSign signs and requires a 201.
-func (s *stack) mustSign(t *testing.T, bearer string, size int) signed {
+func (s *stack) mustSign(t *testing.T, bearer string, size int) api.SignResponse {
 	t.Helper()
 	code, out, _ := s.sign(t, bearer, size)
 	if code != http.StatusCreated {
@@ -62,15 +53,12 @@ func (s *stack) mustSign(t *testing.T, bearer string, size int) signed {
 }
 
 // put uploads body to a signed URL with exactly the returned headers.
-func put(t *testing.T, g signed, body []byte) int {
+func put(t *testing.T, g api.SignResponse, body []byte) int {
 	t.Helper()
 	req, _ := http.NewRequest(g.Method, g.URL, bytes.NewReader(body))
-	for k, v := range g.Headers {
-		if http.CanonicalHeaderKey(k) == "Content-Length" {
-			continue // net/http sends it from the body, as a browser does
-		}
-		req.Header.Set(k, v)
-	}
+	// Not Content-Length: net/http sends it from the body, as a browser does.
+	req.Header.Set("Content-Type", g.Headers.ContentType)
+	req.Header.Set("If-None-Match", g.Headers.IfNoneMatch)
 	resp, err := httpc.Do(req)
 	if err != nil {
 		t.Fatalf("put: %v", err)
