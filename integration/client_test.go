@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/api"
+	"github.com/mintgate/mintgate/shared/testenv"
 )
 
 var httpc = &http.Client{Timeout: 10 * time.Second}
@@ -121,24 +120,8 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 }
 
 // metric sums every sample of a counter or gauge a service exposes on
-// /metrics (0 when it has none yet).
+// /metrics; the test fails when the service has no such metric.
 func metric(t *testing.T, baseURL, name string) float64 {
 	t.Helper()
-	resp, err := httpc.Get(baseURL + "/metrics")
-	if err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	sum := 0.0
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		fields := strings.Fields(line)
-		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
+	return testenv.MetricSum(t, baseURL+"/metrics", name)
 }
