@@ -166,7 +166,7 @@ func (s *store) handle(_ context.Context, n s3event.Notification) error {
 	if s.down.Load() {
 		return errors.New("connection refused")
 	}
-	key, _ := n.Records[0].ObjectKey()
+	key := n.Records[0].S3.Object.URLDecodedKey
 	s.marked = append(s.marked, key)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
@@ -69,20 +70,18 @@ func (c *completer) handle(ctx context.Context, n s3event.Notification) error {
 			c.log.Debug("record ignored", "reason", reason, "eventSource", r.EventSource, "bucket", r.S3.Bucket.Name)
 			continue
 		}
-		if !r.IsObjectCreated() {
+		if !s3event.IsObjectCreated(r) {
 			c.m.ignored.WithLabelValues(ignoredNotCreated).Inc()
 			continue
 		}
-		key, err := r.ObjectKey()
-		if err != nil {
-			return err // Parse accepts no such record
-		}
+		key := r.S3.Object.URLDecodedKey
 		tenant, urlID, reason := upload(key)
 		if reason != "" {
 			c.m.ignored.WithLabelValues(reason).Inc()
 			c.log.Debug("record ignored", "reason", reason, "bucket", r.S3.Bucket.Name, "key", key)
 			continue
 		}
+		var err error
 		if c.events == nil {
 			err = c.mark(ctx, keys.Done(tenant, urlID))
 		} else {
@@ -141,7 +140,7 @@ func (c *completer) mark(ctx context.Context, key string) error {
 // NATS answers again; the marker is pending meanwhile. A marker older than
 // events (value 1, written with events off) counts as done: an upload
 // completed before events were turned on gets no event.
-func (c *completer) complete(ctx context.Context, r s3event.Record, ev uploads.Event) error {
+func (c *completer) complete(ctx context.Context, r events.S3EventRecord, ev uploads.Event) error {
 	key := keys.Done(ev.Tenant, ev.URLID)
 	start := time.Now()
 	prev, err := c.rdb.SetArgs(ctx, key, markerPending, redis.SetArgs{Mode: "NX", Get: true, TTL: c.doneTTL}).Result()
@@ -168,17 +167,16 @@ func (c *completer) complete(ctx context.Context, r s3event.Record, ev uploads.E
 }
 
 // completedAt is the record's eventTime, or now if S3 sent none that
-// parses.
-func completedAt(r s3event.Record) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, r.EventTime)
-	if err != nil {
+// parses (s3event.Parse leaves it zero).
+func completedAt(r events.S3EventRecord) time.Time {
+	if r.EventTime.IsZero() {
 		return time.Now().UTC()
 	}
-	return t.UTC()
+	return r.EventTime.UTC()
 }
 
 // foreign says why r is not a record of our bucket from S3, or is "".
-func (c *completer) foreign(r s3event.Record) string {
+func (c *completer) foreign(r events.S3EventRecord) string {
 	switch {
 	case r.EventSource != "aws:s3":
 		return ignoredSource

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"net/http"
 	"os"
@@ -164,41 +163,26 @@ func (s *stack) inQueue(t *testing.T, url string) int {
 	return n
 }
 
-// metric is the value of one series on /metrics (0 when absent), such as
-// `mintgate_completer_ignored_total{reason="test_event"}`.
+// metric is the value of one series on /metrics, such as
+// `mintgate_completer_ignored_total{reason="test_event"}`; the test fails
+// when there is no such series.
 func (s *stack) metric(t *testing.T, series string) float64 {
 	t.Helper()
 	return scrape(t, s.addr, series)
 }
 
+// scrape is the value of one series on the /metrics of the completer at
+// addr; the test fails when there is no such series.
 func scrape(t *testing.T, addr, series string) float64 {
 	t.Helper()
-	v, _ := scrapeSeries(t, addr, series)
-	return v
+	return testenv.Metric(t, "http://"+addr+"/metrics", series)
 }
 
 // scrapeSeries is the value of one series on /metrics and whether it is
 // there at all.
 func scrapeSeries(t *testing.T, addr, series string) (float64, bool) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if ok && name == series {
-			v, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", sc.Text(), err)
-			}
-			return v, true
-		}
-	}
-	return 0, false
+	return testenv.MetricIfPresent(t, "http://"+addr+"/metrics", series)
 }
 
 // eventually polls cond until it holds or a generous deadline passes.

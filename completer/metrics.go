@@ -1,6 +1,9 @@
 package main
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
 
 // Reasons a record or message is handled by ignoring it (it is deleted).
 const (
@@ -35,58 +38,59 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
+	factory := promauto.With(reg) // registers each metric as it is made
 	m := &metrics{
-		received: prometheus.NewCounter(prometheus.CounterOpts{
+		received: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_messages_received_total",
 			Help: "SQS messages received (a message delivered again counts again).",
 		}),
-		deleted: prometheus.NewCounter(prometheus.CounterOpts{
+		deleted: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_messages_deleted_total",
 			Help: "SQS messages deleted after all their records were handled.",
 		}),
-		done: prometheus.NewCounter(prometheus.CounterOpts{
+		done: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_records_done_total",
 			Help: "ObjectCreated records whose done marker was set (a redelivered record counts again).",
 		}),
-		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+		ignored: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_completer_ignored_total",
 			Help: "Messages or records handled by ignoring them, by reason: test_event, not_created, outside_incoming, bad_tenant, bad_url_id, foreign_source, foreign_bucket.",
 		}, []string{"reason"}),
-		unparseable: prometheus.NewCounter(prometheus.CounterOpts{
+		unparseable: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_unparseable_total",
 			Help: "Messages that are not S3 event notifications, left in the queue for its redrive policy to move to the dead-letter queue.",
 		}),
-		held: prometheus.NewGauge(prometheus.GaugeOpts{
+		held: factory.NewGauge(prometheus.GaugeOpts{
 			Name: "mintgate_completer_messages_held",
 			Help: "SQS messages received but not handled because Redis is down, held (kept invisible) until it answers.",
 		}),
-		extended: prometheus.NewCounter(prometheus.CounterOpts{
+		extended: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_visibility_extensions_total",
 			Help: "Visibility timeout extensions of held messages (one per message per extension).",
 		}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		errors: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_completer_errors_total",
 			Help: "Failures by operation: receive (SQS), handle (Redis or NATS), delete (SQS), extend (SQS visibility of held messages), publish (an upload-completed event to NATS; also counted as handle), dlq (reading the dead-letter queue's depth).",
 		}, []string{"op"}),
-		redisSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+		redisSeconds: factory.NewHistogram(prometheus.HistogramOpts{
 			Name:    "mintgate_completer_redis_seconds",
 			Help:    "Latency of setting a done marker in Redis, errors included.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .15, .25, .5},
 		}),
-		dlqMessages: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		dlqMessages: factory.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mintgate_completer_dlq_messages",
 			Help: "Messages in the dead-letter queue of the queue's redrive policy (ApproximateNumberOfMessages + ApproximateNumberOfMessagesNotVisible), read every 30 s. Absent while the queue has no redrive policy; keeps its last value while reads fail (errors_total{op=\"dlq\"}).",
 		}, nil),
-		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+		lag: factory.NewHistogram(prometheus.HistogramOpts{
 			Name:    "mintgate_completer_lag_seconds",
 			Help:    "Time from an upload's S3 eventTime to its done marker being set (a redelivered record counts again).",
 			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900},
 		}),
-		eventsPublished: prometheus.NewCounter(prometheus.CounterOpts{
+		eventsPublished: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_events_published_total",
 			Help: "Upload-completed events the stream stored (one per upload; 0 with events off).",
 		}),
-		eventsDuplicate: prometheus.NewCounter(prometheus.CounterOpts{
+		eventsDuplicate: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_events_duplicate_total",
 			Help: "Upload-completed events published again (after a failure between publish and marking done, or by two deliveries of one record at once), dropped by the stream as duplicates of the urlId.",
 		}),
@@ -97,7 +101,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, op := range []string{opReceive, opHandle, opDelete, opExtend, opPublish, opDLQ} {
 		m.errors.WithLabelValues(op)
 	}
-	reg.MustRegister(m.received, m.deleted, m.done, m.ignored, m.unparseable, m.held, m.extended, m.errors, m.redisSeconds, m.eventsPublished, m.eventsDuplicate, m.lag, m.dlqMessages)
 	return m
 }
 

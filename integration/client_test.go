@@ -6,30 +6,20 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
-)
 
-// signed is the signer's 201 body.
-type signed struct {
-	URL       string            `json:"url"`
-	Method    string            `json:"method"`
-	Headers   map[string]string `json:"headers"`
-	URLID     string            `json:"urlId"`
-	Key       string            `json:"key"`
-	ExpiresAt time.Time         `json:"expiresAt"`
-	ExpiresIn int64             `json:"expiresIn"`
-}
+	"github.com/mintgate/mintgate/api"
+	"github.com/mintgate/mintgate/shared/testenv"
+)
 
 var httpc = &http.Client{Timeout: 10 * time.Second}
 
 // sign asks for a URL as the user; it returns the status and the body.
-func (s *stack) sign(t *testing.T, bearer string, size int) (int, signed, http.Header) {
+func (s *stack) sign(t *testing.T, bearer string, size int) (int, api.SignResponse, http.Header) {
 	t.Helper()
 	body := fmt.Sprintf(`{"contentType":"image/png","contentLength":%d}`, size)
 	req, _ := http.NewRequest(http.MethodPost, s.SignerURL+"/uploads/sign", bytes.NewBufferString(body))
@@ -41,7 +31,7 @@ func (s *stack) sign(t *testing.T, bearer string, size int) (int, signed, http.H
 		t.Fatalf("sign: %v", err)
 	}
 	defer resp.Body.Close()
-	var out signed
+	var out api.SignResponse
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode == http.StatusCreated {
 		if err := json.Unmarshal(raw, &out); err != nil {
@@ -52,7 +42,7 @@ func (s *stack) sign(t *testing.T, bearer string, size int) (int, signed, http.H
 }
 
 // mustSign signs and requires a 201.
-func (s *stack) mustSign(t *testing.T, bearer string, size int) signed {
+func (s *stack) mustSign(t *testing.T, bearer string, size int) api.SignResponse {
 	t.Helper()
 	code, out, _ := s.sign(t, bearer, size)
 	if code != http.StatusCreated {
@@ -62,15 +52,12 @@ func (s *stack) mustSign(t *testing.T, bearer string, size int) signed {
 }
 
 // put uploads body to a signed URL with exactly the returned headers.
-func put(t *testing.T, g signed, body []byte) int {
+func put(t *testing.T, g api.SignResponse, body []byte) int {
 	t.Helper()
 	req, _ := http.NewRequest(g.Method, g.URL, bytes.NewReader(body))
-	for k, v := range g.Headers {
-		if http.CanonicalHeaderKey(k) == "Content-Length" {
-			continue // net/http sends it from the body, as a browser does
-		}
-		req.Header.Set(k, v)
-	}
+	// Not Content-Length: net/http sends it from the body, as a browser does.
+	req.Header.Set("Content-Type", g.Headers.ContentType)
+	req.Header.Set("If-None-Match", g.Headers.IfNoneMatch)
 	resp, err := httpc.Do(req)
 	if err != nil {
 		t.Fatalf("put: %v", err)
@@ -133,24 +120,8 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 }
 
 // metric sums every sample of a counter or gauge a service exposes on
-// /metrics (0 when it has none yet).
+// /metrics; the test fails when the service has no such metric.
 func metric(t *testing.T, baseURL, name string) float64 {
 	t.Helper()
-	resp, err := httpc.Get(baseURL + "/metrics")
-	if err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	sum := 0.0
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		fields := strings.Fields(line)
-		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
+	return testenv.MetricSum(t, baseURL+"/metrics", name)
 }

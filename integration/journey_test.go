@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/mintgate/mintgate/api"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
@@ -30,7 +31,7 @@ func TestUploadJourney(t *testing.T) {
 	tok := s.token(t, "acme", "journey")
 	body := []byte("\x89PNG\r\n\x1a\n-journey")
 
-	var g [3]signed
+	var g [3]api.SignResponse
 	for i := range g {
 		g[i] = s.mustSign(t, tok, len(body))
 	}
@@ -139,7 +140,7 @@ func TestCompleterSurvivesPoisonAndRedisOutage(t *testing.T) {
 		return queueDepth(ctx, t, sq, s.Queue.DLQURL) == 1
 	})
 
-	var grants []signed
+	var grants []api.SignResponse
 	for range 3 {
 		grants = append(grants, s.mustSign(t, tok, len(body)))
 	}

@@ -39,6 +39,14 @@ func (ip clientIP) of(r *http.Request) netip.Addr {
 // fromForwardedFor walks the chain from the socket peer leftwards, past
 // every hop inside a trusted proxy range; the first hop outside them is the
 // client. Entries further left were written by the client and prove nothing.
+//
+// This is not echo.ExtractIPFromXFFHeader, which walks the same way (with
+// TrustLoopback, TrustLinkLocal and TrustPrivateNet off and a TrustIPRange
+// per prefix) but gives up on the whole header at an entry it cannot parse
+// and answers the socket peer, where garbage left of a trusted hop leaves
+// the client here at the last address a trusted proxy vouched for, the one
+// nearest the real client (TestClientIPTrustModels, "xff garbage left of
+// a trusted hop"). Every other case of that test echo answers alike.
 func (ip clientIP) fromForwardedFor(peer netip.Addr, headers []string) netip.Addr {
 	if !ip.isTrusted(peer) {
 		return peer

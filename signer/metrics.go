@@ -1,6 +1,9 @@
 package main
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
 
 // metrics are the signer's own series, on the run's registry.
 type metrics struct {
@@ -17,48 +20,49 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
+	factory := promauto.With(reg) // registers each metric as it is made
 	m := &metrics{
-		signs: prometheus.NewCounterVec(prometheus.CounterOpts{
+		signs: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_signer_signs_total",
 			Help: "Sign requests by outcome: issued, issued_degraded, replayed, rate_limited, reused, in_progress, limiter_unavailable, ledger_unavailable, presign_unavailable, rejected.",
 		}, []string{"outcome"}),
-		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+		limited: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_signer_rate_limited_total",
 			Help: "Sign requests answered 429, by tenant and the scope that was short (caller or tenant).",
 		}, []string{"tenant", "scope"}),
-		scriptSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		scriptSeconds: factory.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mintgate_signer_redis_script_seconds",
 			Help:    "Latency of the signer's Redis scripts (sign, refund, complete, cancel), errors included.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .15, .25, .5},
 		}, []string{"script"}),
-		ledgerSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		ledgerSeconds: factory.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mintgate_signer_ledger_seconds",
 			Help:    "Latency of recording a grant in the ledger until its ack, by result (ok, error).",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"result"}),
-		degraded: prometheus.NewCounter(prometheus.CounterOpts{
+		degraded: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_signer_degraded_decisions_total",
 			Help: "Sign decisions made by the in-process buckets while Redis was unavailable (MINTGATE_DEGRADED_MODE=local); idempotency is not guaranteed for them.",
 		}),
-		finishFailed: prometheus.NewCounter(prometheus.CounterOpts{
+		finishFailed: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_signer_finish_failures_total",
 			Help: "URLs issued whose completed idempotency record or grant record could not be stored in Redis.",
 		}),
-		cancels: prometheus.NewCounterVec(prometheus.CounterOpts{
+		cancels: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_signer_cancels_total",
 			Help: "Cancels of sign requests whose Redis spend failed on the signer's side but may have run (a stalled Redis), by result: " +
 				"refunded (it had run: its tokens went back), tombstone (nothing to give back: it had not run, and now never will, or took nothing), " +
 				"gave_up (Redis did not answer before the deadline or the shutdown: a token may be lost).",
 		}, []string{"result"}),
-		cancelDropped: prometheus.NewCounter(prometheus.CounterOpts{
+		cancelDropped: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_signer_cancel_dropped_total",
 			Help: "Cancels not even queued, the canceller's queue being full (or the signer stopping): each may be a token lost.",
 		}),
-		shadowDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+		shadowDenied: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_signer_shadow_denied_total",
 			Help: "Signs of tenants in shadow mode (MINTGATE_SHADOW_TENANTS) that a short bucket would have refused, issued anyway, by scope: caller or tenant.",
 		}, []string{"scope"}),
-		lateSpends: prometheus.NewCounter(prometheus.CounterOpts{
+		lateSpends: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_signer_late_spends_total",
 			Help: "Spends Redis answered in time but judged late by its own clock, then retried without a deadline: " +
 				"Redis's clock is ahead of the signer's estimate (it stepped, or Redis Cluster nodes disagree). Check NTP on the Redis hosts.",
@@ -69,6 +73,5 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{cancelRefunded, cancelTombstone, cancelGaveUp} {
 		m.cancels.WithLabelValues(r) // every result from the start, at 0
 	}
-	reg.MustRegister(m.signs, m.limited, m.scriptSeconds, m.ledgerSeconds, m.degraded, m.finishFailed, m.cancels, m.cancelDropped, m.lateSpends, m.shadowDenied)
 	return m
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"maps"
 	"net/http"
 	"os"
@@ -12,21 +11,14 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/testenv"
 )
 
-// metric is the value of one series in the ops port's /metrics text, or
-// -1 when absent.
+// metric is the value of one series on the ops port's /metrics; the test
+// fails when there is no such series.
 func (s *signer) metric(series string) float64 {
 	s.t.Helper()
-	for line := range strings.SplitSeq(s.metrics(), "\n") {
-		if rest, ok := strings.CutPrefix(line, series+" "); ok {
-			var v float64
-			if _, err := fmt.Sscan(rest, &v); err == nil {
-				return v
-			}
-		}
-	}
-	return -1
+	return testenv.Metric(s.t, s.ops+"/metrics", series)
 }
 
 // startWith starts a signer on a stack of its own with the variables

@@ -17,6 +17,8 @@ import (
 	smithyauth "github.com/aws/smithy-go/auth"
 	"github.com/aws/smithy-go/encoding/httpbinding"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/mintgate/mintgate/api"
 )
 
 // presigner signs create-only PUT URLs for one bucket. Signing is local CPU
@@ -53,14 +55,7 @@ type bucketEndpoint struct {
 // upload is a presigned PUT and the headers the uploader must send with it.
 type upload struct {
 	URL     string
-	Headers uploadHeaders
-}
-
-// uploadHeaders are every signed header but host, in the 201's JSON.
-type uploadHeaders struct {
-	ContentLength string `json:"Content-Length"`
-	ContentType   string `json:"Content-Type"`
-	IfNoneMatch   string `json:"If-None-Match"`
+	Headers api.UploadHeaders
 }
 
 // newPresigner loads the SDK configuration: region, endpoint and path style
@@ -235,7 +230,7 @@ func (p *presigner) put(ctx context.Context, key, contentType string, size int64
 		URL: appendPresigned(buf, p.pathAt, p.scope, k, presignPut{
 			creds: creds, at: now, expires: ttl, contentType: contentType, size: size,
 		}),
-		Headers: uploadHeaders{
+		Headers: api.UploadHeaders{
 			ContentLength: strconv.FormatInt(size, 10),
 			ContentType:   contentType,
 			IfNoneMatch:   "*",

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/mintgate/mintgate/api"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
 )
@@ -19,21 +20,11 @@ import (
 // URL (replayable by its key) or refunds the token, even if the client left.
 const signBudget = 10 * time.Second
 
-// signResponse is the 201 body, and what a replay returns verbatim.
-type signResponse struct {
-	URL       string        `json:"url"`
-	Method    string        `json:"method"`
-	Headers   uploadHeaders `json:"headers"`
-	URLID     string        `json:"urlId"`
-	Key       string        `json:"key"`
-	ExpiresAt time.Time     `json:"expiresAt"`
-	ExpiresIn int64         `json:"expiresIn"`
-}
-
-// appendJSON appends r to dst exactly as json.Marshal writes it (the
-// same bytes, so replays stored before and after read alike), without
-// reflection: encoding/json spent more on this body than signing the URL.
-func (r signResponse) appendJSON(dst []byte) []byte {
+// appendSignResponse appends the 201 body r to dst exactly as json.Marshal
+// writes it (the same bytes, so replays stored before and after read
+// alike), without reflection: encoding/json spent more on this body than
+// signing the URL.
+func appendSignResponse(dst []byte, r api.SignResponse) []byte {
 	dst = append(dst, `{"url":`...)
 	dst = appendJSONString(dst, r.URL)
 	dst = append(dst, `,"method":`...)
@@ -186,10 +177,10 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 		return nil, unavailable(codeLedgerDown, "the grant ledger is unavailable; no URL was issued and nothing was charged", retryLedger, err)
 	}
 
-	body := signResponse{
+	body := appendSignResponse(make([]byte, 0, len(up.URL)+384), api.SignResponse{
 		URL: up.URL, Method: http.MethodPut, Headers: up.Headers,
 		URLID: urlID, Key: key, ExpiresAt: expiresAt, ExpiresIn: int64(d.cfg.URLTTL / time.Second),
-	}.appendJSON(make([]byte, 0, len(up.URL)+384))
+	})
 	switch {
 	case dec.degraded:
 		// Redis was unavailable a moment ago: this URL gets no replay record

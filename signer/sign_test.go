@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/mintgate/mintgate/api"
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/ops"
@@ -527,7 +528,7 @@ func TestSignResponseAndMetrics(t *testing.T) {
 		t.Fatalf("sign: %d %s", r.status, r.raw)
 	}
 	var body struct {
-		signResponse
+		api.SignResponse
 		Headers map[string]string `json:"headers"` // every header, not only those we know
 	}
 	if err := json.Unmarshal(r.raw, &body); err != nil {
@@ -786,17 +787,17 @@ func FuzzSignResponseJSONIsEncodingJSONs(f *testing.F) {
 		if unix < -62135596800 || unix > 253402300799 || nanos < 0 || nanos > 999_999_999 {
 			t.Skip() // outside the years json.Marshal encodes
 		}
-		r := signResponse{
+		r := api.SignResponse{
 			URL: url, Method: http.MethodPut,
-			Headers: uploadHeaders{ContentLength: length, ContentType: contentType, IfNoneMatch: "*"},
+			Headers: api.UploadHeaders{ContentLength: length, ContentType: contentType, IfNoneMatch: "*"},
 			URLID:   key, Key: key, ExpiresAt: time.Unix(unix, nanos).UTC(), ExpiresIn: expiresIn,
 		}
 		want, err := json.Marshal(r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := r.appendJSON(nil); string(got) != string(want) {
-			t.Fatalf("appendJSON\n got  %s\n want %s", got, want)
+		if got := appendSignResponse(nil, r); string(got) != string(want) {
+			t.Fatalf("appendSignResponse\n got  %s\n want %s", got, want)
 		}
 	})
 }

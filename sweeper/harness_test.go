@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -150,25 +147,11 @@ func (in *instance) stop() error {
 	}
 }
 
-// metric reads one unlabelled sample (or name{labels}) from /metrics.
+// metric reads one sample (name or name{labels}) from /metrics; the test
+// fails when there is no such series.
 func (in *instance) metric(t *testing.T, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + in.addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	return 0
+	return testenv.Metric(t, "http://"+in.addr+"/metrics", name)
 }
 
 func (in *instance) status(path string) int {

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/mintgate/mintgate/shared/grant"
 )
@@ -24,50 +25,50 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
+	factory := promauto.With(reg) // registers each metric as it is made
 	m := &metrics{
-		swept: prometheus.NewCounter(prometheus.CounterOpts{
+		swept: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_grants_swept_total",
 			Help: "Due grants handled and acknowledged.",
 		}),
-		refunds: prometheus.NewCounter(prometheus.CounterOpts{
+		refunds: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_refunds_total",
 			Help: "Due grants whose token was refunded (the URL expired unused).",
 		}),
-		alreadyDone: prometheus.NewCounter(prometheus.CounterOpts{
+		alreadyDone: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_already_done_total",
 			Help: "Due grants whose upload completed (done marker): no refund.",
 		}),
-		alreadyRefunded: prometheus.NewCounter(prometheus.CounterOpts{
+		alreadyRefunded: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_already_refunded_total",
 			Help: "Due grants delivered again after their refund: nothing changed.",
 		}),
-		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
+		lateness: factory.NewHistogram(prometheus.HistogramOpts{
 			Name:    "mintgate_sweeper_lateness_seconds",
 			Help:    "Time from a grant's due time (expiresAt + grace) to its handling.",
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800},
 		}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		errors: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_errors_total",
 			Help: "Deliveries not applied: kind=redis (retried with backoff) or malformed (terminated).",
 		}, []string{"kind"}),
-		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+		skipped: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_skipped_total",
 			Help: "Due grants deliberately not refunded: reason=degraded (issued without Redis), shadow (issued in shadow mode past a short bucket: nothing charged), stale (older than the refunded marker lives), malformed (a signer's bug).",
 		}, []string{"reason"}),
-		forged: prometheus.NewCounter(prometheus.CounterOpts{
+		forged: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_forged_total",
 			Help: "Ledger messages whose MAC did not verify under MINTGATE_GRANT_SECRET: never applied.",
 		}),
-		trimFailures: prometheus.NewCounter(prometheus.CounterOpts{
+		trimFailures: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_ledger_trim_failures_total",
 			Help: "Failed purges of the swept grants' ledger messages: they stay in the stream until a later purge (or its max age). Disk, not refunds.",
 		}),
-		rescued: prometheus.NewCounter(prometheus.CounterOpts{
+		rescued: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_rescued_batches_total",
 			Help: "Grant batches applied from their schedule because nats-server had not fired it 30 s after it was due (a stuck scheduler); their grants count in grants_swept too.",
 		}),
 	}
-	reg.MustRegister(m.swept, m.refunds, m.alreadyDone, m.alreadyRefunded, m.lateness, m.errors, m.skipped, m.forged, m.trimFailures, m.rescued)
 	m.errors.WithLabelValues("redis")
 	m.errors.WithLabelValues("malformed")
 	for _, r := range []string{outcomeDegraded, outcomeShadow, outcomeStale, outcomeMalformed} {

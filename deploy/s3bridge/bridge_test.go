@@ -53,7 +53,7 @@ func TestVersityEventsReachSQSInAWSFormat(t *testing.T) {
 	c := fq.Client()
 
 	test, err := s3event.Parse([]byte(receiveBodies(t, c, q.URL, 1)[0]))
-	if err != nil || !test.IsTest() || test.Service != "Amazon S3" {
+	if err != nil || !test.IsTest() || test.Test.Service != "Amazon S3" {
 		t.Fatalf("first message %+v, %v; want the test event", test, err)
 	}
 
@@ -80,7 +80,7 @@ func TestVersityEventsReachSQSInAWSFormat(t *testing.T) {
 	if r.EventName != "ObjectCreated:Put" || r.EventVersion != "2.1" || r.EventSource != "aws:s3" || r.AWSRegion != testenv.AWSRegion {
 		t.Errorf("record header %+v", r)
 	}
-	if r.S3.Bucket.Name != gw.Bucket || r.S3.Bucket.ARN != "arn:aws:s3:::"+gw.Bucket {
+	if r.S3.Bucket.Name != gw.Bucket || r.S3.Bucket.Arn != "arn:aws:s3:::"+gw.Bucket {
 		t.Errorf("bucket %+v", r.S3.Bucket)
 	}
 	o := r.S3.Object
@@ -90,7 +90,7 @@ func TestVersityEventsReachSQSInAWSFormat(t *testing.T) {
 	if want := strings.Trim(aws.ToString(put.ETag), `"`); o.ETag != want || strings.Contains(o.ETag, `"`) {
 		t.Errorf("eTag %q, want %q", o.ETag, want)
 	}
-	if got, _ := r.ObjectKey(); got != key {
+	if got := r.S3.Object.URLDecodedKey; got != key {
 		t.Errorf("decoded key %q", got)
 	}
 	if strings.Contains(body, `"s3:Object`) || strings.Contains(body, "glacierEventData") {

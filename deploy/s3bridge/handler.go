@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/mintgate/mintgate/shared/ops"
-	"github.com/mintgate/mintgate/shared/s3event"
 )
 
 // maxBody bounds one webhook body; versitygw sends one small record each.
@@ -53,7 +52,7 @@ func (h *handler) event(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	n, err := s3event.FromVersity(body)
+	n, err := fromVersity(body)
 	if err != nil {
 		h.log.Warn("not a versitygw event", "err", err, "body", truncate(body, 512))
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -68,23 +67,23 @@ func (h *handler) event(w http.ResponseWriter, r *http.Request) {
 	// retries, so giving up with it would lose the upload's event.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.timeout)
 	defer cancel()
-	if n.IsTest() {
+	if n.isTest() {
 		// versitygw waits for this one at start-up; AWS also puts its test
 		// event in the queue, so forward it, but with one quick try.
 		ctx, cancel = context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
 	}
-	id, err := h.send(ctx, string(msg), !n.IsTest())
+	id, err := h.send(ctx, string(msg), !n.isTest())
 	if err != nil {
 		h.log.Error("event not delivered to SQS", "err", err, "event", string(msg))
-		if n.IsTest() {
+		if n.isTest() {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	attrs := []any{"messageId", id, "test", n.IsTest()}
+	attrs := []any{"messageId", id, "test", n.isTest()}
 	for _, rec := range n.Records {
 		attrs = append(attrs, "event", rec.EventName, "bucket", rec.S3.Bucket.Name, "key", rec.S3.Object.Key)
 	}

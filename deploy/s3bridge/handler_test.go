@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -39,15 +37,6 @@ func (f *flakySender) SendMessage(_ context.Context, in *sqs.SendMessageInput, _
 	return &sqs.SendMessageOutput{MessageId: aws.String("m1")}, nil
 }
 
-func versityFixture(t *testing.T, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "shared", "s3event", "testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 func post(t *testing.T, h *handler, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	w := httptest.NewRecorder()
@@ -60,7 +49,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // TestEventIsRetriedUntilSQSTakesIt: an SQS hiccup does not lose the upload's event.
 func TestEventIsRetriedUntilSQSTakesIt(t *testing.T) {
 	s := &flakySender{fails: 2}
-	w := post(t, newHandler(quiet(), s, "q"), versityFixture(t, "versitygw-put.json"))
+	w := post(t, newHandler(quiet(), s, "q"), string(fixture(t, "versitygw-put.json")))
 	if w.Code != http.StatusOK || s.calls != 3 || len(s.bodies) != 1 {
 		t.Fatalf("status %d after %d calls", w.Code, s.calls)
 	}
@@ -73,7 +62,7 @@ func TestEventIsRetriedUntilSQSTakesIt(t *testing.T) {
 func TestEventNotDeliveredIs502(t *testing.T) {
 	h := newHandler(quiet(), &flakySender{fails: 1 << 30}, "q")
 	h.timeout = 300 * time.Millisecond
-	if w := post(t, h, versityFixture(t, "versitygw-put.json")); w.Code != http.StatusBadGateway {
+	if w := post(t, h, string(fixture(t, "versitygw-put.json"))); w.Code != http.StatusBadGateway {
 		t.Fatalf("status %d", w.Code)
 	}
 }
@@ -82,12 +71,12 @@ func TestEventNotDeliveredIs502(t *testing.T) {
 // on retries, whatever SQS does.
 func TestTestEventIsTriedOnce(t *testing.T) {
 	s := &flakySender{fails: 1 << 30}
-	w := post(t, newHandler(quiet(), s, "q"), versityFixture(t, "versitygw-test-event.json"))
+	w := post(t, newHandler(quiet(), s, "q"), string(fixture(t, "versitygw-test-event.json")))
 	if w.Code != http.StatusAccepted || s.calls != 1 {
 		t.Fatalf("status %d after %d calls", w.Code, s.calls)
 	}
 	s = &flakySender{}
-	if w := post(t, newHandler(quiet(), s, "q"), versityFixture(t, "versitygw-test-event.json")); w.Code != http.StatusOK ||
+	if w := post(t, newHandler(quiet(), s, "q"), string(fixture(t, "versitygw-test-event.json"))); w.Code != http.StatusOK ||
 		!strings.Contains(s.bodies[0], `"Service":"Amazon S3"`) {
 		t.Fatalf("status %d, sent %q", w.Code, s.bodies)
 	}

@@ -1,8 +1,8 @@
 // Command s3bridge delivers the local S3 server's bucket events to SQS the
 // way AWS does. versitygw posts its events to a webhook (--event-webhook-url)
 // in its own dialect; s3bridge is that webhook: it rewrites each event into
-// AWS's S3 event notification format (shared/s3event.FromVersity) and sends
-// it to the queue, so the completer only ever reads what AWS sends.
+// AWS's S3 event notification format (fromVersity) and sends it to the
+// queue, so the completer only ever reads what AWS sends.
 //
 //	s3bridge -addr 127.0.0.1:8090 -queue-url URL [-endpoint http://127.0.0.1:4566]
 //

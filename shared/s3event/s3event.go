@@ -1,16 +1,18 @@
-// Package s3event is the S3 event notification format exactly as AWS sends
-// it to SQS: a body of records, the test event S3 sends when notifications
-// are configured, either of them alone (S3 → SQS) or inside an SNS envelope
-// (S3 → SNS → SQS). The completer reads it with Parse; the local stack's
-// bridge builds it from versitygw's webhook events with FromVersity.
+// Package s3event reads the S3 event notifications AWS sends to SQS: a
+// body of records, or the test event S3 sends when notifications are
+// configured, either of them alone (S3 → SQS) or inside an SNS envelope
+// (S3 → SNS → SQS). The types are aws-lambda-go's events; Parse adds the
+// telling apart of the shapes and the checks a consumer relies on.
 package s3event
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 )
 
 // TestEvent is the Event of the message S3 sends when a bucket's
@@ -22,109 +24,52 @@ const TestEvent = "s3:TestEvent"
 // key, or a key that does not URL-decode.
 var ErrMalformed = errors.New("s3event: not an S3 event notification")
 
-// Notification is one message body: either Records, or a test event
-// (Event == TestEvent) with the Service, Time, Bucket, RequestId and HostId
-// fields AWS documents.
+// Notification is one message body: either Records, or S3's test event.
+// Each record's S3.Object.URLDecodedKey is its real key ("red+flower.jpg"
+// is "red flower.jpg"); S3.Object.Key is URL-encoded as AWS sends it.
 type Notification struct {
-	Records []Record `json:"Records,omitempty"`
-
-	Service   string `json:"Service,omitempty"`
-	Event     string `json:"Event,omitempty"`
-	Time      string `json:"Time,omitempty"`
-	Bucket    string `json:"Bucket,omitempty"`
-	RequestID string `json:"RequestId,omitempty"`
-	HostID    string `json:"HostId,omitempty"`
+	events.S3Event
+	// Test is S3's test event, nil for a body of records.
+	Test *events.S3TestEvent
 }
 
 // IsTest reports whether n is S3's test event.
-func (n Notification) IsTest() bool { return n.Event == TestEvent }
+func (n Notification) IsTest() bool { return n.Test != nil }
 
-// Record is one event, with the field names of AWS's event message
-// structure (eventVersion 2.1).
-type Record struct {
-	EventVersion      string            `json:"eventVersion"`
-	EventSource       string            `json:"eventSource"`
-	AWSRegion         string            `json:"awsRegion"`
-	EventTime         string            `json:"eventTime"`
-	EventName         string            `json:"eventName"`
-	UserIdentity      Identity          `json:"userIdentity"`
-	RequestParameters RequestParameters `json:"requestParameters"`
-	ResponseElements  ResponseElements  `json:"responseElements"`
-	S3                S3                `json:"s3"`
+// IsObjectCreated reports whether r is one of the ObjectCreated:* events
+// (Put, Post, Copy, CompleteMultipartUpload).
+func IsObjectCreated(r events.S3EventRecord) bool {
+	return strings.HasPrefix(r.EventName, "ObjectCreated:")
 }
 
-// Identity names a principal.
-type Identity struct {
-	PrincipalID string `json:"principalId"`
+// record is how a record is decoded: events.S3EventRecord with eventTime
+// read as text, so a time that is not RFC 3339 leaves EventTime zero (the
+// completer then uses its own clock) instead of making the whole message
+// unreadable. Every time of the three shapes is read so.
+type record struct {
+	events.S3EventRecord
+	EventTime string `json:"eventTime"`
 }
 
-// RequestParameters are the request's source.
-type RequestParameters struct {
-	SourceIPAddress string `json:"sourceIPAddress"`
+// testEvent is how a test event is decoded: Time as text, as for record.
+type testEvent struct {
+	events.S3TestEvent
+	Time string `json:"Time"`
 }
 
-// ResponseElements identify the request to AWS support.
-type ResponseElements struct {
-	RequestID string `json:"x-amz-request-id"`
-	HostID    string `json:"x-amz-id-2"`
-}
-
-// S3 names the bucket and the object of a record.
-type S3 struct {
-	SchemaVersion   string `json:"s3SchemaVersion"`
-	ConfigurationID string `json:"configurationId"`
-	Bucket          Bucket `json:"bucket"`
-	Object          Object `json:"object"`
-}
-
-// Bucket is the record's bucket.
-type Bucket struct {
-	Name          string   `json:"name"`
-	OwnerIdentity Identity `json:"ownerIdentity"`
-	ARN           string   `json:"arn"`
-}
-
-// Object is the record's object. Key is URL-encoded as AWS sends it (a
-// space is "+"); use Record.ObjectKey for the real key.
-type Object struct {
-	Key       string `json:"key"`
-	Size      int64  `json:"size"`
-	ETag      string `json:"eTag,omitempty"`
-	VersionID string `json:"versionId,omitempty"`
-	Sequencer string `json:"sequencer,omitempty"`
-}
-
-// ObjectKey is the object's key, URL-decoded ("red+flower.jpg" is
-// "red flower.jpg"). Parse has already rejected keys that do not decode.
-func (r Record) ObjectKey() (string, error) {
-	k, err := url.QueryUnescape(r.S3.Object.Key)
-	if err != nil {
-		return "", fmt.Errorf("%w: object key %q: %w", ErrMalformed, r.S3.Object.Key, err)
-	}
-	return k, nil
-}
-
-// IsObjectCreated reports whether the record is one of the ObjectCreated:*
-// events (Put, Post, Copy, CompleteMultipartUpload).
-func (r Record) IsObjectCreated() bool { return strings.HasPrefix(r.EventName, "ObjectCreated:") }
-
-// EncodeKey URL-encodes an object key the way S3 event notifications carry
-// it: form encoding, so a space is "+" and "+" is "%2B", with "/" kept.
-func EncodeKey(key string) string {
-	return strings.ReplaceAll(url.QueryEscape(key), "%2F", "/")
-}
-
-// envelope is the part of an SNS notification that matters here.
+// envelope is how an SNS envelope is decoded: Timestamp as text, as for
+// record.
 type envelope struct {
-	Type    string  `json:"Type"`
-	Message *string `json:"Message"`
+	events.SNSEntity
+	Timestamp string `json:"Timestamp"`
 }
 
 // probe tells the three shapes apart: an SNS envelope has a Type, a test
 // event an Event, and S3's own notification Records.
 type probe struct {
-	Event string `json:"Event"`
-	Type  string `json:"Type"`
+	Event   string            `json:"Event"`
+	Type    string            `json:"Type"`
+	Records []json.RawMessage `json:"Records"`
 }
 
 // Parse reads an SQS message body holding an S3 event notification, direct
@@ -147,36 +92,45 @@ func parse(body []byte, unwrap bool) (Notification, error) {
 		if err := json.Unmarshal(body, &env); err != nil {
 			return Notification{}, fmt.Errorf("%w: SNS envelope: %w", ErrMalformed, err)
 		}
-		if env.Type != "Notification" || env.Message == nil {
+		if env.Type != "Notification" || env.Message == "" {
 			return Notification{}, fmt.Errorf("%w: SNS message of type %q", ErrMalformed, env.Type)
 		}
-		return parse([]byte(*env.Message), false)
+		return parse([]byte(env.Message), false)
 	case p.Event != "":
-		var n Notification
-		if err := json.Unmarshal(body, &n); err != nil {
+		var t testEvent
+		if err := json.Unmarshal(body, &t); err != nil {
 			return Notification{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
-		if !n.IsTest() || len(n.Records) > 0 {
+		if t.Event != TestEvent || len(p.Records) > 0 {
 			return Notification{}, fmt.Errorf("%w: event %q", ErrMalformed, p.Event)
 		}
-		return n, nil
+		t.S3TestEvent.Time = parseTime(t.Time)
+		return Notification{Test: &t.S3TestEvent}, nil
 	}
-	var n Notification
-	if err := json.Unmarshal(body, &n); err != nil {
+	var rs struct {
+		Records []record `json:"Records"`
+	}
+	if err := json.Unmarshal(body, &rs); err != nil {
 		return Notification{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	if len(n.Records) == 0 {
+	if len(rs.Records) == 0 {
 		return Notification{}, fmt.Errorf("%w: no Records", ErrMalformed)
 	}
-	for i, r := range n.Records {
-		if err := r.validate(); err != nil {
+	var n Notification
+	n.Records = make([]events.S3EventRecord, len(rs.Records))
+	for i, r := range rs.Records {
+		if err := validate(r.S3EventRecord); err != nil {
 			return Notification{}, fmt.Errorf("record %d: %w", i, err)
 		}
+		n.Records[i] = r.S3EventRecord
+		n.Records[i].EventTime = parseTime(r.EventTime)
 	}
 	return n, nil
 }
 
-func (r Record) validate() error {
+// validate checks what a consumer relies on. A key that does not decode
+// has already failed the unmarshalling (events.S3Object).
+func validate(r events.S3EventRecord) error {
 	switch {
 	case r.EventName == "":
 		return fmt.Errorf("%w: no eventName", ErrMalformed)
@@ -185,6 +139,14 @@ func (r Record) validate() error {
 	case r.S3.Object.Key == "":
 		return fmt.Errorf("%w: no object key", ErrMalformed)
 	}
-	_, err := r.ObjectKey()
-	return err
+	return nil
+}
+
+// parseTime reads an RFC 3339 time, zero if s is none.
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }
