@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/mintgate/mintgate/api"
 )
 
 // How a client retries a sign that got no answer, a 503 or a 409: with the
@@ -31,13 +33,7 @@ type user struct {
 }
 
 // signed is the signer's 201 body (and a replay's 200).
-type signed struct {
-	URL       string            `json:"url"`
-	Method    string            `json:"method"`
-	Headers   map[string]string `json:"headers"`
-	URLID     string            `json:"urlId"`
-	ExpiresAt time.Time         `json:"expiresAt"`
-}
+type signed = api.SignResponse
 
 // received is one URL a client got.
 type received struct {
@@ -270,11 +266,9 @@ func (c *client) put(s signed, size int) (stored bool, status int) {
 		if err != nil {
 			return false, 0
 		}
-		for k, v := range s.Headers {
-			if http.CanonicalHeaderKey(k) != "Content-Length" { // net/http sends it from the body
-				req.Header.Set(k, v)
-			}
-		}
+		// Content-Length: net/http sends it from the body.
+		req.Header.Set("Content-Type", s.Headers.ContentType)
+		req.Header.Set("If-None-Match", s.Headers.IfNoneMatch)
 		resp, err := c.http.Do(req)
 		if err != nil {
 			continue
