@@ -46,15 +46,15 @@ const defaultHTTPAddr = ":8081"
 func loadConfig(getenv func(string) string) (cfg, error) {
 	e := config.New(getenv)
 	c := cfg{
-		HTTPAddr:    e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
+		HTTPAddr:    e.HTTPAddr(defaultHTTPAddr),
 		Redis:       e.Redis(),
-		Bucket:      e.Required("MINTGATE_S3_BUCKET"),
+		Bucket:      e.S3Bucket(),
 		QueueURL:    e.URL("MINTGATE_SQS_QUEUE_URL", "", "https", "http"),
 		SQSEndpoint: e.URL("MINTGATE_SQS_ENDPOINT", "", "https", "http"),
 		Visibility:  e.Duration("MINTGATE_SQS_VISIBILITY_TIMEOUT", 0),
 		DoneTTL:     e.Duration("MINTGATE_DONE_TTL", 15*time.Minute),
-		URLTTL:      e.Duration("MINTGATE_URL_TTL", 120*time.Second),
-		Grace:       e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
+		URLTTL:      e.URLTTL(),
+		Grace:       e.SweepGrace(),
 
 		AWS: e.AWS(),
 	}

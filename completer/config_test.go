@@ -138,3 +138,27 @@ func TestUploadKeys(t *testing.T) {
 		}
 	}
 }
+
+// The completer reads its listen address and MINTGATE_NATS_URL as the
+// other services do: host:port only, and ws:// or wss:// NATS URLs taken.
+func TestListenAddressAndNATSURLs(t *testing.T) {
+	cases := []struct {
+		name, value string
+		ok          bool
+	}{
+		{"MINTGATE_HTTP_ADDR", "8081", false},
+		{"MINTGATE_HTTP_ADDR", "0.0.0.0:8081", true},
+		{"MINTGATE_NATS_URL", "wss://nats.example:443", true},
+		{"MINTGATE_NATS_URL", "ws://127.0.0.1:8080,nats://127.0.0.1:4222", true},
+	}
+	for _, tc := range cases {
+		_, err := loadConfig(env(map[string]string{"MINTGATE_SQS_QUEUE_URL": "http://127.0.0.1:4566/000000000000/uploads",
+			"MINTGATE_S3_BUCKET": "uploads", tc.name: tc.value}))
+		if tc.ok && err != nil {
+			t.Errorf("%s=%q refused: %v", tc.name, tc.value, err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), tc.name)) {
+			t.Errorf("%s=%q: error %v does not name it", tc.name, tc.value, err)
+		}
+	}
+}
