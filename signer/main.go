@@ -5,12 +5,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,9 +17,6 @@ import (
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/ops"
 )
-
-// shutdownTimeout is how long in-flight requests get to finish on SIGTERM.
-const shutdownTimeout = 15 * time.Second
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -123,11 +117,11 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		d.ledger = led
 		d.checks = append(d.checks, ops.Check{Name: "nats", Ping: led.Ping})
 	}
-	return serve(ctx, log,
-		endpoint{"MINTGATE_HTTP_ADDR", c.HTTPAddr, newServer(d)},
+	return ops.ServeAll(ctx, log,
+		ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: c.HTTPAddr, Handler: newServer(d)},
 		// /metrics names tenants, and /admin/* will change buckets: neither
 		// belongs on the port the internet reaches.
-		endpoint{"MINTGATE_OPS_ADDR", c.OpsAddr, withAdmin(d, ops.Handler(d.reg, d.checks...))})
+		ops.Endpoint{Variable: "MINTGATE_OPS_ADDR", Addr: c.OpsAddr, Handler: withAdmin(d, ops.Handler(d.reg, d.checks...))})
 }
 
 // warnRisky logs configurations that start but are likely mistakes. An
@@ -143,61 +137,4 @@ func warnRisky(log *slog.Logger, c cfg) {
 		log.Warn("MINTGATE_DEGRADED_MODE=local: while Redis is unavailable each instance grants from in-process buckets at MINTGATE_DEGRADED_SHARE of the limits, without idempotency; "+
 			"keep the number of instances × the share at most 1", "share", c.DegradedShare)
 	}
-}
-
-// endpoint is one listener of the signer: the API, or the ops port.
-type endpoint struct {
-	variable string // the variable that sets addr, for errors
-	addr     string
-	h        http.Handler
-}
-
-// serve runs every endpoint until ctx ends, then drains in-flight requests.
-// It listens on all of them before serving any, so a bad address stops the
-// signer at start; one that fails later stops them all.
-func serve(ctx context.Context, log *slog.Logger, eps ...endpoint) error {
-	srvs := make([]*http.Server, 0, len(eps))
-	errc := make(chan error, len(eps))
-	for _, ep := range eps {
-		ln, err := net.Listen("tcp", ep.addr)
-		if err != nil {
-			for _, srv := range srvs {
-				srv.Close()
-			}
-			return fmt.Errorf("%s: %w", ep.variable, err)
-		}
-		srv := &http.Server{
-			Handler:           ep.h,
-			ReadHeaderTimeout: 5 * time.Second,
-			ReadTimeout:       15 * time.Second,
-			WriteTimeout:      30 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			MaxHeaderBytes:    64 << 10,
-		}
-		srvs = append(srvs, srv)
-		go func() {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("%s: serve: %w", ep.variable, err)
-			}
-		}()
-		log.Info("signer listening", "addr", ln.Addr().String(), "for", ep.variable)
-	}
-	var failed error
-	select {
-	case failed = <-errc:
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	errs := make(chan error, len(srvs))
-	for _, srv := range srvs {
-		go func() { errs <- srv.Shutdown(sctx) }()
-	}
-	for range srvs {
-		if err := <-errs; err != nil && failed == nil {
-			failed = fmt.Errorf("shutdown: %w", err)
-		}
-	}
-	return failed
 }
