@@ -6,7 +6,8 @@ import (
 	"github.com/mintgate/mintgate/shared/config"
 )
 
-// settings is the sweeper's configuration (SPEC §5).
+// settings is the sweeper's configuration (SPEC §5), and the knobs tests
+// turn through options.
 type settings struct {
 	Redis    config.Redis
 	NATS     config.NATS
@@ -18,22 +19,30 @@ type settings struct {
 	Grace    time.Duration
 	Secret   []byte // MINTGATE_GRANT_SECRET: only batches it verifies are applied
 	Previous []byte // MINTGATE_GRANT_SECRET_PREVIOUS: also verifies, during a rotation
+
+	// TrimInterval is how often the ledger messages of swept grants are
+	// purged; no variable sets it (tests shorten it with an option).
+	TrimInterval time.Duration
 }
 
 // defaultHTTPAddr is where the sweeper listens without MINTGATE_HTTP_ADDR.
 const defaultHTTPAddr = ":8082"
+
+// defaultTrimInterval is settings.TrimInterval outside tests.
+const defaultTrimInterval = 10 * time.Second
 
 // loadSettings reads the environment; every bad value is reported at once,
 // each by its variable's name.
 func loadSettings(getenv func(string) string) (settings, error) {
 	e := config.New(getenv)
 	s := settings{
-		Redis:    e.Redis(),
-		NATS:     e.NATS(),
-		HTTPAddr: e.HTTPAddr(defaultHTTPAddr),
-		Limits:   e.Limits(),
-		Grace:    e.SweepGrace(),
-		Secret:   e.GrantSecret(),
+		Redis:        e.Redis(),
+		NATS:         e.NATS(),
+		HTTPAddr:     e.HTTPAddr(defaultHTTPAddr),
+		Limits:       e.Limits(),
+		Grace:        e.SweepGrace(),
+		Secret:       e.GrantSecret(),
+		TrimInterval: defaultTrimInterval,
 	}
 	s.Previous = e.PreviousGrantSecret(s.Secret)
 	return s, e.Err()

@@ -19,7 +19,7 @@ func TestSettingsShareTheSignersForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.HTTPAddr != ":8082" || s.Grace != 30*time.Second ||
+	if s.HTTPAddr != ":8082" || s.Grace != 30*time.Second || s.TrimInterval != 10*time.Second ||
 		s.Tiers.Default[config.TierUser].Capacity != 30 || s.TiersFile != "" {
 		t.Errorf("defaults %+v", s)
 	}
