@@ -24,6 +24,10 @@ type cfg struct {
 	// Visibility is passed to every ReceiveMessage; 0 keeps the queue's own.
 	Visibility time.Duration
 
+	// Receivers is how many long polls run at once
+	// (MINTGATE_SQS_RECEIVERS; run's -receivers flag wins over it).
+	Receivers int
+
 	DoneTTL time.Duration
 	URLTTL  time.Duration
 	Grace   time.Duration
@@ -41,6 +45,10 @@ type cfg struct {
 // defaultHTTPAddr is where the completer listens without MINTGATE_HTTP_ADDR.
 const defaultHTTPAddr = ":8081"
 
+// defaultReceivers is cfg.Receivers when neither MINTGATE_SQS_RECEIVERS
+// nor -receivers sets it.
+const defaultReceivers = 4
+
 // loadConfig reads every variable and reports all bad values at once, each
 // naming its variable.
 func loadConfig(getenv func(string) string) (cfg, error) {
@@ -55,6 +63,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		DoneTTL:     e.Duration("MINTGATE_DONE_TTL", 15*time.Minute),
 		URLTTL:      e.URLTTL(),
 		Grace:       e.SweepGrace(),
+		Receivers:   int(e.Int("MINTGATE_SQS_RECEIVERS", defaultReceivers)),
 
 		AWS: e.AWS(),
 	}

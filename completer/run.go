@@ -21,16 +21,16 @@ import (
 
 // run starts the completer with the environment getenv reads and works
 // until ctx ends. A bad configuration value stops it before it starts.
-// The one flag, -receivers, sets how many long polls run at once;
-// -healthcheck instead probes the completer
+// The one flag, -receivers, sets how many long polls run at once (over
+// MINTGATE_SQS_RECEIVERS); -healthcheck instead probes the completer
 // already listening on MINTGATE_HTTP_ADDR (the container healthcheck).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	receivers := 4
+	receivers := 0 // not given
 	log, err := service.Start(ctx, service.Spec{Name: "completer", HTTPAddr: defaultHTTPAddr, Flags: receiversFlag(&receivers)}, args, getenv, stdout)
 	if log == nil {
 		return err
 	}
-	c, err := loadConfig(getenv)
+	c, err := configure(getenv, receivers)
 	if err != nil {
 		return err
 	}
@@ -63,18 +63,32 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// The DLQ's depth is only watched: its own goroutine, never in the
 	// receivers' way, stopped with them.
 	dlq := &dlqWatcher{q: q, queueURL: c.QueueURL, m: m, log: log}
-	log.Info("completer starting", "config", c.String(), "receivers", receivers)
+	log.Info("completer starting", "config", c.String(), "receivers", c.Receivers)
 	err = work(ctx, log, ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: c.HTTPAddr, Handler: ops.Handler(reg, checks...)},
-		func(ctx context.Context) { cons.run(ctx, receivers) }, dlq.run)
+		func(ctx context.Context) { cons.run(ctx, c.Receivers) }, dlq.run)
 	log.Info("completer stopped")
 	return err
 }
 
-// receiversFlag defines -receivers, a positive number (operators'
-// scripts pass it); *n keeps its value unless it is given.
+// configure is the configuration getenv gives with the -receivers flag
+// on top (0: not given): the flag wins over MINTGATE_SQS_RECEIVERS.
+func configure(getenv func(string) string, receivers int) (cfg, error) {
+	c, err := loadConfig(getenv)
+	if err != nil {
+		return cfg{}, err
+	}
+	if receivers > 0 {
+		c.Receivers = receivers
+	}
+	return c, nil
+}
+
+// receiversFlag defines -receivers, a positive number that wins over
+// MINTGATE_SQS_RECEIVERS (operators' scripts pass it); *n stays 0 unless
+// it is given.
 func receiversFlag(n *int) func(*flag.FlagSet) {
 	return func(fs *flag.FlagSet) {
-		fs.Func("receivers", "concurrent SQS long polls (default 4)", func(v string) error {
+		fs.Func("receivers", "concurrent SQS long polls (default MINTGATE_SQS_RECEIVERS, else 4)", func(v string) error {
 			r, err := strconv.Atoi(v)
 			if err != nil || r < 1 {
 				return fmt.Errorf("%q is not a positive number", v)
