@@ -24,6 +24,10 @@ type cfg struct {
 	// Visibility is passed to every ReceiveMessage; 0 keeps the queue's own.
 	Visibility time.Duration
 
+	// Receivers is how many long polls run at once
+	// (MINTGATE_SQS_RECEIVERS; run's -receivers flag wins over it).
+	Receivers int
+
 	DoneTTL time.Duration
 	URLTTL  time.Duration
 	Grace   time.Duration
@@ -41,20 +45,25 @@ type cfg struct {
 // defaultHTTPAddr is where the completer listens without MINTGATE_HTTP_ADDR.
 const defaultHTTPAddr = ":8081"
 
+// defaultReceivers is cfg.Receivers when neither MINTGATE_SQS_RECEIVERS
+// nor -receivers sets it.
+const defaultReceivers = 4
+
 // loadConfig reads every variable and reports all bad values at once, each
 // naming its variable.
 func loadConfig(getenv func(string) string) (cfg, error) {
 	e := config.New(getenv)
 	c := cfg{
-		HTTPAddr:    e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
+		HTTPAddr:    e.HTTPAddr(defaultHTTPAddr),
 		Redis:       e.Redis(),
-		Bucket:      e.Required("MINTGATE_S3_BUCKET"),
+		Bucket:      e.S3Bucket(),
 		QueueURL:    e.URL("MINTGATE_SQS_QUEUE_URL", "", "https", "http"),
 		SQSEndpoint: e.URL("MINTGATE_SQS_ENDPOINT", "", "https", "http"),
 		Visibility:  e.Duration("MINTGATE_SQS_VISIBILITY_TIMEOUT", 0),
 		DoneTTL:     e.Duration("MINTGATE_DONE_TTL", 15*time.Minute),
-		URLTTL:      e.Duration("MINTGATE_URL_TTL", 120*time.Second),
-		Grace:       e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
+		URLTTL:      e.URLTTL(),
+		Grace:       e.SweepGrace(),
+		Receivers:   int(e.Int("MINTGATE_SQS_RECEIVERS", defaultReceivers)),
 
 		AWS: e.AWS(),
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mintgate/mintgate/shared/service"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -135,6 +137,75 @@ func TestUploadKeys(t *testing.T) {
 		tenant, urlID, reason := upload(c.key)
 		if reason != c.reason || tenant != c.tenant || (reason == "" && urlID != id) {
 			t.Errorf("upload(%q) = %q, %q, %q; want tenant %q reason %q", c.key, tenant, urlID, reason, c.tenant, c.reason)
+		}
+	}
+}
+
+// TestReceiversFromFlagOrEnvironment: MINTGATE_SQS_RECEIVERS sets how many
+// long polls run; the -receivers flag of operators' scripts still works
+// and wins when both are given; a bad value of either is refused, naming it.
+func TestReceiversFromFlagOrEnvironment(t *testing.T) {
+	base := map[string]string{"MINTGATE_SQS_QUEUE_URL": "http://127.0.0.1:4566/000000000000/uploads", "MINTGATE_S3_BUCKET": "uploads"}
+	cases := []struct {
+		env   string
+		args  []string
+		want  int
+		wrong string // what the error names; "" for accepted
+	}{
+		{"", nil, 4, ""},
+		{"7", nil, 7, ""},
+		{"", []string{"-receivers", "2"}, 2, ""},
+		{"7", []string{"-receivers", "2"}, 2, ""},
+		{"7", []string{"-receivers=9"}, 9, ""},
+		{"0", nil, 0, "MINTGATE_SQS_RECEIVERS"},
+		{"many", nil, 0, "MINTGATE_SQS_RECEIVERS"},
+		{"", []string{"-receivers", "0"}, 0, "-receivers"},
+		{"7", []string{"-receivers", "x"}, 0, "-receivers"},
+	}
+	for _, tc := range cases {
+		vars := map[string]string{"MINTGATE_SQS_RECEIVERS": tc.env}
+		for k, v := range base {
+			vars[k] = v
+		}
+		// As run does: the flags first, then the environment under them.
+		var out bytes.Buffer
+		n := 0
+		err := service.Flags("completer", append([]string{"completer"}, tc.args...), &out, receiversFlag(&n))
+		var c cfg
+		if err == nil {
+			c, err = configure(env(vars), n)
+		}
+		switch {
+		case tc.wrong == "" && err != nil:
+			t.Errorf("env %q, args %q: %v", tc.env, tc.args, err)
+		case tc.wrong == "" && c.Receivers != tc.want:
+			t.Errorf("env %q, args %q: %d receivers, want %d", tc.env, tc.args, c.Receivers, tc.want)
+		case tc.wrong != "" && (err == nil || !strings.Contains(err.Error(), tc.wrong)):
+			t.Errorf("env %q, args %q: error %v; want one naming %s", tc.env, tc.args, err, tc.wrong)
+		}
+	}
+}
+
+// The completer reads its listen address and MINTGATE_NATS_URL as the
+// other services do: host:port only, and ws:// or wss:// NATS URLs taken.
+func TestListenAddressAndNATSURLs(t *testing.T) {
+	cases := []struct {
+		name, value string
+		ok          bool
+	}{
+		{"MINTGATE_HTTP_ADDR", "8081", false},
+		{"MINTGATE_HTTP_ADDR", "0.0.0.0:8081", true},
+		{"MINTGATE_NATS_URL", "wss://nats.example:443", true},
+		{"MINTGATE_NATS_URL", "ws://127.0.0.1:8080,nats://127.0.0.1:4222", true},
+	}
+	for _, tc := range cases {
+		_, err := loadConfig(env(map[string]string{"MINTGATE_SQS_QUEUE_URL": "http://127.0.0.1:4566/000000000000/uploads",
+			"MINTGATE_S3_BUCKET": "uploads", tc.name: tc.value}))
+		if tc.ok && err != nil {
+			t.Errorf("%s=%q refused: %v", tc.name, tc.value, err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), tc.name)) {
+			t.Errorf("%s=%q: error %v does not name it", tc.name, tc.value, err)
 		}
 	}
 }

@@ -122,13 +122,27 @@ func literalNames(n ast.Node) map[string]bool {
 	return names
 }
 
-// readByCode is, for every MINTGATE_ name in the Go sources of the services
-// and shared/ (tests and test helpers aside), the services that read it: a
-// service reads the names in its own folder and those of every method of
-// shared/config's Env it calls (e.Redis() reads MINTGATE_REDIS_URL, …).
-func readByCode(t *testing.T) map[string][]string {
+// calledMethods is the names of the methods called on the selector
+// expressions below n (e.Redis() calls Redis).
+func calledMethods(n ast.Node) map[string]bool {
+	names := map[string]bool{}
+	ast.Inspect(n, func(n ast.Node) bool {
+		if call, ok := n.(*ast.CallExpr); ok {
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
+				names[sel.Sel.Name] = true
+			}
+		}
+		return true
+	})
+	return names
+}
+
+// envMethods is, for every method of shared/config's Env, the MINTGATE_
+// names it reads: those in its body and those of the Env methods it calls
+// (e.S3() reads MINTGATE_S3_BUCKET through e.S3Bucket()).
+func envMethods(t *testing.T) map[string]map[string]bool {
 	t.Helper()
-	envMethods := map[string]map[string]bool{}
+	reads, calls := map[string]map[string]bool{}, map[string]map[string]bool{}
 	for _, f := range goSources(t, "shared/config") {
 		for _, d := range f.Decls {
 			fn, ok := d.(*ast.FuncDecl)
@@ -137,11 +151,34 @@ func readByCode(t *testing.T) map[string][]string {
 			}
 			if star, ok := fn.Recv.List[0].Type.(*ast.StarExpr); ok {
 				if id, ok := star.X.(*ast.Ident); ok && id.Name == "Env" {
-					envMethods[fn.Name.Name] = literalNames(fn.Body)
+					reads[fn.Name.Name] = literalNames(fn.Body)
+					calls[fn.Name.Name] = calledMethods(fn.Body)
 				}
 			}
 		}
 	}
+	for changed := true; changed; {
+		changed = false
+		for m, callees := range calls {
+			for callee := range callees {
+				for name := range reads[callee] {
+					if !reads[m][name] {
+						reads[m][name], changed = true, true
+					}
+				}
+			}
+		}
+	}
+	return reads
+}
+
+// readByCode is, for every MINTGATE_ name in the Go sources of the services
+// and shared/ (tests and test helpers aside), the services that read it: a
+// service reads the names in its own folder and those of every method of
+// shared/config's Env it calls (e.Redis() reads MINTGATE_REDIS_URL, …).
+func readByCode(t *testing.T) map[string][]string {
+	t.Helper()
+	envMethods := envMethods(t)
 	users := map[string][]string{}
 	for _, f := range goSources(t, "shared", "shared/testenv") {
 		for name := range literalNames(f) {

@@ -129,3 +129,37 @@ func TestRemoteIPWarningOnlyWhenDefaulted(t *testing.T) {
 		})
 	}
 }
+
+// Every service reads its listen addresses and MINTGATE_NATS_URL through
+// shared/config, so they agree: a port without host:port is refused at
+// start, naming the variable, and ws:// and wss:// NATS URLs are taken.
+func TestListenAddressesAndNATSURLs(t *testing.T) {
+	cases := []struct {
+		set      map[string]string
+		variable string // the variable the error names; "" for accepted
+	}{
+		{map[string]string{"MINTGATE_HTTP_ADDR": "8080"}, "MINTGATE_HTTP_ADDR"},
+		{map[string]string{"MINTGATE_HTTP_ADDR": "127.0.0.1:"}, "MINTGATE_HTTP_ADDR"},
+		{map[string]string{"MINTGATE_OPS_ADDR": "9080"}, "MINTGATE_OPS_ADDR"},
+		{map[string]string{"MINTGATE_HTTP_ADDR": "127.0.0.1:8080", "MINTGATE_OPS_ADDR": "[::1]:9080"}, ""},
+		{map[string]string{"MINTGATE_NATS_URL": "wss://nats.example:443,ws://127.0.0.1:8080"}, ""},
+		{map[string]string{"MINTGATE_NATS_URL": "http://nats.example:4222"}, "MINTGATE_NATS_URL"},
+	}
+	for _, tc := range cases {
+		env := map[string]string{
+			"MINTGATE_S3_BUCKET":        "uploads",
+			"MINTGATE_GRANT_SECRET":     testenv.GrantSecret,
+			"MINTGATE_JWT_HS256_SECRET": testSecret,
+		}
+		for k, v := range tc.set {
+			env[k] = v
+		}
+		_, err := loadConfig(mapEnv(env))
+		switch {
+		case tc.variable == "" && err != nil:
+			t.Errorf("%v refused: %v", tc.set, err)
+		case tc.variable != "" && (err == nil || !strings.Contains(err.Error(), tc.variable)):
+			t.Errorf("%v: error %v; want one naming %s", tc.set, err, tc.variable)
+		}
+	}
+}

@@ -7,8 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/netip"
 	"time"
+
+	"github.com/mintgate/mintgate/shared/config"
 )
 
 // startPprof serves the runtime profiles of net/http/pprof on addr
@@ -38,12 +39,5 @@ func startPprof(ctx context.Context, log *slog.Logger, addr string) error {
 // (127.0.0.0/8, ::1 or localhost); ":6060" would listen everywhere.
 func loopbackAddr(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
+	return err == nil && config.IsLoopbackHost(host)
 }

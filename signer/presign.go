@@ -65,8 +65,8 @@ type upload struct {
 // does not start.
 func newPresigner(ctx context.Context, c cfg) (*presigner, error) {
 	var opts []func(*awsconfig.LoadOptions) error
-	if c.S3Region != "" {
-		opts = append(opts, awsconfig.WithRegion(c.S3Region))
+	if c.S3.Region != "" {
+		opts = append(opts, awsconfig.WithRegion(c.S3.Region))
 	}
 	// A presigned URL lives only as long as the credentials that signed it:
 	// refresh temporary ones (roles, IRSA) at least one URL lifetime early,
@@ -83,8 +83,8 @@ func newPresigner(ctx context.Context, c cfg) (*presigner, error) {
 	if _, err := ac.Credentials.Retrieve(cctx); err != nil {
 		return nil, fmt.Errorf("aws credentials: %w", err)
 	}
-	client := s3.NewFromConfig(ac, bucketAddressing(c.S3Endpoint, c.S3PathStyle))
-	p, err := presignerFor(ctx, client.Options(), c.S3Bucket)
+	client := s3.NewFromConfig(ac, bucketAddressing(c.S3.Endpoint, c.S3.PathStyle))
+	p, err := presignerFor(ctx, client.Options(), c.S3.Bucket)
 	if err != nil {
 		return nil, fmt.Errorf("s3 presigner (MINTGATE_S3_BUCKET, MINTGATE_S3_ENDPOINT, MINTGATE_S3_PATH_STYLE): %w", err)
 	}

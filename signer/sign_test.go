@@ -436,6 +436,11 @@ func TestLedgerDownRefundsAndFreesTheKey(t *testing.T) {
 		t.Errorf("readyz with NATS down: %d %s", r.status, r.raw)
 	}
 
+	// The ledger logs through the signer's logger, to run's stdout.
+	if logs := s.log.String(); !strings.Contains(logs, `"msg":"nats disconnected","service":"signer","component":"grant-ledger"`) {
+		t.Errorf("no ledger line about the disconnect in the signer's log:\n%s", logs)
+	}
+
 	st.nats.Start()
 	deadline := time.Now().Add(15 * time.Second)
 	for {

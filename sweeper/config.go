@@ -1,43 +1,49 @@
 package main
 
 import (
-	"net"
 	"time"
 
 	"github.com/mintgate/mintgate/shared/config"
 )
 
-// settings is the sweeper's configuration (SPEC §5).
+// settings is the sweeper's configuration (SPEC §5), and the knobs tests
+// turn through options.
 type settings struct {
-	Redis     config.Redis
-	NATS      config.NATS
-	HTTPAddr  string
-	Tiers     config.TierSet // MINTGATE_TIERS with MINTGATE_TENANT_TIERS' overrides
-	TiersFile string         // MINTGATE_TENANT_TIERS_FILE: more overrides, re-read while running
-	Grace     time.Duration
-	Secret    []byte // MINTGATE_GRANT_SECRET: only batches it verifies are applied
-	Previous  []byte // MINTGATE_GRANT_SECRET_PREVIOUS: also verifies, during a rotation
+	Redis    config.Redis
+	NATS     config.NATS
+	HTTPAddr string
+	// Limits holds Tiers (MINTGATE_TIERS with MINTGATE_TENANT_TIERS'
+	// overrides: each refund is capped by them) and TiersFile
+	// (MINTGATE_TENANT_TIERS_FILE: more overrides, re-read while running).
+	config.Limits
+	Grace    time.Duration
+	Secret   []byte // MINTGATE_GRANT_SECRET: only batches it verifies are applied
+	Previous []byte // MINTGATE_GRANT_SECRET_PREVIOUS: also verifies, during a rotation
+
+	// TrimInterval is how often the ledger messages of swept grants are
+	// purged; no variable sets it (tests shorten it with an option).
+	TrimInterval time.Duration
 }
 
 // defaultHTTPAddr is where the sweeper listens without MINTGATE_HTTP_ADDR.
 const defaultHTTPAddr = ":8082"
+
+// defaultTrimInterval is settings.TrimInterval outside tests.
+const defaultTrimInterval = 10 * time.Second
 
 // loadSettings reads the environment; every bad value is reported at once,
 // each by its variable's name.
 func loadSettings(getenv func(string) string) (settings, error) {
 	e := config.New(getenv)
 	s := settings{
-		Redis:     e.Redis(),
-		NATS:      e.NATS(),
-		HTTPAddr:  e.String("MINTGATE_HTTP_ADDR", defaultHTTPAddr),
-		Tiers:     e.TenantTiers("MINTGATE_TENANT_TIERS", e.Tiers("MINTGATE_TIERS", config.DefaultTiers)),
-		TiersFile: e.String("MINTGATE_TENANT_TIERS_FILE", ""),
-		Grace:     e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second),
-		Secret:    e.GrantSecret(),
+		Redis:        e.Redis(),
+		NATS:         e.NATS(),
+		HTTPAddr:     e.HTTPAddr(defaultHTTPAddr),
+		Limits:       e.Limits(),
+		Grace:        e.SweepGrace(),
+		Secret:       e.GrantSecret(),
+		TrimInterval: defaultTrimInterval,
 	}
 	s.Previous = e.PreviousGrantSecret(s.Secret)
-	if _, _, err := net.SplitHostPort(s.HTTPAddr); err != nil {
-		e.Fail("MINTGATE_HTTP_ADDR", "%q is not host:port (such as :8082)", s.HTTPAddr)
-	}
 	return s, e.Err()
 }

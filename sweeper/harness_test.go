@@ -32,6 +32,7 @@ type stack struct {
 	rdb     *redis.Client
 	ledger  *grant.Ledger
 	grace   time.Duration
+	opts    []option // given to every sweeper the stack starts
 }
 
 // newStack starts redis and nats-server. A durable Redis keeps its data
@@ -110,7 +111,7 @@ func (s *stack) startWith(extra map[string]string) *instance {
 	getenv := s.env(extra)
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{addr: getenv("MINTGATE_HTTP_ADDR"), cancel: cancel, done: make(chan error, 1), logs: &testenv.Buffer{}}
-	go func() { in.done <- run(ctx, []string{"sweeper"}, getenv, in.logs) }()
+	go func() { in.done <- runWith(ctx, []string{"sweeper"}, getenv, in.logs, s.opts...) }()
 	s.t.Cleanup(func() {
 		in.stop()
 		if s.t.Failed() {

@@ -39,10 +39,8 @@ func (s *stack) streamMsgs() int {
 // Swept grants, refunded or not, leave the ledger stream empty: its max
 // age only guards what is pending.
 func TestSweptGrantsLeaveTheLedgerEmpty(t *testing.T) {
-	// Restored last, once the sweeper (stopped by its own cleanup) is gone.
-	t.Cleanup(func(d time.Duration) func() { return func() { trimInterval = d } }(trimInterval))
-	trimInterval = 200 * time.Millisecond
 	s := newStack(t, false)
+	s.opts = append(s.opts, withTrimInterval(200*time.Millisecond))
 	sw := s.start()
 	s.setTokens(keys.Bucket(tenant, "u:gina"), 0)
 	const n = 100

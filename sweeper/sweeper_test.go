@@ -258,6 +258,10 @@ func TestNATSKilledWithGrantsPendingLosesNone(t *testing.T) {
 	if code := sw.status("/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz after the restart = %d", code)
 	}
+	// The ledger logs through the sweeper's logger, to run's stdout.
+	if logs := sw.logs.String(); !strings.Contains(logs, `"msg":"nats disconnected","service":"sweeper","component":"grant-ledger"`) {
+		t.Errorf("no ledger line about the disconnect in the sweeper's log:\n%s", logs)
+	}
 }
 
 func TestStartRefusedWithoutScheduling(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -147,21 +146,4 @@ func (e *Env) URL(name, def string, schemes ...string) string {
 	}
 	e.Fail(name, "%q is not a %s URL", RedactURL(v), strings.Join(schemes, " or "))
 	return def
-}
-
-// URLList is a comma-separated list of absolute URLs, each with one of the
-// given schemes (MINTGATE_NATS_URL's seed servers), as given. A bad item
-// is reported without its credentials.
-func (e *Env) URLList(name, def string, schemes ...string) string {
-	v := e.String(name, def)
-	e.hideURL(v)
-	for item := range strings.SplitSeq(v, ",") {
-		item = strings.TrimSpace(item)
-		u, err := url.Parse(item)
-		if err != nil || u.Host == "" || !slices.Contains(schemes, u.Scheme) {
-			e.Fail(name, "%q is not a %s URL (a comma-separated list is fine)", RedactURL(item), strings.Join(schemes, ", "))
-			return def
-		}
-	}
-	return v
 }

@@ -85,6 +85,18 @@ type LedgerConfig struct {
 	MaxBatch       int
 	MaxInFlight    int
 	PublishTimeout time.Duration
+
+	// Log is where the ledger logs (NATS disconnects and reconnects, …):
+	// the service's logger. Nil: slog.Default().
+	Log *slog.Logger
+}
+
+// logger is c.Log, or slog.Default(), for the ledger's own lines.
+func (c LedgerConfig) logger() *slog.Logger {
+	if c.Log == nil {
+		return slog.Default().With("component", "grant-ledger")
+	}
+	return c.Log.With("component", "grant-ledger")
 }
 
 func (c LedgerConfig) withDefaults() LedgerConfig {
@@ -164,7 +176,7 @@ type Ledger struct {
 // rather than buffering. opts come after the ledger's own connection
 // options, so a caller adds credentials (nats.UserCredentials) or TLS.
 func Dial(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nats.Option) (*Ledger, error) {
-	log := slog.Default().With("component", "grant-ledger")
+	log := cfg.logger()
 	timeout := 2 * time.Second
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 		timeout = max(time.Until(d), 10*time.Millisecond)
@@ -259,7 +271,7 @@ func open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledge
 	if err := checkScheduling(version, info); err != nil {
 		return nil, err
 	}
-	return &Ledger{cfg: cfg, nc: nc, js: js, log: slog.Default().With("component", "grant-ledger")}, nil
+	return &Ledger{cfg: cfg, nc: nc, js: js, log: cfg.logger()}, nil
 }
 
 func ensureStream(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*jetstream.StreamInfo, error) {

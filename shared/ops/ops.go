@@ -7,7 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -77,23 +79,91 @@ func Handler(reg *prometheus.Registry, checks ...Check) http.Handler {
 	return mux
 }
 
+// shutdownTimeout is how long in-flight requests get to finish once the
+// context of Serve or ServeAll ends (SIGTERM).
+const shutdownTimeout = 15 * time.Second
+
+// Endpoint is one listener of a service: the signer's API, or the ops
+// handler of any service.
+type Endpoint struct {
+	Variable string // the variable that sets Addr, for errors and the log
+	Addr     string
+	Handler  http.Handler
+}
+
 // Serve runs h on addr until ctx ends, then shuts down gracefully.
 func Serve(ctx context.Context, log *slog.Logger, addr string, h http.Handler) error {
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("http listening", "addr", addr)
+	return ServeAll(ctx, log, Endpoint{Addr: addr, Handler: h})
+}
+
+// ServeAll runs every endpoint until ctx ends, then drains in-flight
+// requests. It listens on all of them before serving any, so a bad address
+// stops the service at start; one that fails later stops them all. Errors
+// name the endpoint's variable.
+func ServeAll(ctx context.Context, log *slog.Logger, eps ...Endpoint) error {
+	lns := make([]net.Listener, 0, len(eps))
+	for _, ep := range eps {
+		ln, err := net.Listen("tcp", ep.Addr)
+		if err != nil {
+			for _, ln := range lns {
+				ln.Close()
+			}
+			return ep.wrap(err)
+		}
+		lns = append(lns, ln)
+	}
+	srvs := make([]*http.Server, 0, len(eps))
+	errc := make(chan error, len(eps))
+	for i, ep := range eps {
+		ln := lns[i]
+		srv := &http.Server{
+			Handler:           ep.Handler,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       15 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
+		}
+		srvs = append(srvs, srv)
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- ep.wrap(fmt.Errorf("serve: %w", err))
+			}
+		}()
+		log.Info("http listening", "addr", ln.Addr().String(), "for", ep.Variable)
+	}
+	var failed error
 	select {
-	case err := <-errc:
-		return err
+	case failed = <-errc:
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	log.Info("shutting down")
+	return shutdown(srvs, failed)
+}
+
+// shutdown drains srvs at once, within shutdownTimeout, and returns failed
+// or else the first error of a shutdown.
+func shutdown(srvs []*http.Server, failed error) error {
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	errs := make(chan error, len(srvs))
+	for _, srv := range srvs {
+		go func() { errs <- srv.Shutdown(sctx) }()
+	}
+	for range srvs {
+		if err := <-errs; err != nil && failed == nil {
+			failed = fmt.Errorf("shutdown: %w", err)
+		}
+	}
+	return failed
+}
+
+// wrap names the endpoint's variable in err, when it has one.
+func (ep Endpoint) wrap(err error) error {
+	if ep.Variable == "" {
 		return err
 	}
-	return nil
+	return fmt.Errorf("%s: %w", ep.Variable, err)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

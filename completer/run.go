@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/ops"
+	"github.com/mintgate/mintgate/shared/service"
+)
+
+// run starts the completer with the environment getenv reads and works
+// until ctx ends. A bad configuration value stops it before it starts.
+// The one flag, -receivers, sets how many long polls run at once (over
+// MINTGATE_SQS_RECEIVERS); -healthcheck instead probes the completer
+// already listening on MINTGATE_HTTP_ADDR (the container healthcheck).
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	receivers := 0 // not given
+	log, err := service.Start(ctx, service.Spec{Name: "completer", HTTPAddr: defaultHTTPAddr, Flags: receiversFlag(&receivers)}, args, getenv, stdout)
+	if log == nil {
+		return err
+	}
+	c, err := configure(getenv, receivers)
+	if err != nil {
+		return err
+	}
+
+	// Redis connects lazily: a completer started while Redis is down holds
+	// what its first receives bring, and receives nothing more, until it
+	// answers (and /readyz says why).
+	rdb, err := c.Redis.Client()
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	q, err := newSQS(ctx, c)
+	if err != nil {
+		return err
+	}
+	reg := ops.NewRegistry()
+	m := newMetrics(reg)
+	comp := &completer{rdb: rdb, bucket: c.Bucket, doneTTL: c.DoneTTL, m: m, log: log}
+	checks, ready, closeEvents, err := withEvents(ctx, c, comp, rdb, q, log)
+	if err != nil {
+		return err
+	}
+	defer closeEvents()
+	cons := &consumer{
+		q: q, queueURL: c.QueueURL, visibility: c.Visibility,
+		handle: comp.handle, ready: ready, gate: newGate(), m: m, log: log,
+		backoff: backoff{min: 100 * time.Millisecond, max: 5 * time.Second},
+	}
+	// The DLQ's depth is only watched: its own goroutine, never in the
+	// receivers' way, stopped with them.
+	dlq := &dlqWatcher{q: q, queueURL: c.QueueURL, m: m, log: log}
+	log.Info("completer starting", "config", c.String(), "receivers", c.Receivers)
+	err = work(ctx, log, ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: c.HTTPAddr, Handler: ops.Handler(reg, checks...)},
+		func(ctx context.Context) { cons.run(ctx, c.Receivers) }, dlq.run)
+	log.Info("completer stopped")
+	return err
+}
+
+// configure is the configuration getenv gives with the -receivers flag
+// on top (0: not given): the flag wins over MINTGATE_SQS_RECEIVERS.
+func configure(getenv func(string) string, receivers int) (cfg, error) {
+	c, err := loadConfig(getenv)
+	if err != nil {
+		return cfg{}, err
+	}
+	if receivers > 0 {
+		c.Receivers = receivers
+	}
+	return c, nil
+}
+
+// receiversFlag defines -receivers, a positive number that wins over
+// MINTGATE_SQS_RECEIVERS (operators' scripts pass it); *n stays 0 unless
+// it is given.
+func receiversFlag(n *int) func(*flag.FlagSet) {
+	return func(fs *flag.FlagSet) {
+		fs.Func("receivers", "concurrent SQS long polls (default MINTGATE_SQS_RECEIVERS, else 4)", func(v string) error {
+			r, err := strconv.Atoi(v)
+			if err != nil || r < 1 {
+				return fmt.Errorf("%q is not a positive number", v)
+			}
+			*n = r
+			return nil
+		})
+	}
+}
+
+// withEvents is what /readyz checks and what a held message waits for:
+// Redis and SQS, and NATS too when the completer publishes
+// upload-completed events (then it gives comp its publisher, and the
+// function it returns closes the connection).
+func withEvents(ctx context.Context, c cfg, comp *completer, rdb redis.UniversalClient, q *sqs.Client, log *slog.Logger) (checks []ops.Check, ready func(context.Context) error, closer func(), err error) {
+	pingRedis := func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+	pingSQS := func(ctx context.Context) error {
+		_, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl:       aws.String(c.QueueURL),
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
+		})
+		return err
+	}
+	checks = []ops.Check{{Name: "redis", Ping: pingRedis}, {Name: "sqs", Ping: pingSQS}}
+	if !c.Events {
+		return checks, pingRedis, func() {}, nil
+	}
+	pub, nc, err := openEvents(ctx, c, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	comp.events = pub
+	checks = append(checks, ops.Check{Name: "nats", Ping: pub.Ping})
+	// A held message waits for both stores it writes to.
+	ready = func(ctx context.Context) error {
+		if err := pingRedis(ctx); err != nil {
+			return err
+		}
+		return pub.Ping(ctx)
+	}
+	return checks, ready, nc.Close, nil
+}
+
+// work serves ep and runs each worker until ctx ends, or until the server
+// fails (it cannot listen): that stops the workers too. It returns once
+// all have stopped, with the server's error.
+func work(ctx context.Context, log *slog.Logger, ep ops.Endpoint, workers ...func(context.Context)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var running sync.WaitGroup
+	for _, w := range workers {
+		running.Go(func() { w(ctx) })
+	}
+	err := ops.ServeAll(ctx, log, ep)
+	cancel()
+	running.Wait()
+	return err
+}

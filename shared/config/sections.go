@@ -1,0 +1,99 @@
+package config
+
+import (
+	"net"
+	"time"
+)
+
+// The defaults SPEC §5 gives the settings several services read; each is
+// written here only, so the services cannot drift apart.
+const (
+	// DefaultURLTTL is how long a presigned URL lives (MINTGATE_URL_TTL).
+	DefaultURLTTL = 120 * time.Second
+	// DefaultSweepGrace is how long after its URL's expiry a grant falls
+	// due (MINTGATE_SWEEP_GRACE).
+	DefaultSweepGrace = 30 * time.Second
+	// MaxURLTTL is the longest expiry SigV4 presigning allows.
+	MaxURLTTL = 7 * 24 * time.Hour
+)
+
+// HTTPAddr reads MINTGATE_HTTP_ADDR, where a service listens (its API, or
+// its /healthz, /readyz and /metrics): a host:port, def when unset. Each
+// service has its own default.
+func (e *Env) HTTPAddr(def string) string {
+	return e.Addr("MINTGATE_HTTP_ADDR", def)
+}
+
+// Addr reads a listen address, host:port with a port (the host may be
+// empty: every interface). It is empty only when unset and def is empty.
+func (e *Env) Addr(name, def string) string {
+	v := e.String(name, def)
+	if v == "" {
+		return v
+	}
+	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+		e.Fail(name, "%q is not host:port (such as :8080)", v)
+		return def
+	}
+	return v
+}
+
+// URLTTL reads MINTGATE_URL_TTL, the lifetime of a presigned URL: between
+// one second and MaxURLTTL.
+func (e *Env) URLTTL() time.Duration {
+	const name = "MINTGATE_URL_TTL"
+	d := e.Duration(name, DefaultURLTTL)
+	if d < time.Second || d > MaxURLTTL {
+		e.Fail(name, "%v must be between 1s and %v (the SigV4 presign limit)", d, MaxURLTTL)
+	}
+	return d
+}
+
+// SweepGrace reads MINTGATE_SWEEP_GRACE: how long after its URL's expiry a
+// grant falls due, leaving late upload notifications time to land.
+func (e *Env) SweepGrace() time.Duration {
+	return e.Duration("MINTGATE_SWEEP_GRACE", DefaultSweepGrace)
+}
+
+// Limits is the bucket shapes of the signer and the sweeper: the default
+// tiers with MINTGATE_TENANT_TIERS' overrides, and the file of more
+// overrides re-read while the service runs.
+type Limits struct {
+	// Tiers is MINTGATE_TIERS with MINTGATE_TENANT_TIERS' overrides.
+	Tiers TierSet
+	// TiersFile is MINTGATE_TENANT_TIERS_FILE (empty: none), read by
+	// NewLiveTiers.
+	TiersFile string
+}
+
+// Limits reads MINTGATE_TIERS (default DefaultTiers),
+// MINTGATE_TENANT_TIERS and MINTGATE_TENANT_TIERS_FILE.
+func (e *Env) Limits() Limits {
+	return Limits{
+		Tiers:     e.TenantTiers("MINTGATE_TENANT_TIERS", e.Tiers("MINTGATE_TIERS", DefaultTiers)),
+		TiersFile: e.String("MINTGATE_TENANT_TIERS_FILE", ""),
+	}
+}
+
+// S3 is where the signer's URLs point: the bucket, and how to reach it.
+type S3 struct {
+	Bucket    string // MINTGATE_S3_BUCKET, required
+	Region    string // MINTGATE_S3_REGION; empty: AWS_REGION, else the SDK's
+	Endpoint  string // MINTGATE_S3_ENDPOINT; empty: AWS
+	PathStyle bool   // MINTGATE_S3_PATH_STYLE
+}
+
+// S3 reads MINTGATE_S3_BUCKET, MINTGATE_S3_REGION, MINTGATE_S3_ENDPOINT
+// and MINTGATE_S3_PATH_STYLE.
+func (e *Env) S3() S3 {
+	return S3{
+		Bucket:    e.S3Bucket(),
+		Region:    e.String("MINTGATE_S3_REGION", ""),
+		Endpoint:  e.URL("MINTGATE_S3_ENDPOINT", "", "http", "https"),
+		PathStyle: e.Bool("MINTGATE_S3_PATH_STYLE", false),
+	}
+}
+
+// S3Bucket reads MINTGATE_S3_BUCKET, required: the bucket the signer signs
+// for and the only one whose records the completer marks done.
+func (e *Env) S3Bucket() string { return e.Required("MINTGATE_S3_BUCKET") }

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ops"
+	"github.com/mintgate/mintgate/shared/service"
+)
+
+// run starts the signer with the environment getenv reads and serves until
+// ctx ends. A bad configuration value stops it before it listens. Its one
+// argument, -healthcheck, instead probes the signer already listening on
+// MINTGATE_HTTP_ADDR (the container healthcheck); otherwise everything is
+// SPEC §5's environment.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if log, err := service.Start(ctx, service.Spec{Name: "signer", HTTPAddr: defaultHTTPAddr}, args, getenv, stdout); log == nil {
+		return err
+	}
+	return runWith(ctx, getenv, stdout)
+}
+
+// option changes a dependency run would build; tests use them to fix the
+// clock, to stand in for the ledger or to read the metrics.
+type option func(*deps)
+
+// runWith is run after its arguments: the signer's parts, in the order
+// they start.
+func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, opts ...option) error {
+	log := service.Logger(stdout, "signer")
+	c, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	warnRisky(log, c)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the JWKS refresh, the tiers file watch and pprof
+
+	d := deps{cfg: c, log: log, now: time.Now}
+	for _, o := range opts {
+		o(&d)
+	}
+	if err := d.observe(ctx); err != nil {
+		return err
+	}
+	// Redis connects lazily: a signer started while Redis is down serves
+	// 503 limiter_unavailable (and /readyz says why) until it is back.
+	rdb, err := c.Redis.Client()
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	// Deferred after rdb.Close, so it runs before it: once the servers
+	// have drained the handlers, the canceller's last round still has Redis.
+	defer d.startGate(ctx, rdb)()
+
+	if d.ident, err = newIdentity(ctx, c, d.now); err != nil {
+		return err
+	}
+	if d.presign, err = newPresigner(ctx, c); err != nil {
+		return err
+	}
+	if d.ledger == nil {
+		led, err := dialLedger(ctx, c, log)
+		if err != nil {
+			return err
+		}
+		defer led.Close()
+		d.ledger = led
+		d.checks = append(d.checks, ops.Check{Name: "nats", Ping: led.Ping})
+	}
+	return ops.ServeAll(ctx, log,
+		ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: c.HTTPAddr, Handler: newServer(d)},
+		// /metrics names tenants, and /admin/* will change buckets: neither
+		// belongs on the port the internet reaches.
+		ops.Endpoint{Variable: "MINTGATE_OPS_ADDR", Addr: c.OpsAddr, Handler: withAdmin(d, ops.Handler(d.reg, d.checks...))})
+}
+
+// observe starts what watches the signer from outside or from its files:
+// the metrics (unless a test gave its own), the tenant tiers file, pprof.
+func (d *deps) observe(ctx context.Context) error {
+	live, err := config.NewLiveTiers(d.cfg.Tiers, d.cfg.TiersFile)
+	if err != nil {
+		return err
+	}
+	d.live = live
+	if d.cfg.PprofAddr != "" {
+		if err := startPprof(ctx, d.log, d.cfg.PprofAddr); err != nil {
+			return err
+		}
+	}
+	if d.metrics == nil {
+		d.reg = ops.NewRegistry()
+		d.metrics = newMetrics(d.reg)
+	}
+	ops.WatchTiers(ctx, d.reg, d.log, d.live)
+	return nil
+}
+
+// startGate builds the gate on rdb, with its canceller and the reader of
+// Redis's clock, and adds Redis to /readyz. The function it returns stops
+// them: the clock first, then the canceller's last round.
+func (d *deps) startGate(ctx context.Context, rdb redis.UniversalClient) (stop func()) {
+	share := 0.0 // no degraded mode
+	if d.cfg.Degraded {
+		share = d.cfg.DegradedShare
+	}
+	d.gate = newGate(rdb, d.cfg.Redis.Timeout, share, d.metrics, d.log)
+	d.gate.cancels = startCanceller(d.gate.cancel, d.now, d.metrics, d.log)
+	clockCtx, stopClock := context.WithCancel(ctx)
+	if !d.noRedisClock {
+		go d.gate.syncClock(clockCtx)
+	}
+	d.checks = append(d.checks, ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
+	return func() {
+		stopClock()
+		d.gate.cancels.close()
+	}
+}
+
+// dialLedger connects to the grant ledger as the signer; the ledger logs
+// through log.
+func dialLedger(ctx context.Context, c cfg, log *slog.Logger) (*grant.Ledger, error) {
+	natsOpts, err := c.NATS.Options("signer")
+	if err != nil {
+		return nil, err
+	}
+	led, err := grant.Dial(ctx, c.NATS.URL, grant.LedgerConfig{Grace: c.SweepGrace, Secret: c.GrantSecret, Log: log}, natsOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
+	}
+	return led, nil
+}
+
+// warnRisky logs configurations that start but are likely mistakes. An
+// explicit MINTGATE_IP_SOURCE=remote is a choice (clients connect directly,
+// as on the local stack), not a default left in place: no warning.
+func warnRisky(log *slog.Logger, c cfg) {
+	if len(c.AnonTenants) > 0 && c.IPSource == ipRemote && !c.IPSourceSet {
+		log.Warn("!!! MINTGATE_IP_SOURCE=remote with anonymous tenants: behind a load balancer or CDN every anonymous visitor " +
+			"has the proxy's address and shares ONE bucket. Set MINTGATE_IP_SOURCE to cf-connecting-ip or xff (with MINTGATE_TRUSTED_PROXIES) " +
+			"unless clients really connect directly (then set MINTGATE_IP_SOURCE=remote to say so).")
+	}
+	if c.Degraded {
+		log.Warn("MINTGATE_DEGRADED_MODE=local: while Redis is unavailable each instance grants from in-process buckets at MINTGATE_DEGRADED_SHARE of the limits, without idempotency; "+
+			"keep the number of instances × the share at most 1", "share", c.DegradedShare)
+	}
+}

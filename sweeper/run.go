@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ops"
+	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/service"
+)
+
+// durable is the JetStream consumer every sweeper shares.
+const durable = "sweeper"
+
+// option changes a setting no variable sets; tests use them.
+type option func(*settings)
+
+// withTrimInterval has the sweeper purge swept grants' messages every d.
+func withTrimInterval(d time.Duration) option {
+	return func(s *settings) { s.TrimInterval = d }
+}
+
+// run is the whole service: it returns when ctx ends, after the grants in
+// hand are finished or released. Its one argument, -healthcheck, instead
+// probes the sweeper already listening on MINTGATE_HTTP_ADDR (the
+// container healthcheck).
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	return runWith(ctx, args, getenv, stdout)
+}
+
+func runWith(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, opts ...option) error {
+	log, err := service.Start(ctx, service.Spec{Name: "sweeper", HTTPAddr: defaultHTTPAddr}, args, getenv, stdout)
+	if log == nil {
+		return err
+	}
+	cfg, err := loadSettings(getenv)
+	if err != nil {
+		return err
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	rdb, err := cfg.Redis.Client()
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	ledger, err := dialLedger(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+
+	reg := ops.NewRegistry()
+	m := newMetrics(reg)
+	sw, err := newSweeper(ctx, cfg, rdb, reg, m, log)
+	if err != nil {
+		return err
+	}
+	stop, err := consume(ctx, ledger, sw, cfg, m, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	log.Info("sweeper started", "stream", ledger.Config().Stream, "grace", cfg.Grace.String(), "tiers", cfg.Tiers.String())
+
+	err = ops.ServeAll(ctx, log, ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: cfg.HTTPAddr, Handler: ops.Handler(reg,
+		ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+		ops.Check{Name: "nats", Ping: ledger.Ping},
+	)})
+	stop() // stop pulling, finish or release what is in hand, before closing the connections
+	log.Info("sweeper stopped")
+	return err
+}
+
+// dialLedger connects to the grant ledger as the sweeper, within ten
+// seconds; the ledger logs through log.
+func dialLedger(ctx context.Context, cfg settings, log *slog.Logger) (*grant.Ledger, error) {
+	natsOpts, err := cfg.NATS.Options("sweeper")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ledger, err := grant.Dial(ctx, cfg.NATS.URL, grant.LedgerConfig{
+		Grace: cfg.Grace, Secret: cfg.Secret, PreviousSecret: cfg.Previous, Log: log,
+	}, natsOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
+	}
+	return ledger, nil
+}
+
+// newSweeper is the sweeper of cfg's tiers, with the tenant tiers file
+// watched (and its reloads counted on reg) until ctx ends.
+func newSweeper(ctx context.Context, cfg settings, rdb redis.UniversalClient, reg *prometheus.Registry, m *metrics, log *slog.Logger) (*sweeper, error) {
+	live, err := config.NewLiveTiers(cfg.Tiers, cfg.TiersFile)
+	if err != nil {
+		return nil, err
+	}
+	ops.WatchTiers(ctx, reg, log, live)
+	return &sweeper{
+		refunder: &refunder{store: quota.New(rdb), tiers: cfg.Tiers, live: live, now: time.Now},
+		grace:    cfg.Grace,
+		metrics:  m,
+		log:      log,
+	}, nil
+}
+
+// consume starts handing the due grants to sw; the function it returns
+// stops the pulls and finishes or releases the grants in hand.
+func consume(ctx context.Context, ledger *grant.Ledger, sw *sweeper, cfg settings, m *metrics, log *slog.Logger) (func(), error) {
+	stop, err := ledger.Consume(ctx, durable, sw.handle,
+		grant.WithLogger(log),
+		grant.WithObserver(m.observe),
+		grant.WithTrimInterval(cfg.TrimInterval),
+		grant.WithTrimObserver(m.trimmed),
+		// A handler call is one script bounded by the Redis timeout; this
+		// only caps how long a shutdown waits for the ones in flight.
+		grant.WithHandleTimeout(max(5*time.Second, 10*cfg.Redis.Timeout)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("consume due grants: %w", err)
+	}
+	return stop, nil
+}
