@@ -235,7 +235,7 @@ func check(ctx context.Context, t *testing.T, st *stack, res result, faults []in
 	}
 
 	r.summarize(res, outs, faults, exposed, markers)
-	r.summary = append(r.summary, fmt.Sprintf("rescues: %d passes applied schedules nats-server had not fired 30 s after due (sweepers' logs since their last start)", st.rescues()))
+	r.summary = append(r.summary, fmt.Sprintf("rescues: %d passes applied schedules nats-server had not fired 30 s after due", st.rescues()))
 	r.checkURLs(res, outs)
 	r.add("no token minted (final > capacity − uploads)",
 		fmt.Sprintf("users +%d in %d buckets, tenants +%d in %d", b.users.minted, b.users.mintedIn, b.tenants.minted, b.tenants.mintedIn),
@@ -505,13 +505,17 @@ func (st *stack) diagnoseStream(ctx context.Context, t *testing.T, s jetstream.S
 	}
 }
 
-// rescues counts the sweepers' rescue passes in their logs (each process's
-// log since its last start): schedules nats-server did not fire, which the
-// sweepers applied themselves (grant.WithRescueAfter).
+// rescues counts the sweepers' rescue passes in their logs, those of the
+// processes killed before included: schedules nats-server did not fire,
+// which the sweepers applied themselves (grant.WithRescueAfter).
 func (st *stack) rescues() int {
-	n := 0
+	n := st.rescued
 	for _, s := range st.sweepers {
-		n += strings.Count(s.Output(), "the server had not fired these schedules")
+		n += rescuesIn(s.Output())
 	}
 	return n
+}
+
+func rescuesIn(log string) int {
+	return strings.Count(log, "the server had not fired these schedules")
 }

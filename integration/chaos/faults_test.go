@@ -192,6 +192,9 @@ func (st *stack) inject(ctx context.Context, t *testing.T, ld *load, f fault) (e
 		p.Resume()
 	default:
 		p := st.target(f)
+		if f.kind == killSweeper {
+			st.rescued += rescuesIn(st.sweepers[f.target].Output()) // its log goes with it
+		}
 		if f.kind != killSigner {
 			p.Kill()
 		} else {

@@ -40,6 +40,7 @@ type stack struct {
 	js        jetstream.JetStream // the test's own, to create the ledger stream and watch it drain
 	jwtSecret []byte
 	crashes   []string // services found exited that no fault had killed
+	rescued   int      // rescue passes logged by sweepers since killed
 }
 
 // startStack starts every server and service of the topology and waits
