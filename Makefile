@@ -22,4 +22,4 @@ bench:
 # CHAOS_ARGS, e.g. make chaos CHAOS_ARGS='-chaos.seed=42 -chaos.topology=r3'.
 chaos:
 	deploy/local/tools.sh redis nats versitygw fauxqs
-	go test ./integration/chaos -run '^TestChaos$$' -count=1 -v -timeout 60m -chaos.long $(CHAOS_ARGS)
+	cd integration && go test ./chaos -run '^TestChaos$$' -count=1 -v -timeout 60m -chaos.long $(CHAOS_ARGS)

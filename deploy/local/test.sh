@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check and test: formatting, go vet, staticcheck, govulncheck,
-# and go test -race over the whole module against real servers that the
+# and go test -race over every module (the services' at the root, and the
+# test modules integration/ and deploy/checks/, which keep the tests' heavy
+# dependencies out of the services' go.mod) against real servers that the
 # tests start themselves on free loopback ports.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,10 +19,11 @@ unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
+modules=(. integration deploy/checks)
 echo "== go vet"
-go vet ./...
+for m in "${modules[@]}"; do (cd "$m" && go vet ./...); done
 echo "== staticcheck"
-staticcheck ./...
+for m in "${modules[@]}"; do (cd "$m" && staticcheck ./...); done
 echo "== govulncheck"
 # Fails on a vulnerability our code reaches. Accepted, each with its reason:
 # - GO-2026-6872, GO-2026-6875: echo v4 has no fixed release, and its
@@ -48,4 +51,6 @@ for id in $reached; do
 done
 rm -f "$vulns"
 echo "== go test -race"
+# The test modules run after the services' own, one module at a time.
 go test -race -count=1 -timeout 20m "$@" ./...
+for m in integration deploy/checks; do (cd "$m" && go test -race -count=1 -timeout 20m "$@" ./...); done

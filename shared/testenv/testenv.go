@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -33,22 +34,37 @@ func FreePort(tb testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// Root is the module's root folder, found from the working directory.
+// Module is the services' module: the repository's root holds its go.mod.
+// The test modules in it (integration, deploy/checks) have their own.
+const Module = "github.com/mintgate/mintgate"
+
+// Root is the repository's root folder: the nearest folder at or above the
+// working directory whose go.mod is the services' module.
 func Root() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePath(data) == Module {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("testenv: no go.mod above the working directory")
+			return "", fmt.Errorf("testenv: no go.mod of %s above the working directory", Module)
 		}
 		dir = parent
 	}
+}
+
+// modulePath is the path a go.mod's module line declares.
+func modulePath(gomod []byte) string {
+	for line := range strings.Lines(string(gomod)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
 }
 
 // Binary finds a server binary: $MINTGATE_TOOLS/bin, then the repo's

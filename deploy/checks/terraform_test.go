@@ -1,4 +1,4 @@
-package deploy_test
+package checks_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package deploy_test
+package checks_test
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // requests), with the fsync on every write and with the server's default
 // (flush every two minutes). docs/production.md quotes its results.
 //
-//	go test ./deploy -run '^$' -bench LedgerPublish -benchtime 3s
+//	cd deploy/checks && go test -run '^$' -bench LedgerPublish -benchtime 3s
 func BenchmarkLedgerPublish(b *testing.B) {
 	for _, sync := range []string{"always", "default"} {
 		b.Run("sync="+sync, func(b *testing.B) {
