@@ -147,12 +147,32 @@ func newGate(rdb redis.UniversalClient, timeout time.Duration, share float64, m 
 // tenant's concurrent signs (quota.Coalescer). An error wraps
 // bucket.ErrUnavailable.
 func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, error) {
+	d, err := g.spend(ctx, a, now)
+	if err != nil {
+		if spendMayRun(err) {
+			// The EVALSHA may sit in a stalled Redis and run after this
+			// request has answered: cancel it in the background, so that it
+			// takes no token and holds no key (cancel.go). In degraded mode
+			// too: the local decision below is charged locally, and the
+			// Redis attempt must not charge Redis as well.
+			g.cancels.add(a.ask)
+		}
+		if g.local == nil {
+			return decision{}, err
+		}
+		return g.degrade(a, now, err), nil
+	}
+	return fromSpend(d)
+}
+
+// spend runs the Spend script within the Redis call's deadline.
+func (g *gate) spend(ctx context.Context, a attempt, now time.Time) (quota.Decision, error) {
 	var d quota.Decision
 	err := g.call(ctx, "sign", func(ctx context.Context) (err error) {
 		// The Spend may run only until this call gives up, by Redis's
 		// clock: one that sat in a stalled Redis and runs after the 503
-		// takes nothing. The canceller below still covers the one that ran
-		// in time and whose reply was lost.
+		// takes nothing. The canceller still covers the one that ran in
+		// time and whose reply was lost.
 		ask := a.ask
 		if dl, ok := ctx.Deadline(); ok {
 			ask.Until = g.until(dl)
@@ -169,32 +189,28 @@ func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, 
 		}
 		return err
 	})
-	if err != nil {
-		if spendMayRun(err) {
-			// The EVALSHA may sit in a stalled Redis and run after this
-			// request has answered: cancel it in the background, so that it
-			// takes no token and holds no key (cancel.go). In degraded mode
-			// too: the local decision below is charged locally, and the
-			// Redis attempt must not charge Redis as well.
-			g.cancels.add(a.ask)
-		}
-		if g.local == nil {
-			return decision{}, err
-		}
-		g.metrics.degraded.Inc()
-		if n, ok := g.degradedLog.allow(time.Now()); ok {
-			// Once per degradedLogEvery, not per sign: an outage at full
-			// load would write thousands of lines a second.
-			g.log.Warn("redis unavailable: deciding with in-process buckets; idempotency is not guaranteed",
-				"tenant", a.who.Tenant, "err", err, "degradedSignsSinceLastLine", n)
-		}
-		res := g.local.Take(now, 1, g.degradedBuckets(a.buckets)...)
-		dec := decision{outcome: denied, result: res, degraded: true}
-		if res.Allowed {
-			dec.outcome = allowed
-		}
-		return dec, nil
+	return d, err
+}
+
+// degrade decides with the in-process buckets while Redis is down (err).
+func (g *gate) degrade(a attempt, now time.Time, err error) decision {
+	g.metrics.degraded.Inc()
+	if n, ok := g.degradedLog.allow(time.Now()); ok {
+		// Once per degradedLogEvery, not per sign: an outage at full
+		// load would write thousands of lines a second.
+		g.log.Warn("redis unavailable: deciding with in-process buckets; idempotency is not guaranteed",
+			"tenant", a.who.Tenant, "err", err, "degradedSignsSinceLastLine", n)
 	}
+	res := g.local.Take(now, 1, g.degradedBuckets(a.buckets)...)
+	dec := decision{outcome: denied, result: res, degraded: true}
+	if res.Allowed {
+		dec.outcome = allowed
+	}
+	return dec
+}
+
+// fromSpend is the gate's decision for what the Spend script answered.
+func fromSpend(d quota.Decision) (decision, error) {
 	switch d.Outcome {
 	case quota.Allowed:
 		return decision{outcome: allowed, result: d.Result}, nil

@@ -105,37 +105,8 @@ func handleSign(d deps) echo.HandlerFunc {
 			d.count("limiter_unavailable")
 			return unavailable(codeLimiterDown, "the rate limiter is unavailable; no URL was issued", retryLimiter, err)
 		}
-		switch dec.outcome {
-		case replay:
-			d.count("replayed")
-			h := c.Response().Header()
-			h.Set(hdrReplayed, "true")
-			// What the buckets hold now, spending nothing. Best effort: a
-			// replay is still answered, without the headers, if the read
-			// fails (Redis answered the decision a moment ago).
-			if _, err := d.peekRateHeaders(r.Context(), h, who, a.buckets, now); err != nil {
-				d.log.Debug("replay without RateLimit headers: reading the buckets failed", "tenant", who.Tenant, "err", err)
-			}
-			return c.JSONBlob(http.StatusOK, dec.body)
-		case reused:
-			d.count("reused")
-			return newError(http.StatusUnprocessableEntity, codeKeyReused, "this %s was used for a different request", hdrIdempotencyKey)
-		case pending:
-			d.count("in_progress")
-			return newError(http.StatusConflict, codeInProgress, "a request with this %s is still in progress", hdrIdempotencyKey)
-		case denied:
-			if !d.cfg.shadowed(who.Tenant) {
-				d.count("rate_limited")
-				d.metrics.limited.WithLabelValues(who.Tenant, scope(dec.result)).Inc()
-				setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
-				return tooMany(dec.result)
-			}
-			// Shadow mode: counted, not refused. The URL goes out charged
-			// to nobody; its grant says so, and no sweeper refunds it.
-			// Nothing holds the key meanwhile: two such requests with one
-			// key at once may each get a URL (the later one's is replayed).
-			d.metrics.shadowDenied.WithLabelValues(scope(dec.result)).Inc()
-			dec.shadow = true
+		if done, err := d.refuse(c, a, &dec, now); done {
+			return err
 		}
 
 		body, aerr := d.issue(ctx, a, dec, urlID, now)
@@ -145,6 +116,47 @@ func handleSign(d deps) echo.HandlerFunc {
 		setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
 		return c.JSONBlob(http.StatusCreated, body)
 	}
+}
+
+// refuse answers the decisions that issue no URL: a replay, a key reused
+// or still in flight, a denial. It reports false, and answers nothing, for
+// an allowed decision and for a denial let through in shadow mode (which
+// it marks in dec).
+func (d deps) refuse(c echo.Context, a attempt, dec *decision, now time.Time) (bool, error) {
+	r, who := c.Request(), a.who
+	switch dec.outcome {
+	case replay:
+		d.count("replayed")
+		h := c.Response().Header()
+		h.Set(hdrReplayed, "true")
+		// What the buckets hold now, spending nothing. Best effort: a
+		// replay is still answered, without the headers, if the read
+		// fails (Redis answered the decision a moment ago).
+		if _, err := d.peekRateHeaders(r.Context(), h, who, a.buckets, now); err != nil {
+			d.log.Debug("replay without RateLimit headers: reading the buckets failed", "tenant", who.Tenant, "err", err)
+		}
+		return true, c.JSONBlob(http.StatusOK, dec.body)
+	case reused:
+		d.count("reused")
+		return true, newError(http.StatusUnprocessableEntity, codeKeyReused, "this %s was used for a different request", hdrIdempotencyKey)
+	case pending:
+		d.count("in_progress")
+		return true, newError(http.StatusConflict, codeInProgress, "a request with this %s is still in progress", hdrIdempotencyKey)
+	case denied:
+		if !d.cfg.shadowed(who.Tenant) {
+			d.count("rate_limited")
+			d.metrics.limited.WithLabelValues(who.Tenant, scope(dec.result)).Inc()
+			setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
+			return true, tooMany(dec.result)
+		}
+		// Shadow mode: counted, not refused. The URL goes out charged
+		// to nobody; its grant says so, and no sweeper refunds it.
+		// Nothing holds the key meanwhile: two such requests with one
+		// key at once may each get a URL (the later one's is replayed).
+		d.metrics.shadowDenied.WithLabelValues(scope(dec.result)).Inc()
+		dec.shadow = true
+	}
+	return false, nil
 }
 
 // issue turns an allowed decision into URL urlID: presign, record the

@@ -96,8 +96,12 @@ func (b *bench) run(ctx context.Context) error {
 			return err
 		}
 	}
-	loadEnd := loadavg()
+	return b.finish(rp, srv, allocs, start, [3]string{loadStart, loadMid, loadavg()})
+}
 
+// finish writes the table with what it was measured on: the header, the
+// notes, then rp; to stdout and, with -out, to a file.
+func (b *bench) finish(rp *report, srv servers, allocs string, start time.Time, loads [3]string) error {
 	rp.header = []string{
 		fmt.Sprintf("One run of `make bench`, %s, commit %s, %s. Every row: %d run(s), interleaved with the rows it is compared with (the order rotates each round); "+
 			"Redis rows %v a run, HTTP saturation %v, open loop %v, ledger %v; %v unrecorded warm-up first. Took %v.",
@@ -105,7 +109,7 @@ func (b *bench) run(ctx context.Context) error {
 			b.plan.redisDur, b.plan.httpDur, b.plan.openDur, b.plan.ledgerDur, b.plan.warm, time.Since(start).Round(time.Second)),
 		"",
 		fmt.Sprintf("Machine: %d cores (%s), shared; load average (1/5/15 min) at start %s, after the side-by-side rows %s, at the end %s. %s.",
-			runtime.NumCPU(), cpuModel(), loadStart, loadMid, loadEnd, srv.versions),
+			runtime.NumCPU(), cpuModel(), loads[0], loads[1], loads[2], srv.versions),
 	}
 	rp.notes = append(rp.notes, allocs,
 		"rate: the median run; spread: the lowest–highest run (rate; p99); p50/p99/p999 and the status split: over every sample of every run.",

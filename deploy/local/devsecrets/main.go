@@ -212,22 +212,7 @@ func (s secrets) certificate(hosts []string, validity time.Duration) error {
 	if err != nil {
 		return err
 	}
-	leaf := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		// Client auth too: NATS cluster routes present it to each other.
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			leaf.IPAddresses = append(leaf.IPAddresses, ip)
-		} else {
-			leaf.DNSNames = append(leaf.DNSNames, h)
-		}
-	}
+	leaf := leafTemplate(hosts, now, validity)
 	caCert, err := x509.ParseCertificate(caDER)
 	if err != nil {
 		return err
@@ -254,6 +239,27 @@ func (s secrets) certificate(hosts []string, validity time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// leafTemplate is the server certificate for hosts (names or addresses).
+func leafTemplate(hosts []string, now time.Time, validity time.Duration) *x509.Certificate {
+	leaf := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: hosts[0]},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(validity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		// Client auth too: NATS cluster routes present it to each other.
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			leaf.IPAddresses = append(leaf.IPAddresses, ip)
+		} else {
+			leaf.DNSNames = append(leaf.DNSNames, h)
+		}
+	}
+	return leaf
 }
 
 // covers reports whether the PEM certificate is valid for every host for
