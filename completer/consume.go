@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/mintgate/mintgate/shared/backoff"
 	"github.com/mintgate/mintgate/shared/s3event"
 )
 
@@ -61,7 +61,7 @@ type consumer struct {
 	gate    *gate
 	m       *metrics
 	log     *slog.Logger
-	backoff backoff
+	backoff backoff.Policy // between the tries of the store while it is down
 	// hold is the visibility timeout (whole seconds) given to held
 	// messages, renewed every extendEvery; 0 means holdVisibility and a
 	// third of it.
@@ -91,7 +91,7 @@ func (c *consumer) loop(ctx context.Context, id int) {
 	log := c.log.With("receiver", id)
 	failures := 0
 	for ctx.Err() == nil {
-		if failures > 0 && !sleep(ctx, c.backoff.wait(failures)) {
+		if failures > 0 && backoff.Sleep(ctx, c.backoff.Delay(failures)) != nil {
 			return
 		}
 		if c.gate.isDown() {
@@ -250,7 +250,7 @@ func (c *consumer) holdUntilHandled(ctx context.Context, log *slog.Logger, ps []
 	wg.Go(func() { c.extendWhileHeld(ectx, log, h) })
 	failures := 0
 	for {
-		if failures > 0 && !sleep(ctx, c.backoff.wait(failures)) {
+		if failures > 0 && backoff.Sleep(ctx, c.backoff.Delay(failures)) != nil {
 			return
 		}
 		if err := c.ready(ctx); err != nil {
@@ -360,31 +360,6 @@ func (c *consumer) delete(ctx context.Context, log *slog.Logger, msgs []types.Me
 				"code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
 		}
 		c.m.deleted.Add(float64(len(out.Successful)))
-	}
-}
-
-// backoff is capped exponential backoff with jitter.
-type backoff struct{ min, max time.Duration }
-
-// wait is the pause after the n-th consecutive failure (n ≥ 1): between
-// half and all of min·2ⁿ⁻¹, capped at max.
-func (b backoff) wait(n int) time.Duration {
-	d := b.max
-	if n < 30 {
-		d = min(b.min<<(n-1), b.max)
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// sleep waits d or until ctx ends, reporting whether the wait was complete.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mintgate/mintgate/shared/backoff"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/s3event"
 )
@@ -103,7 +104,7 @@ func newTestConsumer(q queue, handle func(context.Context, s3event.Notification)
 	m := newMetrics(prometheus.NewRegistry())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return &consumer{q: q, queueURL: "q", handle: handle, ready: func(context.Context) error { return nil },
-		gate: newGate(), m: m, log: log, backoff: backoff{min: time.Millisecond, max: time.Millisecond}}, m
+		gate: newGate(), m: m, log: log, backoff: backoff.Policy{Min: time.Millisecond, Max: time.Millisecond, Jitter: 0.5}}, m
 }
 
 const goodBody = `{"Records":[{"eventSource":"aws:s3","eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"incoming/acme/7c9e6679-7425-40de-944b-e07fc1f90ae7"}}}]}`
@@ -315,15 +316,6 @@ func TestShutdownWhileHolding(t *testing.T) {
 	}
 	if testutil.ToFloat64(m.held) != 0 {
 		t.Errorf("held %v after shutdown", testutil.ToFloat64(m.held))
-	}
-}
-
-func TestBackoffGrowsAndIsCapped(t *testing.T) {
-	b := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
-	for n, hi := range map[int]time.Duration{1: 100 * time.Millisecond, 3: 400 * time.Millisecond, 10: 5 * time.Second, 1000: 5 * time.Second} {
-		if d := b.wait(n); d < hi/2 || d > hi {
-			t.Errorf("wait(%d) = %s, want in [%s, %s]", n, d, hi/2, hi)
-		}
 	}
 }
 

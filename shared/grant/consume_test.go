@@ -265,18 +265,3 @@ func TestConsumersShareTheDurable(t *testing.T) {
 	}
 	t.Logf("split %d / %d", a.count(Acked), b.count(Acked))
 }
-
-func TestBackoff(t *testing.T) {
-	for _, c := range []struct {
-		attempt  uint64
-		min, max time.Duration
-	}{
-		{1, time.Second, time.Second}, {2, 2 * time.Second, 2 * time.Second}, {4, 8 * time.Second, 8 * time.Second},
-		{6, 30 * time.Second, 30 * time.Second}, {100, 30 * time.Second, 30 * time.Second},
-	} {
-		d := backoff(c.attempt, time.Second, 30*time.Second)
-		if d > c.max || d < c.min*4/5 {
-			t.Errorf("attempt %d: %v, want within [%v, %v]", c.attempt, d, c.min*4/5, c.max)
-		}
-	}
-}
