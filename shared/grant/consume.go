@@ -13,21 +13,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mintgate/mintgate/shared/backoff"
+	"github.com/mintgate/mintgate/shared/pipeline"
 )
 
 // ErrMalformed marks a batch that can never be applied, whatever the retry:
 // a verified body that does not parse, or a handler's verdict (wrap it).
-// The consume loop terminates such a message instead of redelivering it
-// forever.
-var ErrMalformed = errors.New("grant: malformed due batch")
+// It is of the class pipeline.ErrPoison: the consume loop terminates such a
+// message instead of redelivering it forever.
+var ErrMalformed = pipeline.Poison(errors.New("grant: malformed due batch"))
 
-// Handler applies one due batch of grants. Returning nil acks it; an error
-// wrapping ErrMalformed terminates it; any other error redelivers the whole
-// batch later. A handler must be idempotent per grant: a batch can arrive
-// more than once, and after a partial failure some of its grants were
-// applied already. What was acked or terminated is later removed from the
-// stream (see WithTrimInterval).
-type Handler func(ctx context.Context, b Batch) error
+// Handler applies one due batch of grants; the consume loop acts on its
+// result as pipeline.Decide says. Returning nil acks it; an error wrapping
+// ErrMalformed (or any pipeline.ErrPoison) terminates it; any other error
+// redelivers the whole batch later, with backoff (the durable has no
+// delivery limit, so pipeline.ErrOutage does the same). A handler must be
+// idempotent per grant: a batch can arrive more than once, and after a
+// partial failure some of its grants were applied already. What was acked
+// or terminated is later removed from the stream (see WithTrimInterval).
+type Handler = pipeline.Handler[Batch]
 
 // Outcome is what the consume loop did with one delivery, for metrics.
 type Outcome struct {
@@ -222,7 +225,8 @@ func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, op
 
 	run, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	c := &consumeLoop{
-		l: l, o: o, cfg: cfg, handle: handle, stream: stream,
+		l: l, o: o, cfg: cfg, stream: stream,
+		handle:   pipeline.Chain(handle, pipeline.Timeout[Batch](o.handleTimeout)),
 		hctx:     context.WithoutCancel(ctx),
 		run:      run,
 		cancel:   cancelRun,
@@ -295,7 +299,7 @@ type consumeLoop struct {
 	l        *Ledger
 	o        consumeOptions
 	cfg      jetstream.ConsumerConfig
-	handle   Handler
+	handle   Handler          // with the handle timeout
 	stream   jetstream.Stream // for trimming; its methods need only the name
 	hctx     context.Context
 	run      context.Context // cancelled when stopping: ends a wait on a pull
@@ -434,19 +438,19 @@ func (c *consumeLoop) deliver(m jetstream.Msg) {
 	if err == nil {
 		err = c.handleWithProgress(m, b)
 	}
-	switch {
-	case err == nil:
+	switch pipeline.Decide(err) {
+	case pipeline.Ack:
 		if aerr := m.Ack(); aerr != nil {
 			// Applied but not acked: it comes back and the handler, being
 			// idempotent, finds it done.
 			c.o.log.Warn("due batch applied, ack failed", "batch", b.ID, "err", aerr)
 		}
 		c.observe(Outcome{Batch: b, Attempt: n, Action: Acked})
-	case errors.Is(err, ErrMalformed):
+	case pipeline.Terminate:
 		c.o.log.Error("due batch can never be applied; terminated", "batch", b.ID, "subject", m.Subject(), "err", err, "body", truncate(m.Data(), 512))
 		_ = m.TermWithReason(truncate([]byte(err.Error()), 200))
 		c.observe(Outcome{Batch: b, Attempt: n, Action: Terminated, Err: err})
-	default:
+	default: // Retry, or Hold: with no delivery limit, a redelivery costs nothing
 		delay := c.o.backoff.Delay(int(min(n, math.MaxInt32)))
 		c.o.log.Warn("due batch not applied; retrying", "batch", b.ID, "grants", len(b.Grants), "attempt", n, "retryIn", delay, "err", err)
 		_ = m.NakWithDelay(delay)
@@ -454,12 +458,11 @@ func (c *consumeLoop) deliver(m jetstream.Msg) {
 	}
 }
 
-// handleWithProgress runs the handler, telling the server every third of
-// the ack wait that the message is still being worked on: a short ack wait
-// then only delays the messages of an instance that died.
+// handleWithProgress runs the handler (bounded by the handle timeout),
+// telling the server every third of the ack wait that the message is still
+// being worked on: a short ack wait then only delays the messages of an
+// instance that died.
 func (c *consumeLoop) handleWithProgress(m jetstream.Msg, b Batch) error {
-	ctx, cancel := context.WithTimeout(c.hctx, c.o.handleTimeout)
-	defer cancel()
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -474,7 +477,7 @@ func (c *consumeLoop) handleWithProgress(m jetstream.Msg, b Batch) error {
 			}
 		}
 	}()
-	return c.handle(ctx, b)
+	return c.handle(c.hctx, b)
 }
 
 // trimLoop removes, every trim interval until the loop stops, the due
