@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/mintgate/mintgate/shared/backoff"
+	"github.com/mintgate/mintgate/shared/pipeline"
 	"github.com/mintgate/mintgate/shared/s3event"
 )
 
@@ -38,7 +40,14 @@ const holdVisibility = 30 * time.Second
 // consumer is the loop around a handler: it receives, parses, hands each
 // notification to handle, deletes what was handled, leaves what was not,
 // and holds what it could not handle while handle's store is down. It
-// knows nothing of Redis or uploads.
+// knows nothing of Redis or uploads. What a handler's error means is
+// shared/pipeline's decision (see pipeline):
+//   - poison (pipeline.ErrPoison: the notification can never be applied):
+//     logged with its body and made visible again at once, so the redrive
+//     policy's maxReceiveCount moves it to the dead-letter queue; the
+//     messages after it are handled;
+//   - anything else is an outage of the store (pipeline.ErrOutage): the
+//     message and those after it are held, below.
 //
 // SQS counts every receive toward the queue's maxReceiveCount, and an
 // outage of the store must not move good messages to the dead-letter queue.
@@ -54,14 +63,14 @@ type consumer struct {
 	q          queue
 	queueURL   string
 	visibility time.Duration // 0: the queue's own
-	handle     func(ctx context.Context, n s3event.Notification) error
+	handle     pipeline.Handler[s3event.Notification]
 	// ready tells whether handle's store answers again; while the gate
 	// is closed after a failure, receivers probe it instead of receiving.
 	ready   func(ctx context.Context) error
 	gate    *gate
 	m       *metrics
 	log     *slog.Logger
-	backoff backoff
+	backoff backoff.Policy // between the tries of the store while it is down
 	// hold is the visibility timeout (whole seconds) given to held
 	// messages, renewed every extendEvery; 0 means holdVisibility and a
 	// third of it.
@@ -91,7 +100,7 @@ func (c *consumer) loop(ctx context.Context, id int) {
 	log := c.log.With("receiver", id)
 	failures := 0
 	for ctx.Err() == nil {
-		if failures > 0 && !sleep(ctx, c.backoff.wait(failures)) {
+		if failures > 0 && backoff.Sleep(ctx, c.backoff.Delay(failures)) != nil {
 			return
 		}
 		if c.gate.isDown() {
@@ -190,27 +199,82 @@ func (c *consumer) parse(log *slog.Logger, msgs []types.Message) []pending {
 	return ps
 }
 
-// batch parses msgs, handles them in order and deletes those fully
-// handled. It stops at the first failure of handle (the store is likely
-// down) and returns the messages from there on, not handled.
+// batch parses msgs, handles them in order, deletes those fully handled
+// and lets the poison go. It stops at the first outage of handle's store
+// and returns the messages from there on, not handled.
 func (c *consumer) batch(ctx context.Context, log *slog.Logger, msgs []types.Message) []pending {
-	handled, rest := c.handleAll(ctx, log, c.parse(log, msgs))
+	handled, poison, rest := c.handleAll(ctx, log, c.parse(log, msgs))
 	c.delete(ctx, log, handled)
+	c.release(ctx, log, poison)
 	return rest
 }
 
-// handleAll handles ps in order up to the first failure: it returns the
-// messages handled and the ones not.
-func (c *consumer) handleAll(ctx context.Context, log *slog.Logger, ps []pending) (handled []types.Message, rest []pending) {
+// pipeline is handle with the completer's policy around it: an error that
+// is not poison is an outage (holding is safe, while a good notification
+// pushed to the dead-letter queue would let its upload be refunded), and
+// every failure counts as errors_total{op="handle"}.
+func (c *consumer) pipeline() pipeline.Handler[s3event.Notification] {
+	return pipeline.Chain(c.handle,
+		pipeline.Observe(func(_ s3event.Notification, err error, _ pipeline.Decision, _ time.Duration) {
+			if err != nil {
+				c.m.errors.WithLabelValues(opHandle).Inc()
+			}
+		}),
+		pipeline.Classify[s3event.Notification](pipeline.ErrOutage))
+}
+
+// handleAll handles ps in order up to the first outage: it returns the
+// messages handled, the poison ones and the ones not handled.
+func (c *consumer) handleAll(ctx context.Context, log *slog.Logger, ps []pending) (handled []types.Message, poison, rest []pending) {
+	handle := c.pipeline()
 	for i, p := range ps {
-		if err := c.handle(ctx, p.n); err != nil {
-			c.m.errors.WithLabelValues(opHandle).Inc()
+		err := handle(ctx, p.n)
+		switch pipeline.Decide(err) {
+		case pipeline.Ack:
+			handled = append(handled, p.msg)
+		case pipeline.Terminate:
+			log.Error("notification can never be applied; left for the dead-letter queue", "err", err,
+				"messageId", aws.ToString(p.msg.MessageId),
+				"receiveCount", p.msg.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)],
+				"body", truncate(aws.ToString(p.msg.Body), 512))
+			poison = append(poison, p)
+		default: // Hold: pipeline() makes every other error an outage
 			log.Error("handle failed; message held until the store answers", "err", err, "messageId", aws.ToString(p.msg.MessageId))
-			return handled, ps[i:]
+			return handled, poison, ps[i:]
 		}
-		handled = append(handled, p.msg)
 	}
-	return handled, nil
+	return handled, poison, nil
+}
+
+// release makes ps visible again at once: each receive counts toward the
+// queue's maxReceiveCount, so the redrive policy soon moves them to the
+// dead-letter queue, where a person can look at them. A failed release
+// only means they reappear after their visibility timeout instead.
+func (c *consumer) release(ctx context.Context, log *slog.Logger, ps []pending) {
+	for chunk := range slices.Chunk(ps, maxMessages) {
+		out, err := c.q.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{
+			QueueUrl: aws.String(c.queueURL), Entries: visibilityEntries(chunk, 0),
+		})
+		if err != nil {
+			log.Warn("releasing poison messages failed; they reappear after their visibility timeout", "err", err, "messages", len(chunk))
+			continue
+		}
+		for _, f := range out.Failed {
+			log.Warn("releasing a poison message failed; it reappears after its visibility timeout", "id", aws.ToString(f.Id),
+				"code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
+		}
+	}
+}
+
+// visibilityEntries sets the visibility timeout of each of ps to vis.
+func visibilityEntries(ps []pending, vis time.Duration) []types.ChangeMessageVisibilityBatchRequestEntry {
+	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(ps))
+	for i, p := range ps {
+		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
+			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: p.msg.ReceiptHandle, VisibilityTimeout: int32(vis / time.Second),
+		}
+	}
+	return entries
 }
 
 // held is the messages a receiver holds, shared with its extender.
@@ -250,7 +314,7 @@ func (c *consumer) holdUntilHandled(ctx context.Context, log *slog.Logger, ps []
 	wg.Go(func() { c.extendWhileHeld(ectx, log, h) })
 	failures := 0
 	for {
-		if failures > 0 && !sleep(ctx, c.backoff.wait(failures)) {
+		if failures > 0 && backoff.Sleep(ctx, c.backoff.Delay(failures)) != nil {
 			return
 		}
 		if err := c.ready(ctx); err != nil {
@@ -262,12 +326,13 @@ func (c *consumer) holdUntilHandled(ctx context.Context, log *slog.Logger, ps []
 			continue
 		}
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		handled, rest := c.handleAll(bctx, log, ps)
+		handled, poison, rest := c.handleAll(bctx, log, ps)
 		h.mu.Lock()
 		h.ps, ps = rest, rest
 		h.mu.Unlock()
-		c.m.held.Sub(float64(len(handled)))
+		c.m.held.Sub(float64(len(handled) + len(poison)))
 		c.delete(bctx, log, handled)
+		c.release(bctx, log, poison)
 		cancel()
 		if len(rest) == 0 {
 			c.gate.up()
@@ -314,13 +379,7 @@ func (c *consumer) extend(ctx context.Context, log *slog.Logger, ps []pending, v
 	for len(ps) > 0 {
 		chunk := ps[:min(len(ps), maxMessages)]
 		ps = ps[len(chunk):]
-		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
-		for i, p := range chunk {
-			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
-				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: p.msg.ReceiptHandle, VisibilityTimeout: int32(vis / time.Second),
-			}
-		}
-		out, err := c.q.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(c.queueURL), Entries: entries})
+		out, err := c.q.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(c.queueURL), Entries: visibilityEntries(chunk, vis)})
 		if err != nil {
 			if errors.Is(ctx.Err(), context.Canceled) {
 				return // shutdown
@@ -360,31 +419,6 @@ func (c *consumer) delete(ctx context.Context, log *slog.Logger, msgs []types.Me
 				"code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
 		}
 		c.m.deleted.Add(float64(len(out.Successful)))
-	}
-}
-
-// backoff is capped exponential backoff with jitter.
-type backoff struct{ min, max time.Duration }
-
-// wait is the pause after the n-th consecutive failure (n ≥ 1): between
-// half and all of min·2ⁿ⁻¹, capped at max.
-func (b backoff) wait(n int) time.Duration {
-	d := b.max
-	if n < 30 {
-		d = min(b.min<<(n-1), b.max)
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// sleep waits d or until ctx ends, reporting whether the wait was complete.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -15,12 +16,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mintgate/mintgate/shared/backoff"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/pipeline"
 	"github.com/mintgate/mintgate/shared/s3event"
+	"github.com/mintgate/mintgate/shared/testenv"
 )
 
 // fakeQueue records deletions and visibility changes; some receipt
@@ -103,7 +108,7 @@ func newTestConsumer(q queue, handle func(context.Context, s3event.Notification)
 	m := newMetrics(prometheus.NewRegistry())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return &consumer{q: q, queueURL: "q", handle: handle, ready: func(context.Context) error { return nil },
-		gate: newGate(), m: m, log: log, backoff: backoff{min: time.Millisecond, max: time.Millisecond}}, m
+		gate: newGate(), m: m, log: log, backoff: backoff.Policy{Min: time.Millisecond, Max: time.Millisecond, Jitter: 0.5}}, m
 }
 
 const goodBody = `{"Records":[{"eventSource":"aws:s3","eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"incoming/acme/7c9e6679-7425-40de-944b-e07fc1f90ae7"}}}]}`
@@ -318,12 +323,126 @@ func TestShutdownWhileHolding(t *testing.T) {
 	}
 }
 
-func TestBackoffGrowsAndIsCapped(t *testing.T) {
-	b := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
-	for n, hi := range map[int]time.Duration{1: 100 * time.Millisecond, 3: 400 * time.Millisecond, 10: 5 * time.Second, 1000: 5 * time.Second} {
-		if d := b.wait(n); d < hi/2 || d > hi {
-			t.Errorf("wait(%d) = %s, want in [%s, %s]", n, d, hi/2, hi)
+// poisonBody is a notification the tests' handlers call poison.
+const poisonBody = `{"Records":[{"eventSource":"aws:s3","eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"incoming/acme/poison"}}}]}`
+
+// poisonous is st's handler, but a notification of the key in poisonBody
+// can never be applied.
+func poisonous(st *store) func(context.Context, s3event.Notification) error {
+	return func(ctx context.Context, n s3event.Notification) error {
+		if n.Records[0].S3.Object.URLDecodedKey == "incoming/acme/poison" {
+			return fmt.Errorf("%w: no such upload", pipeline.ErrPoison)
 		}
+		return st.handle(ctx, n)
+	}
+}
+
+// TestPoisonIsLetGoNotHeld: a notification that can never be applied is
+// made visible again at once (for the redrive policy), counted as a handle
+// error, and does not close the gate: the messages around it are handled
+// and deleted, and the receiver polls again at once.
+func TestPoisonIsLetGoNotHeld(t *testing.T) {
+	q := &fakeQueue{deliver: make(chan []types.Message)}
+	st := &store{}
+	c, m, _ := startHolding(t, q, st)
+	c.handle = poisonous(st) // before the first delivery, which the receiver waits for
+	q.deliver <- []types.Message{msg("a", goodBody), msg("p", poisonBody), msg("b", goodBody)}
+	eventually(t, "good messages deleted, polling again", func() bool {
+		deleted, _, receives, _ := q.state()
+		return slices.Equal(deleted, []string{"a", "b"}) && receives == 2
+	})
+	if _, ext, _, _ := q.state(); !slices.Equal(ext, []string{"p"}) || !slices.Equal(q.visibilitySeen(), []int32{0}) {
+		t.Errorf("visibility changes %v to %v; want the poison message made visible at once", ext, q.visibilitySeen())
+	}
+	if c.gate.isDown() || testutil.ToFloat64(m.errors.WithLabelValues(opHandle)) != 1 || testutil.ToFloat64(m.held) != 0 ||
+		testutil.ToFloat64(m.extended) != 0 || testutil.ToFloat64(m.unparseable) != 0 {
+		t.Errorf("gate down %v, handle errors %v, held %v, extended %v, unparseable %v", c.gate.isDown(),
+			testutil.ToFloat64(m.errors.WithLabelValues(opHandle)), testutil.ToFloat64(m.held),
+			testutil.ToFloat64(m.extended), testutil.ToFloat64(m.unparseable))
+	}
+}
+
+// TestPoisonFoundWhileHolding: a held message that turns out to be poison
+// once the store answers is let go at once; the others are deleted and the
+// receiver holds nothing more.
+func TestPoisonFoundWhileHolding(t *testing.T) {
+	q := &fakeQueue{deliver: make(chan []types.Message)}
+	st := &store{}
+	st.down.Store(true)
+	c, m, _ := startHolding(t, q, st)
+	c.handle = poisonous(st) // before the first delivery, which the receiver waits for
+	q.deliver <- []types.Message{msg("a", goodBody), msg("p", poisonBody)}
+	eventually(t, "held", func() bool { return testutil.ToFloat64(m.held) == 2 })
+	st.down.Store(false)
+	eventually(t, "receiving again", func() bool {
+		_, _, receives, _ := q.state()
+		return receives == 2
+	})
+	deleted, _, _, _ := q.state()
+	vis := q.visibilitySeen()
+	if !slices.Equal(deleted, []string{"a"}) || len(vis) == 0 || vis[len(vis)-1] != 0 {
+		t.Errorf("deleted %v, visibility timeouts %v; want a deleted, p made visible at once last", deleted, vis)
+	}
+	if c.gate.isDown() || testutil.ToFloat64(m.held) != 0 {
+		t.Errorf("gate down %v, held %v", c.gate.isDown(), testutil.ToFloat64(m.held))
+	}
+}
+
+// TestPoisonGoesToTheDLQAtOnce: on real Redis and a real queue, a
+// notification the handler calls poison reaches the dead-letter queue
+// after maxReceiveCount receives in quick succession, not one visibility
+// timeout (the queue's own, 30 s) per receive, with its body; the upload
+// sent after it is marked done; nothing is held.
+func TestPoisonGoesToTheDLQAtOnce(t *testing.T) {
+	s := &stack{redis: testenv.StartRedis(t), fq: testenv.StartFauxqs(t), log: &testenv.Buffer{}}
+	s.q = s.fq.CreateQueue(t, "uploads", testenv.QueueOptions{MaxReceiveCount: maxReceives})
+	s.sqs = s.fq.Client()
+	s.rdb = redis.NewClient(&redis.Options{Addr: s.redis.Addr})
+	t.Cleanup(func() { s.rdb.Close() })
+	m := newMetrics(prometheus.NewRegistry())
+	log := slog.New(slog.NewTextHandler(s.log, nil))
+	comp := &completer{rdb: s.rdb, bucket: fixtureBucket, doneTTL: 15 * time.Minute, m: m, log: log}
+	poisonID, goodID := uuid.NewString(), uuid.NewString()
+	c := &consumer{q: s.sqs, queueURL: s.q.URL, m: m, log: log, gate: newGate(),
+		backoff: backoff.Policy{Min: 100 * time.Millisecond, Max: time.Second, Jitter: 0.5},
+		ready:   func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() },
+		handle: func(ctx context.Context, n s3event.Notification) error {
+			if strings.HasSuffix(n.Records[0].S3.Object.URLDecodedKey, poisonID) {
+				return fmt.Errorf("%w: upload %s", pipeline.ErrPoison, poisonID)
+			}
+			return comp.handle(ctx, n)
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.run(ctx, 2) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	start := time.Now()
+	poison := fixture(t, "direct-put.json", poisonID)
+	s.send(t, poison)
+	s.send(t, fixture(t, "direct-put.json", goodID))
+	eventually(t, "poison message in the DLQ", func() bool { return s.inQueue(t, s.q.DLQURL) == 1 })
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("poison reached the DLQ after %v: it waited out visibility timeouts", took)
+	}
+	s.waitDone(t, goodID, 15*time.Minute)
+	eventually(t, "main queue empty", func() bool { return s.inQueue(t, s.q.URL) == 0 })
+	out, err := s.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(s.q.DLQURL), WaitTimeSeconds: 1})
+	if err != nil || len(out.Messages) != 1 || aws.ToString(out.Messages[0].Body) != poison {
+		t.Fatalf("DLQ holds %+v, %v", out.Messages, err)
+	}
+	if n := s.rdb.Exists(context.Background(), keys.Done("acme", poisonID)).Val(); n != 0 {
+		t.Error("the poison upload got a done marker")
+	}
+	if got := testutil.ToFloat64(m.errors.WithLabelValues(opHandle)); got != maxReceives {
+		t.Errorf("handle errors %v, want one per receive: %d", got, maxReceives)
+	}
+	if testutil.ToFloat64(m.held) != 0 || testutil.ToFloat64(m.extended) != 0 || testutil.ToFloat64(m.deleted) != 1 || c.gate.isDown() {
+		t.Errorf("held %v, extended %v, deleted %v, gate down %v", testutil.ToFloat64(m.held), testutil.ToFloat64(m.extended),
+			testutil.ToFloat64(m.deleted), c.gate.isDown())
+	}
+	if !strings.Contains(s.log.String(), "notification can never be applied") || !strings.Contains(s.log.String(), poisonID) {
+		t.Errorf("no log line with the poison body:\n%s", s.log)
 	}
 }
 

@@ -55,8 +55,11 @@ type completer struct {
 // ignores (counting why) the test event and every other record: a done
 // marker stops a refund, so a record of another bucket notifying the same
 // queue, or one written by anyone else who can send to it, must not set it. It is safe to run twice on the same notification: SET
-// of the same value changes nothing. An error means Redis failed; the
-// caller must not delete the message.
+// of the same value changes nothing. An error means Redis (or NATS)
+// failed: the consumer holds the message until the store answers. None of
+// its errors is poison (pipeline.ErrPoison): what can never apply — a
+// foreign record, a key not the signer's — is ignored and counted, and a
+// body that does not parse never reaches it.
 //
 // With events on, see complete for the order of the writes.
 func (c *completer) handle(ctx context.Context, n s3event.Notification) error {

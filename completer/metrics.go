@@ -73,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		errors: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_completer_errors_total",
-			Help: "Failures by operation: receive (SQS), handle (Redis or NATS), delete (SQS), extend (SQS visibility of held messages), publish (an upload-completed event to NATS; also counted as handle), dlq (reading the dead-letter queue's depth).",
+			Help: "Failures by operation: receive (SQS), handle (Redis or NATS down, or a notification that can never be applied), delete (SQS), extend (SQS visibility of held messages), publish (an upload-completed event to NATS; also counted as handle), dlq (reading the dead-letter queue's depth).",
 		}, []string{"op"}),
 		redisSeconds: factory.NewHistogram(prometheus.HistogramOpts{
 			Name:    "mintgate_completer_redis_seconds",

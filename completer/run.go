@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mintgate/mintgate/shared/backoff"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/service"
 )
@@ -58,7 +59,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	cons := &consumer{
 		q: q, queueURL: c.QueueURL, visibility: c.Visibility,
 		handle: comp.handle, ready: ready, gate: newGate(), m: m, log: log,
-		backoff: backoff{min: 100 * time.Millisecond, max: 5 * time.Second},
+		backoff: backoff.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.5},
 	}
 	// The DLQ's depth is only watched: its own goroutine, never in the
 	// receivers' way, stopped with them.

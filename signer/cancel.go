@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mintgate/mintgate/shared/backoff"
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/quota"
 )
@@ -36,11 +37,11 @@ const (
 	// cancelDrain bounds the last round at shutdown, inside the pod's grace
 	// period after the HTTP drain (shutdownTimeout).
 	cancelDrain = 5 * time.Second
-	// cancelBackoffMin and cancelBackoffMax space the retries of a Cancel
-	// Redis did not answer: a stall ends in seconds, an outage in minutes.
-	cancelBackoffMin = 50 * time.Millisecond
-	cancelBackoffMax = 2 * time.Second
 )
+
+// cancelBackoff spaces the retries of a Cancel Redis did not answer: a
+// stall ends in seconds, an outage in minutes.
+var cancelBackoff = backoff.Policy{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 
 // Results of a cancel, the values of mintgate_signer_cancels_total's label.
 const (
@@ -60,7 +61,8 @@ type canceller struct {
 	log     *slog.Logger
 
 	// The constants above; tests shorten or lengthen them.
-	deadline, drain, backoffMin, backoffMax time.Duration
+	deadline, drain time.Duration
+	backoff         backoff.Policy
 
 	queue chan pendingCancel
 	stop  chan struct{} // closed by close
@@ -80,7 +82,7 @@ type pendingCancel struct {
 func newCanceller(cancel func(context.Context, time.Time, quota.Ask) (bool, error), now func() time.Time, m *metrics, log *slog.Logger) *canceller {
 	return &canceller{
 		cancel: cancel, now: now, metrics: m, log: log,
-		deadline: cancelDeadline, drain: cancelDrain, backoffMin: cancelBackoffMin, backoffMax: cancelBackoffMax,
+		deadline: cancelDeadline, drain: cancelDrain, backoff: cancelBackoff,
 		queue: make(chan pendingCancel, cancelQueue),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
@@ -144,8 +146,7 @@ func (c *canceller) run() {
 // p's deadline passes. It returns false, p unsettled, when the signer
 // stops first.
 func (c *canceller) settle(p pendingCancel) bool {
-	wait := c.backoffMin
-	for {
+	for n := 1; ; n++ {
 		err := c.try(context.Background(), p)
 		if err == nil {
 			return true
@@ -156,14 +157,13 @@ func (c *canceller) settle(p pendingCancel) bool {
 			c.gaveUp(p, err)
 			return true
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(c.backoff.Delay(n))
 		select {
 		case <-t.C:
 		case <-c.stop:
 			t.Stop()
 			return false
 		}
-		wait = min(2*wait, c.backoffMax)
 	}
 }
 

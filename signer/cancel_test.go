@@ -239,7 +239,7 @@ func TestCancellerGivesUpAtItsDeadline(t *testing.T) {
 		tries++
 		return g.cancel(ctx, now, a)
 	}, time.Now, m, g.log)
-	c.deadline, c.backoffMin = 300*time.Millisecond, 10*time.Millisecond
+	c.deadline, c.backoff.Min = 300*time.Millisecond, 10*time.Millisecond
 	go c.run()
 	c.add(testAsk("k1"))
 	waitUntil(t, 5*time.Second, "the cancel gives up", func() bool { return cancels(m)[cancelGaveUp] == 1 })
@@ -264,7 +264,7 @@ func TestCancellerLastRoundAtShutdown(t *testing.T) {
 		tried <- err
 		return refunded, err
 	}, time.Now, m, g.log)
-	c.backoffMin = time.Hour // no retry but the last round's
+	c.backoff.Min, c.backoff.Max = time.Hour, time.Hour // no retry but the last round's
 	go c.run()
 
 	pause(t, srv)

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/mintgate/mintgate/shared/backoff"
 	"github.com/mintgate/mintgate/shared/ops"
 )
 
@@ -92,10 +93,12 @@ func (h *handler) event(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"messageId": id})
 }
 
+// sendBackoff spaces the retries of a send.
+var sendBackoff = backoff.Policy{Min: 100 * time.Millisecond, Max: 2 * time.Second}
+
 // send puts body in the queue, retrying with backoff until ctx ends when retry is set.
 func (h *handler) send(ctx context.Context, body string, retry bool) (string, error) {
-	wait := 100 * time.Millisecond
-	for {
+	for n := 1; ; n++ {
 		out, err := h.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(h.queueURL), MessageBody: aws.String(body)})
 		if err == nil {
 			return aws.ToString(out.MessageId), nil
@@ -103,13 +106,11 @@ func (h *handler) send(ctx context.Context, body string, retry bool) (string, er
 		if !retry {
 			return "", fmt.Errorf("send message: %w", err)
 		}
+		wait := sendBackoff.Delay(n)
 		h.log.Warn("send message failed, retrying", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("send message: %w (gave up: %w)", err, ctx.Err())
-		case <-time.After(wait):
+		if serr := backoff.Sleep(ctx, wait); serr != nil {
+			return "", fmt.Errorf("send message: %w (gave up: %w)", err, serr)
 		}
-		wait = min(2*wait, 2*time.Second)
 	}
 }
 

@@ -5,27 +5,32 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/backoff"
+	"github.com/mintgate/mintgate/shared/pipeline"
 )
 
 // ErrMalformed marks a batch that can never be applied, whatever the retry:
 // a verified body that does not parse, or a handler's verdict (wrap it).
-// The consume loop terminates such a message instead of redelivering it
-// forever.
-var ErrMalformed = errors.New("grant: malformed due batch")
+// It is of the class pipeline.ErrPoison: the consume loop terminates such a
+// message instead of redelivering it forever.
+var ErrMalformed = pipeline.Poison(errors.New("grant: malformed due batch"))
 
-// Handler applies one due batch of grants. Returning nil acks it; an error
-// wrapping ErrMalformed terminates it; any other error redelivers the whole
-// batch later. A handler must be idempotent per grant: a batch can arrive
-// more than once, and after a partial failure some of its grants were
-// applied already. What was acked or terminated is later removed from the
-// stream (see WithTrimInterval).
-type Handler func(ctx context.Context, b Batch) error
+// Handler applies one due batch of grants; the consume loop acts on its
+// result as pipeline.Decide says. Returning nil acks it; an error wrapping
+// ErrMalformed (or any pipeline.ErrPoison) terminates it; any other error
+// redelivers the whole batch later, with backoff (the durable has no
+// delivery limit, so pipeline.ErrOutage does the same). A handler must be
+// idempotent per grant: a batch can arrive more than once, and after a
+// partial failure some of its grants were applied already. What was acked
+// or terminated is later removed from the stream (see WithTrimInterval).
+type Handler = pipeline.Handler[Batch]
 
 // Outcome is what the consume loop did with one delivery, for metrics.
 type Outcome struct {
@@ -72,8 +77,7 @@ type consumeOptions struct {
 	batch         int
 	ackWait       time.Duration
 	maxAckPending int
-	minBackoff    time.Duration
-	maxBackoff    time.Duration
+	backoff       backoff.Policy
 	handleTimeout time.Duration
 	trimInterval  time.Duration
 	rescueAfter   time.Duration
@@ -123,9 +127,10 @@ func WithAckWait(wait time.Duration, maxAckPending int) ConsumeOption {
 }
 
 // WithBackoff sets the redelivery delay after a failed attempt: min doubled
-// per attempt, capped at max, with jitter (default 1s to 30s).
+// per attempt, capped at max, less up to a fifth at random so that
+// instances do not retry in step after an outage (default 1s to 30s).
 func WithBackoff(minDelay, maxDelay time.Duration) ConsumeOption {
-	return func(o *consumeOptions) { o.minBackoff, o.maxBackoff = minDelay, maxDelay }
+	return func(o *consumeOptions) { o.backoff.Min, o.backoff.Max = minDelay, maxDelay }
 }
 
 // WithHandleTimeout bounds one handler call (default 10s). It is also how
@@ -195,7 +200,7 @@ func WithObserver(f func(Outcome)) ConsumeOption { return func(o *consumeOptions
 func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, opts ...ConsumeOption) (stop func(), err error) {
 	o := consumeOptions{
 		workers: 8, batch: 16, ackWait: 5 * time.Second, maxAckPending: 1000,
-		minBackoff: time.Second, maxBackoff: 30 * time.Second, handleTimeout: 10 * time.Second,
+		backoff: backoff.Policy{Min: time.Second, Max: 30 * time.Second, Jitter: 0.2}, handleTimeout: 10 * time.Second,
 		trimInterval: 10 * time.Second, rescueAfter: 30 * time.Second, now: time.Now, log: slog.Default(),
 	}
 	for _, opt := range opts {
@@ -220,7 +225,8 @@ func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, op
 
 	run, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	c := &consumeLoop{
-		l: l, o: o, cfg: cfg, handle: handle, stream: stream,
+		l: l, o: o, cfg: cfg, stream: stream,
+		handle:   pipeline.Chain(handle, pipeline.Timeout[Batch](o.handleTimeout)),
 		hctx:     context.WithoutCancel(ctx),
 		run:      run,
 		cancel:   cancelRun,
@@ -261,8 +267,7 @@ func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, op
 // that is retried with backoff until ctx ends, instead of ending the
 // service, which would only be restarted into the same election.
 func (l *Ledger) subscribe(ctx context.Context, cfg jetstream.ConsumerConfig, o consumeOptions) (jetstream.Stream, jetstream.MessagesContext, error) {
-	wait := 250 * time.Millisecond
-	for {
+	for n := 1; ; n++ {
 		stream, err := l.js.Stream(ctx, l.cfg.Stream)
 		if err == nil {
 			var cons jetstream.Consumer
@@ -277,13 +282,11 @@ func (l *Ledger) subscribe(ctx context.Context, cfg jetstream.ConsumerConfig, o 
 		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoHeartbeat) {
 			return nil, nil, err // not a passing election: say so now
 		}
+		wait := electionBackoff.Delay(n)
 		o.log.Warn("due grants: the ledger does not answer yet; retrying", "retryIn", wait, "err", err)
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, wait) != nil {
 			return nil, nil, err
-		case <-time.After(wait):
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
 
@@ -296,7 +299,7 @@ type consumeLoop struct {
 	l        *Ledger
 	o        consumeOptions
 	cfg      jetstream.ConsumerConfig
-	handle   Handler
+	handle   Handler          // with the handle timeout
 	stream   jetstream.Stream // for trimming; its methods need only the name
 	hctx     context.Context
 	run      context.Context // cancelled when stopping: ends a wait on a pull
@@ -385,14 +388,10 @@ func (c *consumeLoop) read() {
 // the loop stops.
 func (c *consumeLoop) resubscribe(old jetstream.MessagesContext) {
 	old.Stop()
-	wait := 250 * time.Millisecond
-	for {
-		select {
-		case <-c.stopping:
-			return
-		case <-time.After(wait):
+	for n := 1; ; n++ {
+		if backoff.Sleep(c.run, electionBackoff.Delay(n)) != nil {
+			return // stopping
 		}
-		wait = min(2*wait, 5*time.Second)
 		ctx, cancel := context.WithTimeout(c.hctx, 5*time.Second)
 		cons, err := c.l.js.CreateOrUpdateConsumer(ctx, c.l.cfg.Stream, c.cfg)
 		cancel()
@@ -439,32 +438,31 @@ func (c *consumeLoop) deliver(m jetstream.Msg) {
 	if err == nil {
 		err = c.handleWithProgress(m, b)
 	}
-	switch {
-	case err == nil:
+	switch pipeline.Decide(err) {
+	case pipeline.Ack:
 		if aerr := m.Ack(); aerr != nil {
 			// Applied but not acked: it comes back and the handler, being
 			// idempotent, finds it done.
 			c.o.log.Warn("due batch applied, ack failed", "batch", b.ID, "err", aerr)
 		}
 		c.observe(Outcome{Batch: b, Attempt: n, Action: Acked})
-	case errors.Is(err, ErrMalformed):
+	case pipeline.Terminate:
 		c.o.log.Error("due batch can never be applied; terminated", "batch", b.ID, "subject", m.Subject(), "err", err, "body", truncate(m.Data(), 512))
 		_ = m.TermWithReason(truncate([]byte(err.Error()), 200))
 		c.observe(Outcome{Batch: b, Attempt: n, Action: Terminated, Err: err})
-	default:
-		delay := backoff(n, c.o.minBackoff, c.o.maxBackoff)
+	default: // Retry, or Hold: with no delivery limit, a redelivery costs nothing
+		delay := c.o.backoff.Delay(int(min(n, math.MaxInt32)))
 		c.o.log.Warn("due batch not applied; retrying", "batch", b.ID, "grants", len(b.Grants), "attempt", n, "retryIn", delay, "err", err)
 		_ = m.NakWithDelay(delay)
 		c.observe(Outcome{Batch: b, Attempt: n, Action: Retried, Err: err, Retry: delay})
 	}
 }
 
-// handleWithProgress runs the handler, telling the server every third of
-// the ack wait that the message is still being worked on: a short ack wait
-// then only delays the messages of an instance that died.
+// handleWithProgress runs the handler (bounded by the handle timeout),
+// telling the server every third of the ack wait that the message is still
+// being worked on: a short ack wait then only delays the messages of an
+// instance that died.
 func (c *consumeLoop) handleWithProgress(m jetstream.Msg, b Batch) error {
-	ctx, cancel := context.WithTimeout(c.hctx, c.o.handleTimeout)
-	defer cancel()
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -479,7 +477,7 @@ func (c *consumeLoop) handleWithProgress(m jetstream.Msg, b Batch) error {
 			}
 		}
 	}()
-	return c.handle(ctx, b)
+	return c.handle(c.hctx, b)
 }
 
 // trimLoop removes, every trim interval until the loop stops, the due
@@ -577,20 +575,6 @@ func attempt(m jetstream.Msg) uint64 {
 		return md.NumDelivered
 	}
 	return 1
-}
-
-// backoff is minDelay·2^(attempt-1), capped at maxDelay, less up to a fifth
-// at random so that instances do not retry in step after an outage.
-func backoff(attempt uint64, minDelay, maxDelay time.Duration) time.Duration {
-	d := minDelay
-	for i := uint64(1); i < attempt && d < maxDelay; i++ {
-		d *= 2
-	}
-	d = min(d, maxDelay)
-	if d > 0 {
-		d -= time.Duration(rand.Int64N(int64(d)/5 + 1))
-	}
-	return d
 }
 
 func truncate(b []byte, n int) string {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mintgate/mintgate/shared/pipeline"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -161,6 +162,52 @@ func TestConsumeTerminatesWhatCanNeverApply(t *testing.T) {
 	}
 }
 
+// TestConsumeFollowsThePipeline: on a real server, the shared policy's
+// classes: any poison is terminated after one call, an outage is
+// redelivered with backoff until it passes, and a call cut by the handle
+// timeout is tried again.
+func TestConsumeFollowsThePipeline(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	l := dial(t, srv.URL(), LedgerConfig{})
+	_, js := connect(t, srv.URL())
+	r := newRecorder()
+	r.fail = func(g Grant, n int) error {
+		switch {
+		case g.URLID == "poison":
+			return fmt.Errorf("%w: no such tenant", pipeline.ErrPoison)
+		case g.URLID == "outage" && n <= 2:
+			return fmt.Errorf("%w: redis down", pipeline.ErrOutage)
+		}
+		return nil
+	}
+	slow := func(ctx context.Context, b Batch) error {
+		if b.Grants[0].URLID == "slow" && r.calls("slow") == 0 {
+			<-ctx.Done() // cut by the handle timeout, not by this test
+			r.handle(ctx, b)
+			return ctx.Err()
+		}
+		return r.handle(ctx, b)
+	}
+	consume(t, l, slow, WithObserver(r.observe), WithBackoff(50*time.Millisecond, 100*time.Millisecond), WithHandleTimeout(300*time.Millisecond))
+	for _, id := range []string{"poison", "outage", "slow", "fine"} {
+		dueGrant(t, js, id)
+	}
+	waitFor(t, 15*time.Second, "3 acked, 1 terminated", func() bool { return r.count(Acked) == 3 && r.count(Terminated) == 1 })
+	waitForIdle(t, js)
+	time.Sleep(300 * time.Millisecond) // a wrong redelivery would show by now
+	if r.calls("poison") != 1 || r.calls("outage") != 3 || r.calls("slow") != 2 || r.calls("fine") != 1 || r.count(Retried) != 3 {
+		t.Errorf("calls %v, outcomes %v", r.handled, r.outcomes)
+	}
+	for _, o := range r.outcomes {
+		if o.Action == Terminated && !errors.Is(o.Err, pipeline.ErrPoison) {
+			t.Errorf("terminated for %v", o.Err)
+		}
+		if o.Action == Retried && (o.Retry <= 0 || o.Retry > 100*time.Millisecond) {
+			t.Errorf("retry delay %v outside the backoff", o.Retry)
+		}
+	}
+}
+
 // A message the secret does not verify is never handed to the handler:
 // garbage, a grant from before batches, a batch sealed with another
 // secret, and a sealed batch whose grants were altered on the way.
@@ -264,19 +311,4 @@ func TestConsumersShareTheDurable(t *testing.T) {
 		}
 	}
 	t.Logf("split %d / %d", a.count(Acked), b.count(Acked))
-}
-
-func TestBackoff(t *testing.T) {
-	for _, c := range []struct {
-		attempt  uint64
-		min, max time.Duration
-	}{
-		{1, time.Second, time.Second}, {2, 2 * time.Second, 2 * time.Second}, {4, 8 * time.Second, 8 * time.Second},
-		{6, 30 * time.Second, 30 * time.Second}, {100, 30 * time.Second, 30 * time.Second},
-	} {
-		d := backoff(c.attempt, time.Second, 30*time.Second)
-		if d > c.max || d < c.min*4/5 {
-			t.Errorf("attempt %d: %v, want within [%v, %v]", c.attempt, d, c.min*4/5, c.max)
-		}
-	}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/backoff"
 )
 
 // Subjects of the ledger stream. Each batch of grants is a schedule message
@@ -225,20 +227,20 @@ func Dial(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nats.Op
 // that is retried with backoff until ctx ends, rather than ending a
 // service that would only be restarted into the same election.
 func Open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledger, error) {
-	wait := 250 * time.Millisecond
-	for {
+	for n := 1; ; n++ {
 		l, err := open(ctx, js, cfg)
 		if err == nil || !passing(err) {
 			return l, err
 		}
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, electionBackoff.Delay(n)) != nil {
 			return nil, err
-		case <-time.After(wait):
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
+
+// electionBackoff spaces the tries while a clustered stream or consumer
+// has no leader: an election takes seconds.
+var electionBackoff = backoff.Policy{Min: 250 * time.Millisecond, Max: 5 * time.Second}
 
 // passing reports whether err is what a JetStream cluster answers while it
 // elects a leader: a request that timed out or found no responder.

@@ -65,10 +65,7 @@ func (c *consumeLoop) rescue() {
 		if err != nil {
 			continue // the due path terminates and counts it, if it ever fires
 		}
-		hctx, hcancel := context.WithTimeout(ctx, c.o.handleTimeout)
-		err = c.handle(hctx, b)
-		hcancel()
-		if err != nil {
+		if err := c.handle(ctx, b); err != nil {
 			c.o.log.Warn("due grants: an overdue schedule could not be applied; trying again later", "batch", b.ID, "seq", m.Sequence, "err", err)
 			break
 		}
