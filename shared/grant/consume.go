@@ -207,17 +207,7 @@ func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, op
 		opt(&o)
 	}
 	o.log = o.log.With("component", "grant-consumer", "durable", durable)
-	cfg := jetstream.ConsumerConfig{
-		Durable:       durable,
-		Description:   "mintgate sweepers: due grants",
-		FilterSubject: SubjectDue,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       o.ackWait,
-		MaxAckPending: o.maxAckPending,
-		MaxDeliver:    -1, // a refund is retried until it is applied, never dropped
-		Replicas:      0,  // the stream's
-	}
+	cfg := consumerConfig(durable, o)
 	stream, it, err := l.subscribe(ctx, cfg, o)
 	if err != nil {
 		return nil, err
@@ -259,6 +249,21 @@ func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, op
 		}
 	}()
 	return stop, nil
+}
+
+// consumerConfig is the sweepers' durable pull consumer of the due grants.
+func consumerConfig(durable string, o consumeOptions) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       durable,
+		Description:   "mintgate sweepers: due grants",
+		FilterSubject: SubjectDue,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.ackWait,
+		MaxAckPending: o.maxAckPending,
+		MaxDeliver:    -1, // a refund is retried until it is applied, never dropped
+		Replicas:      0,  // the stream's
+	}
 }
 
 // subscribe finds the stream, creates or updates the durable and starts
