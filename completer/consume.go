@@ -388,11 +388,7 @@ func (c *consumer) extend(ctx context.Context, log *slog.Logger, ps []pending, v
 			log.Error("visibility extension failed; held messages may reappear", "err", err, "messages", len(chunk))
 			continue
 		}
-		for _, f := range out.Failed {
-			c.m.errors.WithLabelValues(opExtend).Inc()
-			log.Error("visibility extension failed; the held message may reappear", "id", aws.ToString(f.Id),
-				"code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
-		}
+		c.failed(log, opExtend, "visibility extension failed; the held message may reappear", out.Failed)
 		c.m.extended.Add(float64(len(out.Successful)))
 	}
 }
@@ -413,12 +409,16 @@ func (c *consumer) delete(ctx context.Context, log *slog.Logger, msgs []types.Me
 			log.Error("delete failed; the messages will be handled again", "err", err, "messages", len(chunk))
 			continue
 		}
-		for _, f := range out.Failed {
-			c.m.errors.WithLabelValues(opDelete).Inc()
-			log.Error("delete failed; the message will be handled again", "id", aws.ToString(f.Id),
-				"code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
-		}
+		c.failed(log, opDelete, "delete failed; the message will be handled again", out.Failed)
 		c.m.deleted.Add(float64(len(out.Successful)))
+	}
+}
+
+// failed counts and logs, as op, the entries a batch call reports failed.
+func (c *consumer) failed(log *slog.Logger, op, msg string, entries []types.BatchResultErrorEntry) {
+	for _, f := range entries {
+		c.m.errors.WithLabelValues(op).Inc()
+		log.Error(msg, "id", aws.ToString(f.Id), "code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
 	}
 }
 
