@@ -54,12 +54,18 @@ type dlqWatcher struct {
 }
 
 // run polls at once and then every w.every until ctx ends.
+// dlqPollTimeout is the least time one poll of the DLQ's depth may take.
+const dlqPollTimeout = 5 * time.Second
+
 func (w *dlqWatcher) run(ctx context.Context) {
 	every := cmp.Or(w.every, dlqEvery)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		pctx, cancel := context.WithTimeout(ctx, every)
+		// A poll may take its interval, and at least dlqPollTimeout: a
+		// short interval (tests poll every few ms) must not turn a slow
+		// answer into a failure.
+		pctx, cancel := context.WithTimeout(ctx, max(every, dlqPollTimeout))
 		err := w.poll(pctx)
 		cancel()
 		if ctx.Err() != nil {
