@@ -91,12 +91,19 @@ type consumeOptions struct {
 const trimTimeout = 5 * time.Second
 
 // Pulls expire after pullExpiry and the server sends an idle heartbeat
-// every pullHeartbeat while one waits. Two missed heartbeats tell the
-// iterator its pull is gone (the node holding it died without a word) and
-// it pulls again: that bounds how long a lost pull stalls the sweep.
+// every pullHeartbeat while one waits. Two missed heartbeats (10 s) tell
+// the iterator its pull is gone (the node holding it died without a word)
+// and it pulls again: that bounds how long a lost pull stalls the sweep.
+//
+// Not shorter: a server that is only paused (a stall, a long GC) still
+// holds the pull, and answers both it and the new one when it resumes —
+// more than the iterator's buffer of one batch, and nats.go drops the rest
+// as a slow consumer, to come back after the ack wait. With 2 s heartbeats
+// a 3.5 s stall in the chaos soak did exactly that: refunds due after the
+// last fault landed up to 5 s late.
 const (
-	pullExpiry    = 10 * time.Second
-	pullHeartbeat = 2 * time.Second
+	pullExpiry    = 15 * time.Second
+	pullHeartbeat = 5 * time.Second
 )
 
 // maxRescues bounds the schedules one rescue applies; the next trim
