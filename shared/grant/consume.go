@@ -551,15 +551,8 @@ func (c *consumeLoop) trimLoop() {
 // the floor is 0 or done (already purged). A floor below done (the stream
 // or the durable was recreated) is purged too. It returns the floor.
 func (c *consumeLoop) trim(done uint64) (uint64, error) {
-	ctx, cancel := context.WithTimeout(c.hctx, trimTimeout)
+	ctx, cancel := context.WithTimeout(c.run, trimTimeout) // a stop does not wait for a slow server
 	defer cancel()
-	go func() { // a stop does not wait for a slow server
-		select {
-		case <-c.stopping:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	// A fresh info: the floor only moves up, so purging below a floor read
 	// a moment ago is safe however far the consumer has gone since.
 	cons, err := c.stream.Consumer(ctx, c.cfg.Durable)

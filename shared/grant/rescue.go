@@ -36,15 +36,8 @@ import (
 // they are lowered, an older schedule due later holds back the rescue of
 // the newer ones until it is due.
 func (c *consumeLoop) rescue() {
-	ctx, cancel := context.WithTimeout(c.hctx, c.o.handleTimeout+trimTimeout)
+	ctx, cancel := context.WithTimeout(c.run, c.o.handleTimeout+trimTimeout) // a stop ends it
 	defer cancel()
-	go func() {
-		select {
-		case <-c.stopping:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	cutoff := c.o.now().Add(-c.o.rescueAfter)
 	rescued := 0
 	for seq := uint64(1); rescued < maxRescues; {
