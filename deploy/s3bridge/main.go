@@ -17,12 +17,7 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,16 +25,10 @@ import (
 
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/ops"
+	"github.com/mintgate/mintgate/shared/service"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "s3bridge:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("s3bridge", run) }
 
 // run serves the webhook until ctx ends.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
@@ -54,7 +43,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if *queueURL == "" {
 		return errors.New("-queue-url or MINTGATE_SQS_QUEUE_URL: required")
 	}
-	log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "s3bridge")
+	log := service.Logger(stdout, "s3bridge")
 
 	env := config.New(getenv)
 	awsEnv := env.AWS()
