@@ -232,6 +232,7 @@ func (b *bench) sideBySide(ctx context.Context, srv servers, rp *report) (string
 		return "", err
 	}
 	rp.rows = append(rp.rows, ms...)
+	rp.cpu = cpuTable(ms, runtime.NumCPU())
 
 	r, per := ratio(always, lazy)
 	rp.bars = append(rp.bars, bar{what: "signer (ledger sync always) ÷ signer (lazy ledger)", issue: 8, value: r, spread: per, want: "≥ 0.8×", unit: "×", pass: r >= 0.8})
@@ -338,7 +339,9 @@ func (b *bench) rounds(ctx context.Context, what string, ms ...*measurement) err
 	for r := range b.plan.reps {
 		for j := range ms {
 			m := ms[(j+r)%len(ms)]
+			before := b.fleet.sampleCPU()
 			res := m.do(ctx, m.dur)
+			res.cpu = b.fleet.sampleCPU().since(before)
 			if err := ctx.Err(); err != nil {
 				return err
 			}

@@ -27,6 +27,8 @@ type result struct {
 	// requests (sorted): a starved load generator, not the server, when
 	// it is a large part of the latency.
 	lag []time.Duration
+	// cpu is what the run cost each process, and how busy the machine was.
+	cpu cpuUse
 }
 
 // rate is completed operations per second of the run.

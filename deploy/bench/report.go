@@ -75,6 +75,7 @@ type report struct {
 	rows    []*measurement
 	bars    []bar
 	profile []string // the CPU profile table, when taken
+	cpu     []string // the CPU-per-operation table
 	notes   []string
 }
 
@@ -106,8 +107,11 @@ func (rp *report) write(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", b.what, b.issue, fmtValue(b.value, b.unit), fmtRange(b.spread, b.unit), b.want, verdict)
 	}
 	fmt.Fprintln(w)
-	if len(rp.profile) > 0 {
-		for _, l := range rp.profile {
+	for _, table := range [][]string{rp.cpu, rp.profile} {
+		if len(table) == 0 {
+			continue
+		}
+		for _, l := range table {
 			fmt.Fprintln(w, l)
 		}
 		fmt.Fprintln(w)

@@ -69,3 +69,41 @@ func TestScanMetric(t *testing.T) {
 		t.Error("found a metric that is not there")
 	}
 }
+
+// The CPU table divides each process's CPU time by the operations of all
+// runs: a wrong division would show a ceiling the machine cannot reach.
+func TestCPUPerOperation(t *testing.T) {
+	run := func(n int, bench, redis time.Duration, busy float64) result {
+		return result{n: n, elapsed: time.Second, cpu: cpuUse{byProc: map[string]time.Duration{benchProc: bench, "redis": redis}, busy: busy}}
+	}
+	m := &measurement{name: "row", load: "50 callers", runs: []result{
+		run(1000, 20*time.Millisecond, 10*time.Millisecond, 1),
+		run(3000, 60*time.Millisecond, 30*time.Millisecond, 0.5),
+	}}
+	per, busy := cpuPerOp(m)
+	if per[benchProc] != 20*time.Microsecond || per["redis"] != 10*time.Microsecond || busy != 0.75 {
+		t.Fatalf("per op %v, busy %v; want bench 20µs, redis 10µs, busy 0.75", per, busy)
+	}
+	table := cpuTable([]*measurement{m}, 2)
+	want := "| row · 50 callers | bench (load, clients) 20.0 µs · redis 10.0 µs | 30.0 µs | 75 % | 66.7k/s |"
+	if len(table) != 3 || table[2] != want {
+		t.Errorf("table row\n%q\nwant\n%q", table[len(table)-1], want)
+	}
+}
+
+// The bench's own CPU time grows while it works, read from /proc.
+func TestSampleCPU(t *testing.T) {
+	f := &fleet{}
+	before := f.sampleCPU()
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for x := 0; time.Now().Before(deadline); x++ {
+		_ = x * x
+	}
+	u := f.sampleCPU().since(before)
+	if u.byProc[benchProc] <= 0 {
+		t.Errorf("bench used %v of CPU while spinning 50 ms", u.byProc[benchProc])
+	}
+	if u.busy <= 0 || u.busy > 1 {
+		t.Errorf("machine busy %v, want in (0, 1]", u.busy)
+	}
+}
