@@ -27,6 +27,9 @@ type cpuSample struct {
 type cpuUse struct {
 	byProc map[string]time.Duration
 	busy   float64
+	// redisScripts is the part of Redis's CPU time spent running scripts
+	// (INFO commandstats), 0 for a row that ran none.
+	redisScripts time.Duration
 }
 
 // benchProc names the bench's own process in CPU accounts: the load
@@ -117,23 +120,24 @@ func ticks(fields ...string) (time.Duration, error) {
 // cpuPerOp is what one operation of m cost each process, over all its runs
 // (the process's CPU time ÷ the operations completed), and how busy the
 // machine was on average.
-func cpuPerOp(m *measurement) (per map[string]time.Duration, busy float64) {
+func cpuPerOp(m *measurement) (per map[string]time.Duration, scripts time.Duration, busy float64) {
 	per = make(map[string]time.Duration)
 	n := 0
 	for _, r := range m.runs {
 		n += r.n
 		busy += r.cpu.busy
+		scripts += r.cpu.redisScripts
 		for name, d := range r.cpu.byProc {
 			per[name] += d
 		}
 	}
 	if n == 0 || len(m.runs) == 0 {
-		return nil, 0
+		return nil, 0, 0
 	}
 	for name := range per {
 		per[name] /= time.Duration(n)
 	}
-	return per, busy / float64(len(m.runs))
+	return per, scripts / time.Duration(n), busy / float64(len(m.runs))
 }
 
 // cpuTable says, for each closed-loop row, what one operation cost each
@@ -142,11 +146,11 @@ func cpuPerOp(m *measurement) (per map[string]time.Duration, busy float64) {
 // ceiling that the rows' ratios are measured against.
 func cpuTable(rows []*measurement, cores int) []string {
 	out := []string{
-		fmt.Sprintf("| CPU per operation, by process (all runs of the row: the process's CPU time ÷ operations completed) | by process | all processes | machine busy | ceiling on %d cores (%d s of CPU a second ÷ all processes) |", cores, cores),
-		"|---|---|--:|--:|--:|",
+		fmt.Sprintf("| CPU per operation, by process (all runs of the row: the process's CPU time ÷ operations completed) | by process | of redis: running scripts | all processes | machine busy | ceiling on %d cores (%d s of CPU a second ÷ all processes) |", cores, cores),
+		"|---|---|--:|--:|--:|--:|",
 	}
 	for _, m := range rows {
-		per, busy := cpuPerOp(m)
+		per, scripts, busy := cpuPerOp(m)
 		if per == nil {
 			continue
 		}
@@ -167,7 +171,7 @@ func cpuTable(rows []*measurement, cores int) []string {
 		if total > 0 {
 			ceiling = fmtRate(float64(cores) * float64(time.Second) / float64(total))
 		}
-		out = append(out, fmt.Sprintf("| %s · %s | %s | %s | %.0f %% | %s |", m.name, m.load, strings.Join(parts, " · "), fmtDur(total), 100*busy, ceiling))
+		out = append(out, fmt.Sprintf("| %s · %s | %s | %s | %s | %.0f %% | %s |", m.name, m.load, strings.Join(parts, " · "), fmtDur(scripts), fmtDur(total), 100*busy, ceiling))
 	}
 	return out
 }

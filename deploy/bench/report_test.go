@@ -74,18 +74,18 @@ func TestScanMetric(t *testing.T) {
 // runs: a wrong division would show a ceiling the machine cannot reach.
 func TestCPUPerOperation(t *testing.T) {
 	run := func(n int, bench, redis time.Duration, busy float64) result {
-		return result{n: n, elapsed: time.Second, cpu: cpuUse{byProc: map[string]time.Duration{benchProc: bench, "redis": redis}, busy: busy}}
+		return result{n: n, elapsed: time.Second, cpu: cpuUse{byProc: map[string]time.Duration{benchProc: bench, "redis": redis}, busy: busy, redisScripts: redis / 2}}
 	}
 	m := &measurement{name: "row", load: "50 callers", runs: []result{
 		run(1000, 20*time.Millisecond, 10*time.Millisecond, 1),
 		run(3000, 60*time.Millisecond, 30*time.Millisecond, 0.5),
 	}}
-	per, busy := cpuPerOp(m)
-	if per[benchProc] != 20*time.Microsecond || per["redis"] != 10*time.Microsecond || busy != 0.75 {
-		t.Fatalf("per op %v, busy %v; want bench 20µs, redis 10µs, busy 0.75", per, busy)
+	per, scripts, busy := cpuPerOp(m)
+	if per[benchProc] != 20*time.Microsecond || per["redis"] != 10*time.Microsecond || scripts != 5*time.Microsecond || busy != 0.75 {
+		t.Fatalf("per op %v, scripts %v, busy %v; want bench 20µs, redis 10µs, scripts 5µs, busy 0.75", per, scripts, busy)
 	}
 	table := cpuTable([]*measurement{m}, 2)
-	want := "| row · 50 callers | bench (load, clients) 20.0 µs · redis 10.0 µs | 30.0 µs | 75 % | 66.7k/s |"
+	want := "| row · 50 callers | bench (load, clients) 20.0 µs · redis 10.0 µs | 5.00 µs | 30.0 µs | 75 % | 66.7k/s |"
 	if len(table) != 3 || table[2] != want {
 		t.Errorf("table row\n%q\nwant\n%q", table[len(table)-1], want)
 	}
@@ -105,5 +105,17 @@ func TestSampleCPU(t *testing.T) {
 	}
 	if u.busy <= 0 || u.busy > 1 {
 		t.Errorf("machine busy %v, want in (0, 1]", u.busy)
+	}
+}
+
+// Redis's time in scripts is the eval lines of INFO commandstats, the
+// commands they call already counted within them.
+func TestParseScriptTime(t *testing.T) {
+	info := "# Commandstats\r\n" +
+		"cmdstat_hset:calls=60000,usec=82431,usec_per_call=1.37,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_evalsha:calls=20000,usec=899587,usec_per_call=44.98,rejected_calls=0,failed_calls=10\r\n" +
+		"cmdstat_eval:calls=10,usec=744,usec_per_call=74.40,rejected_calls=0,failed_calls=0\r\n"
+	if got, want := parseScriptTime(info), 900331*time.Microsecond; got != want {
+		t.Errorf("script time %v, want %v", got, want)
 	}
 }
