@@ -35,10 +35,7 @@ local function spend(keys, k0, n, argv, a0, clock)
   end
   local r = take(keys, k0 + 1, n, argv, a0 + 4)
   if r[1] == 1 then
-    -- Only a tombstone can stand here (every other state returned above):
-    -- its fields go. A missing record needs no DEL, one command fewer on
-    -- the hot path (each costs Redis a few µs inside a script).
-    if rec[1] then redis.call('DEL', idem) end
+    redis.call('DEL', idem)
     redis.call('HSET', idem, 'state', 'pending', 'fp', argv[a0], 'nonce', argv[a0 + 1])
     redis.call('PEXPIRE', idem, argv[a0 + 2])
   end
