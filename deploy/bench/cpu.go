@@ -146,7 +146,7 @@ func cpuPerOp(m *measurement) (per map[string]time.Duration, scripts time.Durati
 // ceiling that the rows' ratios are measured against.
 func cpuTable(rows []*measurement, cores int) []string {
 	out := []string{
-		fmt.Sprintf("| CPU per operation, by process (all runs of the row: the process's CPU time ÷ operations completed) | by process | of redis: running scripts | all processes | machine busy | ceiling on %d cores (%d s of CPU a second ÷ all processes) |", cores, cores),
+		fmt.Sprintf("| CPU per operation, by process (all runs of the row: the process's CPU time ÷ operations completed) | by process | of it, Redis in scripts (INFO commandstats: wall time, so above Redis's CPU when it waited for a core) | all processes | machine busy | ceiling on %d cores (%d s of CPU a second ÷ all processes) |", cores, cores),
 		"|---|---|--:|--:|--:|--:|",
 	}
 	for _, m := range rows {

@@ -3,9 +3,11 @@ package quota_test
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/bucket"
@@ -81,4 +83,113 @@ func BenchmarkRefund(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkScriptCost is where a Spend's time inside Redis goes: Redis's
+// own time per script call (INFO commandstats, usec_per_call: what its one
+// thread spends, whatever the client and the sockets cost) for an empty
+// script and one command, both with a Spend's KEYS and ARGV; a Spend's ten
+// commands with none of its logic; the Spend itself; and go-redis/redis_rate's
+// Allow. Run: go test -run '^$' -bench ScriptCost ./shared/quota/
+func BenchmarkScriptCost(b *testing.B) {
+	rdb := startRedis(b).(*redis.Client)
+	q := quota.New(rdb)
+	bs := []bucket.Bucket{{Key: keys.Bucket("b", "u:a"), Limit: big}, {Key: keys.TenantBucket("b"), Limit: big}}
+	ask := func(i int) quota.Ask {
+		return quota.Ask{Tenant: "b", Idem: keys.Idempotency("b", "u:a", strconv.Itoa(i)), Fingerprint: "fp", Nonce: "n" + strconv.Itoa(i), Buckets: bs}
+	}
+	// A Spend's arguments: three keys, and fingerprint, nonce, in-flight
+	// TTL, deadline, now, cost and each bucket's capacity, rate and TTL.
+	script := func(src string) func(i int) error {
+		s := redis.NewScript(src)
+		return func(i int) error {
+			a := ask(i)
+			return s.Run(ctx, rdb, []string{a.Idem, bs[0].Key, bs[1].Key}, a.Fingerprint, a.Nonce, 30000, 0,
+				time.Now().UnixMilli(), 1, 1e12, 1e9, 100000, 1e12, 1e9, 100000).Err()
+		}
+	}
+	lim := redis_rate.NewLimiter(rdb)
+	cases := []struct {
+		name string
+		call func(i int) error
+	}{
+		{"empty script", script("return 1")},
+		{"one command", script("redis.call('PEXPIRE', KEYS[1], ARGV[3]) return 1")},
+		{"a Spend's ten commands, no logic", script(spendCommands)},
+		{"Spend", func(i int) error {
+			d, err := q.Spend(ctx, time.Now(), ask(i), inFlight)
+			if err == nil && d.Outcome != quota.Allowed {
+				err = fmt.Errorf("spend: %+v", d)
+			}
+			return err
+		}},
+		{"redis_rate Allow", func(int) error {
+			_, err := lim.Allow(ctx, "rate:b", redis_rate.PerSecond(1_000_000_000))
+			return err
+		}},
+	}
+	i := 0
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			i++
+			if err := c.call(i); err != nil { // loads the script
+				b.Fatal(err)
+			}
+			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				i++
+				if err := c.call(i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			info, err := rdb.Info(ctx, "commandstats").Result()
+			if err != nil {
+				b.Fatal(err)
+			}
+			calls, usec := evalStats(info)
+			if calls > 0 {
+				b.ReportMetric(float64(usec)/float64(calls), "redis-µs/call")
+			}
+		})
+	}
+}
+
+// spendCommands is what a Spend asks of Redis, without the logic around:
+// read the idempotency record and both buckets, write both buckets and
+// their TTLs, replace the record and set its TTL.
+const spendCommands = `
+redis.call('HMGET', KEYS[1], 'state', 'fp', 'body', 'nonce')
+redis.call('HMGET', KEYS[2], 't', 'ts')
+redis.call('HMGET', KEYS[3], 't', 'ts')
+redis.call('HSET', KEYS[2], 't', '1.000000', 'ts', ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[9])
+redis.call('HSET', KEYS[3], 't', '1.000000', 'ts', ARGV[5])
+redis.call('PEXPIRE', KEYS[3], ARGV[12])
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'state', 'pending', 'fp', ARGV[1], 'nonce', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1`
+
+// evalStats is the calls and microseconds of the script commands (EVALSHA,
+// EVAL) in an INFO commandstats answer.
+func evalStats(info string) (calls, usec int64) {
+	for line := range strings.SplitSeq(info, "\n") {
+		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		for f := range strings.SplitSeq(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				calls += n
+			case "usec":
+				usec += n
+			}
+		}
+	}
+	return calls, usec
 }
