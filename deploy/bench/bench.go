@@ -240,6 +240,8 @@ func (b *bench) sideBySide(ctx context.Context, srv servers, rp *report) (string
 	rp.bars = append(rp.bars, bar{what: "signer end to end (durable ledger) ÷ redis_rate `Allow` (one key)", issue: 9, value: r, spread: per, want: "≥ 0.25×", unit: "×", pass: r >= 0.25})
 	r, per = ratio(dec, allowOne)
 	rp.bars = append(rp.bars, bar{what: "mintgate decision ÷ redis_rate `Allow` (one key), 50 callers", issue: 9, value: r, spread: per, want: "≥ 1.0×", unit: "×", pass: r >= 1.0})
+	r, per = ratio(coal, allowOne)
+	rp.bars = append(rp.bars, bar{what: "mintgate decision as the signer sends it (coalesced) ÷ redis_rate `Allow` (one key), 50 callers", issue: 9, value: r, spread: per, want: "—", unit: "×", info: true})
 	r, per = ratio(coal, dec)
 	rp.bars = append(rp.bars, bar{what: "mintgate decision coalesced ÷ plain `quota.Store.Spend`, 50 callers over 4 tenants", issue: 9, value: r, spread: per, want: "—", unit: "×", info: true})
 	r, per = ratio(always, echoRow)
