@@ -10,7 +10,7 @@ import (
 // maxVisibility is the longest visibility timeout SQS accepts.
 const maxVisibility = 12 * time.Hour
 
-// cfg is the completer's configuration, read from SPEC §5's variables.
+// cfg is the completer's configuration, read from the variables of docs/configuration.md.
 type cfg struct {
 	HTTPAddr string
 	Redis    config.Redis
@@ -33,7 +33,7 @@ type cfg struct {
 	Grace   time.Duration
 
 	// NATS is set when MINTGATE_NATS_URL is: the completer then publishes
-	// upload-completed events (SPEC §7). Without it, events are off.
+	// upload-completed events (docs/events.md). Without it, events are off.
 	NATS   config.NATS
 	Events bool
 

@@ -38,7 +38,7 @@ const (
 	markerPending = "pending"
 )
 
-// completer is the business of SPEC §3: an upload that happened gets its
+// completer is the service's business: an upload that happened gets its
 // done marker, so the sweeper does not refund its token.
 type completer struct {
 	rdb     marker

@@ -1,4 +1,4 @@
-// Command completer marks uploads done (SPEC §3). It long-polls SQS for the
+// Command completer marks uploads done. It long-polls SQS for the
 // S3 event notifications of the upload bucket and, for each object created
 // under incoming/<tenant>/<urlId>, sets the done marker the sweeper checks
 // before refunding a grant's token; given MINTGATE_NATS_URL, it also

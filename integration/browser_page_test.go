@@ -257,7 +257,7 @@ type pageSign struct {
 	body                  string
 }
 
-// pageSigner mimics the signer's API (SPEC §2) and serves the real demo
+// pageSigner mimics the signer's API (docs/api.md) and serves the real demo
 // page, on its own origin.
 type pageSigner struct {
 	t       *testing.T

@@ -34,7 +34,7 @@ type stackOptions struct {
 	URLTTL      time.Duration // MINTGATE_URL_TTL, default 120s
 	Grace       time.Duration // MINTGATE_SWEEP_GRACE, default 30s
 	DoneTTL     time.Duration // MINTGATE_DONE_TTL, default 15m
-	Tiers       string        // MINTGATE_TIERS, default SPEC's
+	Tiers       string        // MINTGATE_TIERS, default the documented tiers
 	AnonTenants string        // MINTGATE_ANON_TENANTS, default "demo"
 	Visibility  time.Duration // the queue's visibility timeout, default 2s
 	MaxReceives int           // redrive after this many receives, default 2

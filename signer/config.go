@@ -30,12 +30,12 @@ const maxPresignTTL = config.MaxURLTTL
 // maxPutBytes is the largest object one S3 PUT can create.
 const maxPutBytes = 5 << 30
 
-// cfg is the signer's configuration, read from SPEC §5's variables: the
+// cfg is the signer's configuration, read from the variables of docs/configuration.md: the
 // sections every service shares (shared/config), and the signer's own.
 type cfg struct {
 	HTTPAddr string
 	// OpsAddr serves /metrics (and /admin/*) besides /healthz and /readyz,
-	// never on HTTPAddr (MINTGATE_OPS_ADDR, SPEC §7).
+	// never on HTTPAddr (MINTGATE_OPS_ADDR).
 	OpsAddr string
 
 	Redis config.Redis
@@ -71,10 +71,10 @@ type cfg struct {
 	// (MINTGATE_ADMIN_TOKEN; empty: off).
 	AdminToken []byte
 	// DemoPage serves the demo upload page at /demo/ (MINTGATE_DEMO_PAGE=on;
-	// an addition to SPEC §5, off by default, on in the local stack).
+	// off by default, on in the local stack).
 	DemoPage bool
-	// PprofAddr serves net/http/pprof (MINTGATE_PPROF_ADDR; an addition to
-	// SPEC §5, empty = off by default, loopback addresses only).
+	// PprofAddr serves net/http/pprof (MINTGATE_PPROF_ADDR; empty = off by
+	// default, loopback addresses only).
 	PprofAddr string
 }
 

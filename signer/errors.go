@@ -12,7 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// The stable error codes of SPEC §5, and the few this service adds
+// The stable error codes of docs/api.md, and the few this service adds
 // (not_found, method_not_allowed, presign_unavailable, internal_error).
 const (
 	codeKeyRequired      = "idempotency_key_required"
@@ -87,7 +87,7 @@ func retrySeconds(d time.Duration) int64 {
 	return max(1, int64(math.Ceil(d.Seconds())))
 }
 
-// errorHandler turns every error into the JSON body of SPEC §5, so no
+// errorHandler turns every error into the JSON body of docs/api.md, so no
 // request ever ends in echo's default page or a stack trace.
 func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {

@@ -1,5 +1,5 @@
 // Command signer issues presigned S3 upload URLs, rate-limited per caller and
-// per tenant (SPEC §2): POST /uploads/sign, GET /uploads/{urlId}, and the
+// per tenant (docs/api.md): POST /uploads/sign, GET /uploads/{urlId}, and the
 // operational /healthz, /readyz and /metrics.
 package main
 

@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// The URL a client gets signs exactly what SPEC §2 demands: the host, the
+// The URL a client gets signs exactly what docs/api.md promises: the host, the
 // create-only condition, the exact length and the type, for 120 s, on a
 // server-owned key.
 func TestPresignedURLSignsTheUploadsTerms(t *testing.T) {

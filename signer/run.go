@@ -19,7 +19,7 @@ import (
 // ctx ends. A bad configuration value stops it before it listens. Its one
 // argument, -healthcheck, instead probes the signer already listening on
 // MINTGATE_HTTP_ADDR (the container healthcheck); otherwise everything is
-// SPEC §5's environment.
+// the environment (docs/configuration.md).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if log, err := service.Start(ctx, service.Spec{Name: "signer", HTTPAddr: defaultHTTPAddr}, args, getenv, stdout); log == nil {
 		return err

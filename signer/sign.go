@@ -74,7 +74,7 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// handleSign is POST /uploads/sign (SPEC §2): validate, decide in one
+// handleSign is POST /uploads/sign (docs/api.md): validate, decide in one
 // script, then presign, record in the ledger and complete.
 func handleSign(d deps) echo.HandlerFunc {
 	policy := newSignPolicy(d.cfg.MaxObject, d.cfg.ContentTypes)

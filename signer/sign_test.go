@@ -305,7 +305,7 @@ func TestTenantTierOverride(t *testing.T) {
 func TestRedisDownFailsClosedAndRecovers(t *testing.T) {
 	st := newStack(t)
 	env := st.env(t)
-	env["MINTGATE_REDIS_TIMEOUT"] = "150ms" // SPEC's default: the bound under test
+	env["MINTGATE_REDIS_TIMEOUT"] = "150ms" // the documented default: the bound under test
 	s := start(t, env)
 	tok := s.token("acme", "alice")
 	if r := s.sign(tok, newKey(), pngBody); r.status != http.StatusCreated {

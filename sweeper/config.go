@@ -6,7 +6,7 @@ import (
 	"github.com/mintgate/mintgate/shared/config"
 )
 
-// settings is the sweeper's configuration (SPEC §5), and the knobs tests
+// settings is the sweeper's configuration (docs/configuration.md), and the knobs tests
 // turn through options.
 type settings struct {
 	Redis    config.Redis

@@ -194,7 +194,7 @@ func TestComposePorts(t *testing.T) {
 	}
 }
 
-// TestComposeEnvironment: our services get SPEC §5 names only, with values
+// TestComposeEnvironment: our services get documented names only (docs/configuration.md), with values
 // the services accept, pointing at the stack's own servers.
 func TestComposeEnvironment(t *testing.T) {
 	p := loadCompose(t)

@@ -20,8 +20,8 @@ import (
 )
 
 // futureMetrics are queried by the dashboard before any service exports
-// them: each is being added on another branch, named by SPEC §7. Remove a
-// name once its service exports it (the test then finds it in the code).
+// them (a metric being added on another branch). Remove a name once its
+// service exports it (the test then finds it in the code).
 var futureMetrics = []string{}
 
 // TestMonitoringQueriesExportedMetrics parses deploy/prometheus/alerts.yml

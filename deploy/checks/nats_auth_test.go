@@ -217,7 +217,7 @@ func TestNATSAuthorizationLetsTheLedgerWork(t *testing.T) {
 		t.Fatalf("the sweeper never rescued the overdue schedule; the server refused %q", s.violations(t))
 	}
 
-	// The completer's upload events (SPEC §7), by its own code.
+	// The completer's upload events (docs/events.md), by its own code.
 	nc, _ := s.connect(t, completer)
 	js, err := jetstream.New(nc)
 	if err != nil {

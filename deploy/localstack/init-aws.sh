@@ -23,7 +23,7 @@ dlq_arn=$(awslocal sqs get-queue-attributes --queue-url "$dlq_url" \
   --attribute-names QueueArn --query Attributes.QueueArn --output text)
 
 # A message the completer cannot parse is received, not deleted, and after
-# max_receive tries moves to the DLQ (SPEC §3).
+# max_receive tries moves to the DLQ.
 cat >"$tmp/queue.json" <<JSON
 {
   "VisibilityTimeout": "30",

@@ -1,6 +1,6 @@
 # The queue of S3 events the completer consumes, and its dead-letter queue:
 # a message the completer cannot parse is never deleted, and after
-# max_receive_count receives SQS moves it aside (SPEC §3).
+# max_receive_count receives SQS moves it aside.
 
 resource "aws_sqs_queue" "uploads_dlq" {
   name                      = "${var.queue_name}-dlq"

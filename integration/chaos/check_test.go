@@ -407,7 +407,7 @@ func (st *stack) tallyBucket(ctx context.Context, t *tally, key string, capacity
 	tokens, err := st.rdb.HGet(ctx, key, "t").Float64()
 	switch {
 	case errors.Is(err, redis.Nil):
-		tokens = float64(capacity) // a missing key is a full bucket (SPEC §1)
+		tokens = float64(capacity) // a missing key is a full bucket
 	case err != nil:
 		return fmt.Errorf("bucket %s: %w", key, err)
 	}

@@ -1,4 +1,4 @@
--- N-tier token bucket, all or nothing (SPEC §1). Composed in front of an
+-- N-tier token bucket, all or nothing. Composed in front of an
 -- entry script (take.lua, or a service's own gate) that calls take().
 --
 -- keys[k0 .. k0+n-1]: bucket hashes {t = tokens "%.6f", ts = ms}.

@@ -1,5 +1,5 @@
 // Package config reads mintgate's configuration from the environment by the
-// names of SPEC §5. Every bad value is collected and reported with the name
+// names of docs/configuration.md. Every bad value is collected and reported with the name
 // of its variable, so a service refuses to start with one clear message.
 package config
 

@@ -148,7 +148,7 @@ func TestTenantTiersFollowTheDefaults(t *testing.T) {
 	}
 }
 
-// anonymous_all (SPEC §7): the bucket every anonymous caller of a tenant
+// anonymous_all (docs/configuration.md): the bucket every anonymous caller of a tenant
 // also spends from. Named in MINTGATE_TIERS or a tenant's override it is
 // that; otherwise a quarter of the tenant's own tenant tier.
 func TestAnonymousAllTier(t *testing.T) {

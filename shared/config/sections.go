@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The defaults SPEC §5 gives the settings several services read; each is
+// The defaults docs/configuration.md gives the settings several services read; each is
 // written here only, so the services cannot drift apart.
 const (
 	// DefaultURLTTL is how long a presigned URL lives (MINTGATE_URL_TTL).

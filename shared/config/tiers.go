@@ -19,7 +19,7 @@ const (
 )
 
 // TierAnonymousAll is the optional tier of the bucket every anonymous
-// caller of a tenant also spends from (SPEC §7), so that no number of
+// caller of a tenant also spends from (docs/api.md), so that no number of
 // addresses drains the tenant. When MINTGATE_TIERS does not name it, it is
 // derived per tenant: a quarter of that tenant's tenant tier.
 const TierAnonymousAll = "anonymous_all"
@@ -29,7 +29,7 @@ const TierAnonymousAll = "anonymous_all"
 // signing, leaving the rest to its signed-in users.
 const anonymousAllShare = 0.25
 
-// DefaultTiers is SPEC §1's table.
+// DefaultTiers is the tier table docs/configuration.md gives as the default.
 const DefaultTiers = "anonymous=5:5/60s,user=30:0.5,tenant=600:10"
 
 // Tiers maps a tier name to its bucket shape.

@@ -13,7 +13,7 @@ import (
 	"github.com/mintgate/mintgate/shared/quota"
 )
 
-// Bucket shapes the sequences draw from: SPEC's tiers, and small ones so
+// Bucket shapes the sequences draw from: the default tiers, and small ones so
 // that denials and capped refunds are common. The small ones idle for ten
 // minutes, so no key expires on the server while a sequence runs.
 var (

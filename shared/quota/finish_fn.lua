@@ -1,4 +1,4 @@
--- Finish a sign once its grant is in the ledger (SPEC §2 step 6), as a
+-- Finish a sign once its grant is in the ledger, as a
 -- function: the idempotency record becomes done with the 201 body, and the
 -- grant record that GET /uploads/{urlId} reads is written, in one step. It
 -- moves no tokens, so it does not compose the bucket core. finish.lua calls

@@ -158,7 +158,7 @@ func startCluster(tb testing.TB) redis.UniversalClient {
 	return cl
 }
 
-// Tier shapes of SPEC §1 and §7.
+// Tier shapes of the default tiers and anonymous_all.
 var (
 	userLimit    = bucket.Limit{Capacity: 30, Rate: 0.5}
 	tenantLimit  = bucket.Limit{Capacity: 600, Rate: 10}

@@ -57,7 +57,7 @@ func (e *env) request(subject, idem string, caller bucket.Bucket) quota.Ask {
 	}
 }
 
-// anonAllKey is SPEC §7's anonymous_all bucket (shared/keys has no name for
+// anonAllKey is the tenant's anonymous_all bucket (shared/keys has no name for
 // it yet).
 func anonAllKey(tenant string) string { return "rl:{t:" + tenant + "}:sign:anon" }
 

@@ -1,4 +1,4 @@
--- Refund of due grants (SPEC §4, §7), one call per tenant, composed after the
+-- Refund of due grants (the sweeper's), one call per tenant, composed after the
 -- bucket core. For each grant in order: its upload landed (done marker) ->
 -- 'done'; it was given back already, by the signer's undo or an earlier
 -- delivery (refunded marker) -> 'already'; else one token back to each of its

@@ -1,4 +1,4 @@
--- One Spend (SPEC §2 step 2) as a function, composed after the bucket core
+-- One Spend (a sign's decision) as a function, composed after the bucket core
 -- and nonces.lua: the idempotency check, the all-or-nothing spend and the
 -- in-flight mark are one atomic step. spend.lua calls it once, spend_many.lua
 -- once per spend of a batch, in order.

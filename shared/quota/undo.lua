@@ -1,4 +1,4 @@
--- Undo (SPEC §2 step 5, §7), composed after the bucket core: the token of an
+-- Undo (a sign that issued no URL), composed after the bucket core: the token of an
 -- allowed Spend whose URL never left goes back, the idempotency key is freed
 -- and the grant is marked refunded, in one atomic step. The refunded marker
 -- is shared with the sweeper's refund.lua: whoever comes second finds it and

@@ -1,4 +1,4 @@
-// Package uploads is the stream of upload-completed events (SPEC §7): the
+// Package uploads is the stream of upload-completed events (docs/events.md): the
 // completer publishes one JetStream message per first completion of an
 // upload, on mintgate.uploads.completed.<tenant> in the stream
 // MINTGATE_UPLOADS, with the urlId as Nats-Msg-Id. Consumers read it with
