@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mintgate/mintgate/shared/backoff"
@@ -275,23 +274,17 @@ func consumerConfig(durable string, o consumeOptions) jetstream.ConsumerConfig {
 
 // subscribe finds the stream, creates or updates the durable and starts
 // pulling. A clustered stream or consumer without a leader (a node was just
-// killed, an election is under way) answers with timeouts for a while:
-// that is retried with backoff until ctx ends, instead of ending the
+// killed, an election is under way) answers with timeouts, or with
+// "temporarily unavailable", for a while: that is retried with backoff until ctx ends, instead of ending the
 // service, which would only be restarted into the same election.
 func (l *Ledger) subscribe(ctx context.Context, cfg jetstream.ConsumerConfig, o consumeOptions) (jetstream.Stream, jetstream.MessagesContext, error) {
 	for n := 1; ; n++ {
-		stream, err := l.js.Stream(ctx, l.cfg.Stream)
+		stream, it, err := l.trySubscribe(ctx, cfg, o)
 		if err == nil {
-			var cons jetstream.Consumer
-			if cons, err = l.js.CreateOrUpdateConsumer(ctx, l.cfg.Stream, cfg); err == nil {
-				var it jetstream.MessagesContext
-				if it, err = messages(cons, o); err == nil {
-					return stream, it, nil
-				}
-			}
+			return stream, it, nil
 		}
 		err = fmt.Errorf("%w: stream %s, consumer %s: %w", ErrUnavailable, l.cfg.Stream, cfg.Durable, err)
-		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoHeartbeat) {
+		if !passing(err) {
 			return nil, nil, err // not a passing election: say so now
 		}
 		wait := electionBackoff.Delay(n)
@@ -300,6 +293,26 @@ func (l *Ledger) subscribe(ctx context.Context, cfg jetstream.ConsumerConfig, o 
 			return nil, nil, err
 		}
 	}
+}
+
+// trySubscribe is one try of subscribe, its requests bounded by openTry (a
+// request that reached a cluster without a meta leader may get no answer).
+func (l *Ledger) trySubscribe(ctx context.Context, cfg jetstream.ConsumerConfig, o consumeOptions) (jetstream.Stream, jetstream.MessagesContext, error) {
+	try, cancel := context.WithTimeout(ctx, openTry)
+	defer cancel()
+	stream, err := l.js.Stream(try, l.cfg.Stream)
+	if err != nil {
+		return nil, nil, err
+	}
+	cons, err := l.js.CreateOrUpdateConsumer(try, l.cfg.Stream, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	it, err := messages(cons, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return stream, it, nil
 }
 
 // messages starts pulling, o.batch messages a pull, with heartbeats.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mintgate/mintgate/shared/testenv"
@@ -114,4 +115,67 @@ func publishWithRetry(t *testing.T, js jetstream.JetStream, id string) {
 		_, err := js.Publish(ctx, SubjectDue, body)
 		return err == nil
 	})
+}
+
+// TestDialWaitsOutAClusterWithoutQuorum: a service that starts while its
+// three-node ledger has lost two nodes (the cluster has no meta leader and
+// answers "JetStream system temporarily unavailable", API error 10008)
+// keeps trying, and opens the ledger once the nodes are back, instead of
+// exiting. A chaos run on R3 (seed 240108) saw a signer restarted right
+// after a nats node was killed exit on that answer, and not come back.
+func TestDialWaitsOutAClusterWithoutQuorum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster")
+	}
+	cluster := testenv.StartNATSCluster(t, 3)
+	dial(t, cluster.URL(), LedgerConfig{Replicas: 3}) // creates the stream
+	for _, n := range cluster.Nodes[1:] {
+		n.Kill()
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	opened := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		l, err := Dial(ctx, cluster.Nodes[0].URL(), LedgerConfig{Replicas: 3, Secret: testSecret})
+		if err == nil {
+			l.Close()
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		t.Fatalf("Dial returned %v while two of three nodes were down; it should wait for them", err)
+	case <-time.After(3 * time.Second):
+	}
+	for _, n := range cluster.Nodes[1:] {
+		n.Start()
+	}
+	if err := <-opened; err != nil {
+		t.Fatalf("Dial after the nodes came back: %v", err)
+	}
+	t.Logf("opened %v after the first try", time.Since(start).Round(time.Millisecond))
+}
+
+// What a cluster answers during an election is waited out; anything else
+// ends Dial at once. The first is what the chaos run's signer got: the
+// real answer's shape, wrapped as ensureStream wraps it.
+func TestPassing(t *testing.T) {
+	notAvailable := &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("%w: create or update stream %s: %w", ErrUnavailable, DefaultStream, notAvailable), true},
+		{fmt.Errorf("stream info: %w", context.DeadlineExceeded), true},
+		{fmt.Errorf("connect: %w", nats.ErrNoResponders), true},
+		{fmt.Errorf("create: %w", jetstream.ErrStreamNameAlreadyInUse), false},
+		{fmt.Errorf("create: %w", &jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use with a different configuration"}), false},
+		{context.Canceled, false},
+	} {
+		if got := passing(c.err); got != c.want {
+			t.Errorf("passing(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
 }

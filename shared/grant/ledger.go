@@ -223,30 +223,49 @@ func Dial(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nats.Op
 
 // Open is Dial on a JetStream context the caller owns: Close leaves its
 // connection open. A clustered stream without a leader (a node was just
-// killed, an election is under way) answers with timeouts for a while:
-// that is retried with backoff until ctx ends, rather than ending a
+// killed, an election is under way) answers with timeouts, or with
+// "temporarily unavailable", for a while: that is retried with backoff until ctx ends, rather than ending a
 // service that would only be restarted into the same election.
 func Open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledger, error) {
 	for n := 1; ; n++ {
-		l, err := open(ctx, js, cfg)
+		// Each try has its own bound: a request that reached a cluster
+		// without a meta leader may get no answer at all, and would
+		// otherwise wait out the whole of ctx.
+		try, cancel := context.WithTimeout(ctx, openTry)
+		l, err := open(try, js, cfg)
+		cancel()
 		if err == nil || !passing(err) {
 			return l, err
 		}
-		if backoff.Sleep(ctx, electionBackoff.Delay(n)) != nil {
+		wait := electionBackoff.Delay(n)
+		cfg.logger().Warn("grant ledger: the stream does not answer yet; retrying", "retryIn", wait, "err", err)
+		if backoff.Sleep(ctx, wait) != nil {
 			return nil, err
 		}
 	}
 }
 
+// openTry bounds one try of Open, the requests to the JetStream API it
+// makes included (the library's own default for a request is 5 s).
+const openTry = 5 * time.Second
+
 // electionBackoff spaces the tries while a clustered stream or consumer
 // has no leader: an election takes seconds.
 var electionBackoff = backoff.Policy{Min: 250 * time.Millisecond, Max: 5 * time.Second}
 
+// jsNotAvailable is JetStream's API error "JetStream system temporarily
+// unavailable" (503), which a cluster answers while it has no meta leader:
+// a node was killed, or too few are up for a quorum.
+const jsNotAvailable jetstream.ErrorCode = 10008
+
 // passing reports whether err is what a JetStream cluster answers while it
-// elects a leader: a request that timed out or found no responder.
+// elects a leader: a request that timed out or found no responder, or the
+// API's "temporarily unavailable".
 func passing(err error) bool {
+	var api *jetstream.APIError
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoHeartbeat)
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoHeartbeat) ||
+		(errors.As(err, &api) && api.ErrorCode == jsNotAvailable)
 }
 
 func open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledger, error) {
