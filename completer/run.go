@@ -59,7 +59,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	cons := &consumer{
 		q: q, queueURL: c.QueueURL, visibility: c.Visibility,
 		handle: comp.handle, ready: ready, gate: newGate(), m: m, log: log,
-		backoff: backoff.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.5},
+		// At most a second between two pings of a Redis that is down: once
+		// it is back, the held events' done markers must land before the
+		// sweeper, waiting for the same Redis, refunds their grants (their
+		// due time may have passed during the outage). A ping a second per
+		// receiver costs Redis nothing.
+		backoff: backoff.Policy{Min: 100 * time.Millisecond, Max: time.Second, Jitter: 0.5},
 	}
 	// The DLQ's depth is only watched: its own goroutine, never in the
 	// receivers' way, stopped with them.
