@@ -27,8 +27,8 @@ type cpuSample struct {
 type cpuUse struct {
 	byProc map[string]time.Duration
 	busy   float64
-	// redisScripts is the part of Redis's CPU time spent running scripts
-	// (INFO commandstats), 0 for a row that ran none.
+	// redisScripts is Redis's time running scripts (INFO commandstats, by
+	// the wall clock), 0 for a row that ran none.
 	redisScripts time.Duration
 }
 

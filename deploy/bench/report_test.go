@@ -107,15 +107,3 @@ func TestSampleCPU(t *testing.T) {
 		t.Errorf("machine busy %v, want in (0, 1]", u.busy)
 	}
 }
-
-// Redis's time in scripts is the eval lines of INFO commandstats, the
-// commands they call already counted within them.
-func TestParseScriptTime(t *testing.T) {
-	info := "# Commandstats\r\n" +
-		"cmdstat_hset:calls=60000,usec=82431,usec_per_call=1.37,rejected_calls=0,failed_calls=0\r\n" +
-		"cmdstat_evalsha:calls=20000,usec=899587,usec_per_call=44.98,rejected_calls=0,failed_calls=10\r\n" +
-		"cmdstat_eval:calls=10,usec=744,usec_per_call=74.40,rejected_calls=0,failed_calls=0\r\n"
-	if got, want := parseScriptTime(info), 900331*time.Microsecond; got != want {
-		t.Errorf("script time %v, want %v", got, want)
-	}
-}

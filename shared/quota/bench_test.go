@@ -3,7 +3,6 @@ package quota_test
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/testenv"
 )
 
 // big never runs dry, so every Spend takes the whole path.
@@ -150,9 +150,8 @@ func BenchmarkScriptCost(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			calls, usec := evalStats(info)
-			if calls > 0 {
-				b.ReportMetric(float64(usec)/float64(calls), "redis-µs/call")
+			if calls, spent := testenv.ScriptStats(info); calls > 0 {
+				b.ReportMetric(float64(spent.Microseconds())/float64(calls), "redis-µs/call")
 			}
 		})
 	}
@@ -173,25 +172,3 @@ redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'state', 'pending', 'fp', ARGV[1], 'nonce', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1`
-
-// evalStats is the calls and microseconds of the script commands (EVALSHA,
-// EVAL) in an INFO commandstats answer.
-func evalStats(info string) (calls, usec int64) {
-	for line := range strings.SplitSeq(info, "\n") {
-		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
-			continue
-		}
-		for f := range strings.SplitSeq(fields, ",") {
-			k, v, _ := strings.Cut(f, "=")
-			n, _ := strconv.ParseInt(v, 10, 64)
-			switch k {
-			case "calls":
-				calls += n
-			case "usec":
-				usec += n
-			}
-		}
-	}
-	return calls, usec
-}

@@ -97,3 +97,26 @@ func StartRedisCluster(tb testing.TB) []string {
 
 // String names the server in test logs.
 func (r *Redis) String() string { return fmt.Sprintf("redis-server %s", r.Addr) }
+
+// ScriptStats is what an INFO commandstats answer says of scripts: how
+// many EVALSHA and EVAL calls Redis ran, and how long it spent in them (the
+// commands they call included), by its own clock.
+func ScriptStats(info string) (calls int64, spent time.Duration) {
+	for line := range strings.SplitSeq(info, "\n") {
+		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		for f := range strings.SplitSeq(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				calls += n
+			case "usec":
+				spent += time.Duration(n) * time.Microsecond
+			}
+		}
+	}
+	return calls, spent
+}
