@@ -4,22 +4,33 @@
 -- keys[k0 .. k0+n-1]: bucket hashes {t = tokens "%.6f", ts = ms}.
 -- argv[a0] = now (ms, the caller's clock), argv[a0+1] = cost (negative refunds),
 -- then per bucket: capacity, refill per second, idle ttl (ms).
+-- owe (a Lua argument, never ARGV): charge cost > 0 whatever the buckets
+-- hold, below 0 if need be (a refund taken back: the bucket owes and
+-- refills from there).
 -- Returns {allowed, remaining, limit, reset_s, retry_s, blocked, scarcest}
 -- where blocked and scarcest are 1-based bucket positions (0: none).
-local function take(keys, k0, n, argv, a0)
+--
+-- A credit (a refund, cost < 0) or a charge that owes may come with another
+-- shape than the bucket's last spend (the grant's, as it was at issue): it
+-- never lowers the tokens (no refill or cap below what is there) and never
+-- shortens the key's expiry, so it can only give back or take what it says.
+local function take(keys, k0, n, argv, a0, owe)
   local now = tonumber(argv[a0])
   local cost = tonumber(argv[a0 + 1])
-  local tok, cap, rate, ttl, stamp = {}, {}, {}, {}, {}
+  local credit = cost < 0
+  local tok, cap, rate, ttl, stamp, missing = {}, {}, {}, {}, {}, {}
   for i = 1, n do
     local b = a0 + 2 + (i - 1) * 3
-    cap[i], rate[i], ttl[i] = tonumber(argv[b]), tonumber(argv[b + 1]), argv[b + 2]
+    cap[i], rate[i], ttl[i] = tonumber(argv[b]), tonumber(argv[b + 1]), tonumber(argv[b + 2])
     local st = redis.call('HMGET', keys[k0 + i - 1], 't', 'ts')
     local t, ts = tonumber(st[1]), tonumber(st[2])
     stamp[i] = argv[a0]
     if t == nil or ts == nil then
-      t = cap[i]
+      t, missing[i] = cap[i], true
     elseif now > ts then
-      t = math.min(cap[i], t + (now - ts) * rate[i] / 1000)
+      if not ((credit or owe) and t >= cap[i]) then
+        t = math.min(cap[i], t + (now - ts) * rate[i] / 1000)
+      end
     else
       -- A clock that went backwards adds nothing, and keeping the later
       -- stamp means the same interval is never credited twice.
@@ -29,7 +40,7 @@ local function take(keys, k0, n, argv, a0)
   end
 
   local allowed, blocked, retry = 1, 0, 0
-  if cost > 0 then
+  if cost > 0 and not owe then
     for i = 1, n do
       if tok[i] < cost then
         allowed = 0
@@ -41,15 +52,31 @@ local function take(keys, k0, n, argv, a0)
 
   local scarcest = 1
   for i = 1, n do
-    if allowed == 1 then
+    if owe then
+      tok[i] = tok[i] - cost
+    elseif credit then
+      if tok[i] < cap[i] then tok[i] = math.min(cap[i], tok[i] - cost) end
+    elseif allowed == 1 then
       tok[i] = math.max(0, math.min(cap[i], tok[i] - cost))
     end
-    local key = keys[k0 + i - 1]
-    redis.call('HSET', key, 't', string.format('%.6f', tok[i]), 'ts', stamp[i])
-    redis.call('PEXPIRE', key, ttl[i])
+    -- A missing key is a full bucket, of whatever shape: a credit has
+    -- nothing to add, and writing this shape's capacity could lower it.
+    if not (credit and missing[i]) then
+      local key = keys[k0 + i - 1]
+      -- The key may expire only once the bucket would be full again: a
+      -- bucket that owes needs the time to climb back to 0 on top.
+      local life = ttl[i]
+      if tok[i] < 0 then life = life + math.ceil(-tok[i] * 1000 / rate[i]) end
+      if credit or owe then
+        local left = redis.call('PTTL', key)
+        if left > life then life = left end
+      end
+      redis.call('HSET', key, 't', string.format('%.6f', tok[i]), 'ts', stamp[i])
+      redis.call('PEXPIRE', key, life)
+    end
     if tok[i] < tok[scarcest] then scarcest = i end
   end
 
   local s = scarcest
-  return {allowed, math.floor(tok[s]), cap[s], math.ceil((cap[s] - tok[s]) / rate[s]), retry, blocked, s}
+  return {allowed, math.max(0, math.floor(tok[s])), cap[s], math.ceil((cap[s] - tok[s]) / rate[s]), retry, blocked, s}
 end

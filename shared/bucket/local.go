@@ -37,8 +37,12 @@ func (l *Local) Take(now time.Time, cost float64, buckets ...Bucket) Result {
 		st, ok := l.state[key]
 		return st.Stored, ok
 	}
-	save := func(key string, s Stored, ttl time.Duration) {
-		l.state[key] = localState{Stored: s, expires: ms + ttl.Milliseconds()}
+	save := func(key string, s Stored, ttl time.Duration, extend bool) {
+		exp := ms + ttl.Milliseconds()
+		if old, ok := l.state[key]; ok && extend && old.expires > exp {
+			exp = old.expires
+		}
+		l.state[key] = localState{Stored: s, expires: exp}
 	}
 	return Step(now, cost, buckets, load, save)
 }
@@ -49,16 +53,33 @@ type Stored struct {
 	TS int64  // field ts: the millisecond stamp of the last update
 }
 
+// Save receives a bucket's new state and the idle expiry the script sets:
+// ttl from now, or, when extend is true (a credit, or a charge that owes),
+// whichever is later of that and the key's current expiry.
+type Save func(key string, s Stored, ttl time.Duration, extend bool)
+
 // Step is the script's algorithm on state kept elsewhere, for the Go twin of
 // a script that composes the core (see NewScript). load returns a bucket's
 // stored state, false for a missing key (a full bucket); save receives every
-// bucket's new state with the idle expiry the script would set. Local.Take is
-// Step over Local's own map. It needs at least one bucket.
-func Step(now time.Time, cost float64, buckets []Bucket, load func(key string) (Stored, bool), save func(key string, s Stored, ttl time.Duration)) Result {
+// bucket's new state. Local.Take is Step over Local's own map. It needs at
+// least one bucket.
+func Step(now time.Time, cost float64, buckets []Bucket, load func(key string) (Stored, bool), save Save) Result {
+	return step(now, cost, false, buckets, load, save)
+}
+
+// StepOwing is the core's take with owe set: cost is charged to every
+// bucket whatever it holds, below 0 if need be (a refund taken back).
+func StepOwing(now time.Time, cost float64, buckets []Bucket, load func(key string) (Stored, bool), save Save) Result {
+	return step(now, cost, true, buckets, load, save)
+}
+
+func step(now time.Time, cost float64, owe bool, buckets []Bucket, load func(key string) (Stored, bool), save Save) Result {
 	ms := now.UnixMilli()
+	credit := cost < 0
 	n := len(buckets)
 	tok := make([]float64, n)
 	stamp := make([]int64, n)
+	missing := make([]bool, n)
 	for i, b := range buckets {
 		c, r := b.Limit.Capacity, b.Limit.Rate
 		stamp[i] = ms
@@ -66,9 +87,11 @@ func Step(now time.Time, cost float64, buckets []Bucket, load func(key string) (
 		t, err := strconv.ParseFloat(st.T, 64)
 		switch {
 		case !ok || err != nil:
-			t = c
+			t, missing[i] = c, true
 		case ms > st.TS:
-			t = math.Min(c, t+float64(ms-st.TS)*r/1000)
+			if !((credit || owe) && t >= c) {
+				t = math.Min(c, t+float64(ms-st.TS)*r/1000)
+			}
 		default:
 			stamp[i] = st.TS
 		}
@@ -76,7 +99,7 @@ func Step(now time.Time, cost float64, buckets []Bucket, load func(key string) (
 	}
 
 	allowed, blocked, retry := true, -1, 0.0
-	if cost > 0 {
+	if cost > 0 && !owe {
 		for i, b := range buckets {
 			if tok[i] < cost {
 				allowed = false
@@ -90,10 +113,19 @@ func Step(now time.Time, cost float64, buckets []Bucket, load func(key string) (
 
 	s := 0
 	for i, b := range buckets {
-		if allowed {
+		switch {
+		case owe:
+			tok[i] -= cost
+		case credit:
+			if tok[i] < b.Limit.Capacity {
+				tok[i] = math.Min(b.Limit.Capacity, tok[i]-cost)
+			}
+		case allowed:
 			tok[i] = math.Max(0, math.Min(b.Limit.Capacity, tok[i]-cost))
 		}
-		save(b.Key, Stored{T: strconv.FormatFloat(tok[i], 'f', 6, 64), TS: stamp[i]}, b.Limit.ttl())
+		if !(credit && missing[i]) { // a missing key is a full bucket: nothing to credit
+			save(b.Key, Stored{T: strconv.FormatFloat(tok[i], 'f', 6, 64), TS: stamp[i]}, life(b.Limit, tok[i]), credit || owe)
+		}
 		if tok[i] < tok[s] {
 			s = i
 		}
@@ -101,13 +133,24 @@ func Step(now time.Time, cost float64, buckets []Bucket, load func(key string) (
 	lim := buckets[s].Limit
 	return Result{
 		Allowed:    allowed,
-		Remaining:  int64(math.Floor(tok[s])),
+		Remaining:  int64(math.Max(0, math.Floor(tok[s]))),
 		Limit:      int64(lim.Capacity),
 		Reset:      time.Duration(math.Ceil((lim.Capacity-tok[s])/lim.Rate)) * time.Second,
 		RetryAfter: time.Duration(retry) * time.Second,
 		Blocked:    blocked,
 		Scarcest:   s,
 	}
+}
+
+// life is how long a bucket's key must live so that it expires only once
+// the bucket is full again: the idle TTL, and for a bucket that owes the
+// time to climb back to 0 on top.
+func life(l Limit, tokens float64) time.Duration {
+	ms := l.ttl().Milliseconds()
+	if tokens < 0 {
+		ms += int64(math.Ceil(-tokens * 1000 / l.Rate))
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // pruneAbove is how many keys Local keeps before it looks for expired ones.

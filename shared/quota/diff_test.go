@@ -136,9 +136,38 @@ func (w *world) finished(a quota.Ask, now time.Time) quota.Finished {
 		ExpiresAt: now.Add(2 * time.Minute), RecordTTL: 2 * time.Minute, GrantTTL: time.Hour}
 }
 
+// due is a due grant; now and then issued under other shapes than the
+// world's (a tier changed since, or a sweeper started with other tiers):
+// its refund credits at its own shapes.
 func (w *world) due() quota.Due {
 	tn := w.tenant()
-	return quota.Due{Tenant: tn, URLID: w.urlID(), Buckets: w.buckets(tn, w.subjects[w.r.IntN(len(w.subjects))])}
+	bs := w.buckets(tn, w.subjects[w.r.IntN(len(w.subjects))])
+	if w.r.IntN(3) == 0 {
+		all := [][]bucket.Limit{userShapes, anonShapes, tenantShapes, anonAllShapes}
+		for i := range bs {
+			ls := all[w.r.IntN(len(all))]
+			bs[i].Limit = ls[w.r.IntN(len(ls))]
+		}
+	}
+	return quota.Due{Tenant: tn, URLID: w.urlID(), Buckets: bs}
+}
+
+// completion is an ObjectCreated for one of the world's grants: the first
+// (SET NX) or a later write of its done marker, with a configured TTL
+// below or above MarkerTTL.
+func (w *world) completion() quota.Completion {
+	return quota.Completion{Tenant: w.tenant(), URLID: w.urlID(), Value: []string{"1", "pending"}[w.r.IntN(2)],
+		TTL: []time.Duration{15 * time.Minute, 30 * time.Hour}[w.r.IntN(2)], First: w.r.IntN(2) == 0}
+}
+
+// tenantKeys is every bucket key of tenant tn, the ones a refund record
+// may name.
+func (w *world) tenantKeys(tn string) []string {
+	ks := []string{keys.TenantBucket(tn), anonAllKey(tn)}
+	for _, sub := range w.subjects {
+		ks = append(ks, keys.Bucket(tn, sub))
+	}
+	return ks
 }
 
 // all is every key the world can touch.
@@ -176,7 +205,8 @@ func bucketKeys(bs []bucket.Bucket) []string {
 // sequences — spends and spend batches, cancels (before their spend, after
 // it, of another request's record, twice), undos, finishes and finish
 // batches (repeats and tombstones among them), retries with other nonces,
-// refund batches with repeats and shared buckets, done markers set in
+// refund batches with repeats and shared buckets (at the world's shapes or
+// at others), completions that take a refund back, done markers set in
 // between, script caches flushed, the caller's clock moving back and forth
 // — and requires every reply and the stored state of every key touched
 // (value and TTL) to be the same.
@@ -268,6 +298,11 @@ func differ(t *testing.T, lua backend, seq int) {
 			}
 			what = fmt.Sprintf("refund %d grants", len(ds))
 			both(func(b backend) (any, error) { return b.Refund(ctx, now, ds) })
+		case p < 84:
+			c := w.completion()
+			what = fmt.Sprintf("complete %s %s first=%v", c.Tenant, c.URLID, c.First)
+			touched = append(grantKeys(c.Tenant, c.URLID, nil), w.tenantKeys(c.Tenant)...)
+			both(func(b backend) (any, error) { return b.Complete(ctx, now, c) })
 		case p < 88:
 			k := keys.Done(w.tenant(), w.urlID())
 			what, touched = "done "+k, []string{k}

@@ -26,6 +26,7 @@ type quotas interface {
 	Cancel(ctx context.Context, now time.Time, a quota.Ask) (bool, error)
 	Refund(ctx context.Context, now time.Time, ds []quota.Due) ([]quota.RefundOutcome, error)
 	Status(ctx context.Context, tenant, urlID string) (quota.Status, error)
+	Complete(ctx context.Context, now time.Time, c quota.Completion) (quota.Completed, error)
 	Peek(ctx context.Context, now time.Time, tenant string, bs []bucket.Bucket) ([]bucket.Result, error)
 }
 

@@ -54,7 +54,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time, tenant string, bs []buc
 func peek(now time.Time, bs []bucket.Bucket, load func(string) (bucket.Stored, bool)) []bucket.Result {
 	out := make([]bucket.Result, len(bs))
 	for i, b := range bs {
-		out[i] = bucket.Step(now, 0, []bucket.Bucket{b}, load, func(string, bucket.Stored, time.Duration) {})
+		out[i] = bucket.Step(now, 0, []bucket.Bucket{b}, load, func(string, bucket.Stored, time.Duration, bool) {})
 	}
 	return out
 }

@@ -59,12 +59,21 @@ var (
 	finishManyEntry string
 	//go:embed refund.lua
 	refundEntry string
+	//go:embed complete.lua
+	completeEntry string
 )
 
-// RefundedTTL is how long a refunded marker lives: far longer than any
-// redelivery of a grant or retry of an undo takes, and what GET
+// MarkerTTL is the least time every marker of how a grant ended (done,
+// refunded) lives once set: far longer than any redelivery of a grant or
+// retry of an undo takes. A sweeper applies no grant issued longer ago
+// than MarkerTTL less an hour (the slack for clocks), so every message that
+// could still carry a grant meets the marker its end left: a copy replayed
+// late, or twice, moves nothing.
+const MarkerTTL = 24 * time.Hour
+
+// RefundedTTL is how long a refunded marker lives, and what GET
 // /uploads/{urlId} reports as "refunded" meanwhile.
-const RefundedTTL = 24 * time.Hour
+const RefundedTTL = MarkerTTL
 
 // CancelTTL is how long a cancelled idempotency record (a tombstone) lives:
 // longer than any command can sit in a stalled Redis, a failover or a
@@ -186,7 +195,7 @@ func status(done, refunded bool, expiresAt, subject string) Status {
 type Store struct {
 	rdb                                 redis.UniversalClient
 	spend, undo, finish, refund, cancel *redis.Script
-	spendMany, finishMany               *redis.Script
+	spendMany, finishMany, complete     *redis.Script
 }
 
 // New returns a Store on rdb, a *redis.Client or a *redis.ClusterClient.
@@ -201,6 +210,7 @@ func New(rdb redis.UniversalClient) *Store {
 
 		spendMany:  bucket.NewScript(noncesSrc + "\n" + spendFn + "\n" + spendManyEntry),
 		finishMany: redis.NewScript(finishFn + "\n" + finishManyEntry),
+		complete:   bucket.NewScript(completeEntry),
 	}
 }
 
@@ -270,7 +280,7 @@ func (s *Store) Undo(ctx context.Context, now time.Time, a Ask, urlID string) (r
 		return false, err
 	}
 	ks := append([]string{a.Idem, keys.Done(a.Tenant, urlID), keys.Refunded(a.Tenant, urlID)}, bucketKeys(a.Buckets)...)
-	args := bucket.Args([]any{a.Fingerprint, a.Nonce, RefundedTTL.Milliseconds()}, now, -1, a.Buckets)
+	args := bucket.Args([]any{a.Fingerprint, a.Nonce, RefundedTTL.Milliseconds(), refundRecord(now, a.Buckets)}, now, -1, a.Buckets)
 	n, err := s.undo.Run(ctx, s.rdb, ks, args...).Int64()
 	if err != nil {
 		return false, unavailable("undo", err)

@@ -2,12 +2,12 @@ package quota_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -386,8 +386,15 @@ var cases = []struct {
 			e.t.Errorf("key not freed: %+v", rec)
 		}
 		m := e.key(keys.Refunded(e.tenant, "u1"))
-		if m.str != strconv.FormatInt(e.now.UnixMilli(), 10) || m.ttl <= quota.RefundedTTL-5*time.Second || m.ttl > quota.RefundedTTL {
-			e.t.Errorf("refunded marker %+v, want the refund time in ms", m)
+		var rec struct {
+			At      int64 `json:"at"`
+			Buckets []struct {
+				Key string `json:"key"`
+			} `json:"buckets"`
+		}
+		if err := json.Unmarshal([]byte(m.str), &rec); err != nil || rec.At != e.now.UnixMilli() || len(rec.Buckets) != len(a.Buckets) || rec.Buckets[0].Key != a.Buckets[0].Key ||
+			m.ttl <= quota.RefundedTTL-5*time.Second || m.ttl > quota.RefundedTTL {
+			e.t.Errorf("refunded marker %+v, want the refund record: the refund time in ms and the buckets credited (%v)", m, err)
 		}
 		if d := e.spend(a); d.Outcome != quota.Allowed {
 			e.t.Errorf("retry after undo: %+v", d)
@@ -646,8 +653,20 @@ var cases = []struct {
 
 	{"refund", "capped by the issuing tier", func(e *env) {
 		a := e.ask("alice", "k1")
-		e.wantOutcomes(e.refund(due(a, "u1")), quota.Refunded)
+		e.spend(a)
+		e.wantOutcomes(e.refund(due(a, "u1"), due(a, "u2")), quota.Refunded, quota.Refunded)
 		e.wantTokens(a, "30.000000", "600.000000")
+		// Into full buckets (no keys: full whatever their shape) a refund
+		// writes nothing, so they stay full.
+		other := *e
+		other.tenant = e.tenant + "-b"
+		c := other.ask("bob", "k1")
+		e.wantOutcomes(e.refund(due(c, "u3")), quota.Refunded)
+		for _, k := range bucketKeys(c.Buckets) {
+			if got := e.key(k); got.ok {
+				e.t.Errorf("a refund into a full bucket wrote %s: %+v", k, got)
+			}
+		}
 	}},
 	{"refund", "an anonymous grant never above the anonymous capacity", func(e *env) {
 		a := e.anon("ip1", "k1")
@@ -676,6 +695,95 @@ var cases = []struct {
 		e.done("u3")
 		e.wantOutcomes(e.refund(due(a, "u3"), due(a, "u2")), quota.Done, quota.Refunded)
 		e.wantTokens(a, "28.000000", "598.000000")
+	}},
+	{"refund", "at the grant's own shape, never shortening the key's expiry", func(e *env) {
+		// A caller whose tier is 2:2/1h spent both tokens; a sweeper
+		// started with the default tiers refunds with the grant's shape.
+		small := bucket.Limit{Capacity: 2, Rate: 2.0 / 3600}
+		a := e.request(keys.UserSubject("shape"), "k1", bucket.Bucket{Key: keys.Bucket(e.tenant, keys.UserSubject("shape")), Limit: small})
+		e.spend(a)
+		e.spend(retry(a, "n:2"))
+		before := e.key(a.Buckets[0].Key).ttl
+		e.wantOutcomes(e.refund(due(a, "u1"), due(a, "u2")), quota.Refunded, quota.Refunded)
+		e.wantTokens(a, "2.000000")
+		if got := e.key(a.Buckets[0].Key).ttl; got < before-5*time.Second {
+			e.t.Errorf("refund cut the bucket's expiry from %v to %v", before, got)
+		}
+		// A refund at a smaller shape than the bucket holds lowers nothing,
+		// whether the bucket is full (no key) or holds more than the shape.
+		big := e.ask("big", "k1")
+		e.wantOutcomes(e.refund(due(big, "u4")), quota.Refunded)
+		if k := e.key(big.Buckets[0].Key); k.ok {
+			e.t.Errorf("a refund into a full bucket wrote %+v", k)
+		}
+		e.spend(big)
+		shrunk := due(big, "u3")
+		shrunk.Buckets[0].Limit = small
+		e.wantOutcomes(e.refund(shrunk), quota.Refunded)
+		e.wantTokens(big, "29.000000")
+	}},
+	{"refund", "a done marker found lives as long as a refunded marker", func(e *env) {
+		a := e.ask("alice", "k1")
+		e.done("u1")
+		e.wantOutcomes(e.refund(due(a, "u1")), quota.Done)
+		if m := e.key(keys.Done(e.tenant, "u1")); m.ttl < quota.MarkerTTL-5*time.Second {
+			e.t.Errorf("done marker TTL %v after the sweep, want MarkerTTL", m.ttl)
+		}
+	}},
+	{"complete", "a refund is taken back once when its upload lands after it", func(e *env) {
+		e.spendN("alice", 3)
+		a := e.ask("alice", "k3")
+		e.wantOutcomes(e.refund(due(a, "u3")), quota.Refunded)
+		e.wantTokens(a, "28.000000", "598.000000")
+		c := quota.Completion{Tenant: e.tenant, URLID: "u3", Value: "1", TTL: 15 * time.Minute, First: true}
+		got, err := e.b.Complete(ctx, e.now, c)
+		if err != nil || !got.TookBack || got.Existed {
+			e.t.Fatalf("complete after the refund: %+v %v", got, err)
+		}
+		e.wantTokens(a, "27.000000", "597.000000")
+		if m := e.key(keys.Done(e.tenant, "u3")); m.str != "1" || m.ttl < quota.MarkerTTL-5*time.Second {
+			e.t.Errorf("done marker %+v, want 1 for MarkerTTL", m)
+		}
+		again, err := e.b.Complete(ctx, e.now, c)
+		if err != nil || again.TookBack || !again.Existed || again.Previous != "1" {
+			e.t.Errorf("complete repeated: %+v %v", again, err)
+		}
+		e.wantTokens(a, "27.000000", "597.000000")
+		e.wantOutcomes(e.refund(due(a, "u3")), quota.Done)
+		if s := e.status("u3"); !s.Done {
+			e.t.Errorf("status %+v, want done", s)
+		}
+	}},
+	{"complete", "taking back may leave a bucket owing", func(e *env) {
+		small := bucket.Limit{Capacity: 1, Rate: 1.0 / 60}
+		sub := keys.UserSubject("owes")
+		a := e.request(sub, "k1", bucket.Bucket{Key: keys.Bucket(e.tenant, sub), Limit: small})
+		e.spend(a)
+		e.wantOutcomes(e.refund(due(a, "u1")), quota.Refunded)
+		e.spend(e.request(sub, "k2", a.Buckets[0])) // the refunded token, spent again
+		got, err := e.b.Complete(ctx, e.now, quota.Completion{Tenant: e.tenant, URLID: "u1", Value: "1", TTL: time.Minute, First: true})
+		if err != nil || !got.TookBack {
+			e.t.Fatalf("complete: %+v %v", got, err)
+		}
+		e.wantTokens(a, "-1.000000")
+		// It owes a token: the key lives until the bucket is full again,
+		// two minutes at this rate.
+		if k := e.key(a.Buckets[0].Key); k.ttl < 2*time.Minute-5*time.Second {
+			e.t.Errorf("owing bucket's TTL %v, want 2m", k.ttl)
+		}
+		if d := e.spend(e.request(sub, "k3", a.Buckets[0])); d.Outcome != quota.Denied || d.Result.Remaining != 0 || d.Result.RetryAfter != 2*time.Minute {
+			e.t.Errorf("spend while owing: %+v", d)
+		}
+	}},
+	{"complete", "no refund, nothing taken", func(e *env) {
+		e.spendN("alice", 1)
+		a := e.ask("alice", "k1")
+		got, err := e.b.Complete(ctx, e.now, quota.Completion{Tenant: e.tenant, URLID: "u1", Value: "pending", TTL: time.Minute, First: true})
+		if err != nil || got.TookBack || got.Existed {
+			e.t.Fatalf("complete: %+v %v", got, err)
+		}
+		e.wantTokens(a, "29.000000", "599.000000")
+		e.wantOutcomes(e.refund(due(a, "u1")), quota.Done)
 	}},
 	{"refund", "outcomes in input order over tenants", func(e *env) {
 		other := *e

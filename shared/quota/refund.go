@@ -36,8 +36,10 @@ const (
 // tenant (per maxPerCall grants) loops over its grants in order, and all
 // calls go in one pipeline, which a cluster client splits per node. For
 // each grant: done marker →
-// Done; refunded marker → Already; else one token back to each of its
-// buckets (capped) and the refunded marker set → Refunded. Outcomes are in
+// Done (and the done marker lives at least MarkerTTL from now); refunded
+// marker → Already; else one token back to each of its buckets (capped, by
+// the shape each Bucket gives: the grant's own) and the refunded marker
+// set, holding the refund record Complete takes back → Refunded. Outcomes are in
 // the order of ds. An error means some tenants' grants may be applied and
 // others not: retry the whole batch, the markers make that safe.
 func (s *Store) Refund(ctx context.Context, now time.Time, ds []Due) ([]RefundOutcome, error) {
@@ -108,13 +110,13 @@ func byTenant(now time.Time, ds []Due) ([]*call, error) {
 	for i, d := range ds {
 		c := of[d.Tenant]
 		if c == nil || len(c.at) == maxPerCall {
-			c = &call{args: []any{RefundedTTL.Milliseconds()}}
+			c = &call{args: []any{MarkerTTL.Milliseconds()}}
 			of[d.Tenant] = c
 			calls = append(calls, c)
 		}
 		c.keys = append(c.keys, keys.Done(d.Tenant, d.URLID), keys.Refunded(d.Tenant, d.URLID))
 		c.keys = append(c.keys, bucketKeys(d.Buckets)...)
-		c.args = bucket.Args(append(c.args, len(d.Buckets)), now, -1, d.Buckets)
+		c.args = bucket.Args(append(c.args, len(d.Buckets), refundRecord(now, d.Buckets)), now, -1, d.Buckets)
 		c.at = append(c.at, i)
 	}
 	return calls, nil

@@ -91,7 +91,7 @@ func (t *Twin) Undo(_ context.Context, now time.Time, a Ask, urlID string) (bool
 	if t.inFlight(a) {
 		delete(t.keys, a.Idem)
 	}
-	return t.refund(now, Due{Tenant: a.Tenant, URLID: urlID, Buckets: a.Buckets}) == Refunded, nil
+	return t.refund(now, Due{Tenant: a.Tenant, URLID: urlID, Buckets: a.Buckets}, false) == Refunded, nil
 }
 
 // Finish is Store.Finish.
@@ -143,7 +143,7 @@ func (t *Twin) Refund(_ context.Context, now time.Time, ds []Due) ([]RefundOutco
 	defer t.mu.Unlock()
 	out := make([]RefundOutcome, len(ds))
 	for i, d := range ds {
-		out[i] = t.refund(now, d)
+		out[i] = t.refund(now, d, true)
 	}
 	return out, nil
 }
@@ -175,17 +175,52 @@ func (t *Twin) cancelled(key, nonce string) bool {
 	return slices.Contains(strings.Fields(nonces), nonce)
 }
 
-// refund is one grant's step of refund.lua, and undo.lua's after the key.
-func (t *Twin) refund(now time.Time, d Due) RefundOutcome {
-	switch {
-	case t.live(keys.Done(d.Tenant, d.URLID)) != nil:
+// refund is one grant's step of refund.lua (sweep set: a done marker is
+// made to live MarkerTTL at least), and undo.lua's after the key.
+func (t *Twin) refund(now time.Time, d Due, sweep bool) RefundOutcome {
+	switch k := t.live(keys.Done(d.Tenant, d.URLID)); {
+	case k != nil:
+		if at := t.clock().UnixMilli() + MarkerTTL.Milliseconds(); sweep && k.expires < at {
+			k.expires = at
+		}
 		return Done
 	case t.live(keys.Refunded(d.Tenant, d.URLID)) != nil:
 		return Already
 	}
 	bucket.Step(now, -1, d.Buckets, t.loadBucket, t.saveBucket)
-	t.set(keys.Refunded(d.Tenant, d.URLID), strconv.FormatInt(now.UnixMilli(), 10), RefundedTTL)
+	t.set(keys.Refunded(d.Tenant, d.URLID), refundRecord(now, d.Buckets), RefundedTTL)
 	return Refunded
+}
+
+// Complete is Store.Complete: complete.lua, which never needs a second run
+// here, the Twin reading the refund record under its own lock.
+func (t *Twin) Complete(_ context.Context, now time.Time, c Completion) (Completed, error) {
+	if err := checkCompletion(c); err != nil {
+		return Completed{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	done := keys.Done(c.Tenant, c.URLID)
+	var got Completed
+	if k := t.live(done); k != nil {
+		got.Previous, got.Existed = k.str, true
+	}
+	if !c.First || !got.Existed {
+		t.set(done, c.Value, completeTTL(c.TTL))
+	}
+	refunded := keys.Refunded(c.Tenant, c.URLID)
+	k := t.live(refunded)
+	if k == nil || !strings.HasPrefix(k.str, "{") {
+		return got, nil
+	}
+	bs, err := parseRecord(c.Tenant, k.str)
+	if err != nil {
+		return Completed{}, err
+	}
+	bucket.StepOwing(now, 1, bs, t.loadBucket, t.saveBucket)
+	k.str = taken(now)
+	got.TookBack = true
+	return got, nil
 }
 
 func (t *Twin) loadBucket(key string) (bucket.Stored, bool) {
@@ -198,8 +233,15 @@ func (t *Twin) loadBucket(key string) (bucket.Stored, bool) {
 	return bucket.Stored{T: tok, TS: ts}, true
 }
 
-func (t *Twin) saveBucket(key string, s bucket.Stored, ttl time.Duration) {
+func (t *Twin) saveBucket(key string, s bucket.Stored, ttl time.Duration, extend bool) {
+	var kept int64
+	if k := t.live(key); extend && k != nil {
+		kept = k.expires
+	}
 	t.hset(key, ttl, "t", s.T, "ts", strconv.FormatInt(s.TS, 10))
+	if k := t.keys[key]; k.expires < kept {
+		k.expires = kept
+	}
 }
 
 // live is key unless it is missing or expired by the Twin's clock (Redis

@@ -8,8 +8,8 @@
 -- KEYS[1] idempotency record, KEYS[2] done marker, KEYS[3] refunded marker,
 -- KEYS[4..] the Spend's buckets.
 -- ARGV[1] request fingerprint, ARGV[2] request nonce, ARGV[3] refunded
--- marker TTL (ms), ARGV[4..] the core's arguments for a cost of -1; ARGV[4],
--- now (ms), is the marker's value, so the refund time can be read back.
+-- marker TTL (ms), ARGV[4] the refund record (the marker's value, see
+-- refund.lua), ARGV[5..] the core's arguments for a cost of -1.
 -- Returns 1 when it refunded, 0 when not.
 
 -- The key is freed only while it is still this very request's in-flight
@@ -20,6 +20,6 @@ if rec[1] == 'pending' and rec[2] == ARGV[1] and rec[3] == ARGV[2] then
   redis.call('DEL', KEYS[1])
 end
 if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then return 0 end
-take(KEYS, 4, #KEYS - 3, ARGV, 4)
+take(KEYS, 4, #KEYS - 3, ARGV, 5)
 redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[3])
 return 1

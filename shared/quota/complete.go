@@ -1,0 +1,188 @@
+package quota
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/keys"
+)
+
+// record is a refund record: what a refund gave back, kept as the refunded
+// marker's value so that an upload landing after it can take exactly that
+// back (Complete). Whoever refunds (Refund, Undo) writes it in the same
+// script that credits the buckets.
+type record struct {
+	At      int64          `json:"at"` // ms, the refund's clock
+	Buckets []recordBucket `json:"buckets"`
+}
+
+type recordBucket struct {
+	Key      string  `json:"key"`
+	Capacity float64 `json:"capacity"`
+	Refill   float64 `json:"refill"`
+	TTL      int64   `json:"ttlMs"`
+}
+
+// refundRecord is the refund record of a refund of bs at now. It starts
+// with '{', which complete.lua tells apart from a taken-back marker.
+func refundRecord(now time.Time, bs []bucket.Bucket) string {
+	r := record{At: now.UnixMilli(), Buckets: make([]recordBucket, len(bs))}
+	for i, b := range bs {
+		r.Buckets[i] = recordBucket{Key: b.Key, Capacity: b.Limit.Capacity, Refill: b.Limit.Rate, TTL: b.Limit.TTL.Milliseconds()}
+	}
+	out, _ := json.Marshal(r) // strings and finite numbers always encode
+	return string(out)
+}
+
+// parseRecord reads a refund record back into the buckets it credited,
+// refusing any outside tenant's hash tag.
+func parseRecord(tenant, s string) ([]bucket.Bucket, error) {
+	var r record
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return nil, fmt.Errorf("quota: refund record %q: %w", s, err)
+	}
+	bs := make([]bucket.Bucket, len(r.Buckets))
+	for i, b := range r.Buckets {
+		bs[i] = bucket.Bucket{Key: b.Key, Limit: bucket.Limit{Capacity: b.Capacity, Rate: b.Refill, TTL: time.Duration(b.TTL) * time.Millisecond}}
+	}
+	if err := checkBuckets(tenant, bs); err != nil {
+		return nil, fmt.Errorf("quota: refund record %q: %w", s, err)
+	}
+	return bs, nil
+}
+
+// Completion is one ObjectCreated as Complete applies it.
+type Completion struct {
+	Tenant string
+	URLID  string
+	Value  string        // the done marker's value
+	TTL    time.Duration // the done marker's TTL; MarkerTTL at the least
+	// First sets the marker only if it is absent (SET NX) and reports its
+	// previous value; otherwise it is overwritten.
+	First bool
+}
+
+// Completed is what Complete found and did.
+type Completed struct {
+	Previous string // the done marker's value before, "" when it was absent
+	Existed  bool   // the done marker existed before
+	// TookBack: the grant had been refunded before its upload landed, and
+	// that refund was taken back now (its buckets charged, below 0 if need
+	// be). At most one Complete of a grant ever reports it.
+	TookBack bool
+}
+
+// completeTries bounds the runs of complete.lua in one Complete: a refund
+// can land between the first run's read and nothing after the done marker
+// exists, so a second run always settles it.
+const completeTries = 3
+
+// Complete sets grant c's done marker (TTL the longer of c.TTL and
+// MarkerTTL, so that it outlives every ledger message that could still
+// carry the grant) and, if the grant was refunded before its upload
+// landed, takes that refund back: the same buckets, the same shapes, one
+// token each, in the same atomic step. Safe to repeat: the refunded marker
+// records the take-back, and a grant with a done marker is never refunded.
+func (s *Store) Complete(ctx context.Context, now time.Time, c Completion) (Completed, error) {
+	if err := checkCompletion(c); err != nil {
+		return Completed{}, err
+	}
+	var (
+		got   Completed
+		rec   string
+		first = true
+	)
+	for range completeTries {
+		bs, err := recordBuckets(c.Tenant, rec)
+		if err != nil {
+			return Completed{}, err
+		}
+		ks := append([]string{keys.Done(c.Tenant, c.URLID), keys.Refunded(c.Tenant, c.URLID)}, bucketKeys(bs)...)
+		args := []any{c.Value, completeTTL(c.TTL).Milliseconds(), boolArg(c.First), rec}
+		if len(bs) > 0 {
+			args = bucket.Args(args, now, 1, bs)
+		}
+		vals, err := s.complete.Run(ctx, s.rdb, ks, args...).Slice()
+		if err != nil {
+			return Completed{}, unavailable("complete", err)
+		}
+		prev, did, again, err := parseComplete(vals)
+		if err != nil {
+			return Completed{}, err
+		}
+		if first {
+			got.Previous, got.Existed, first = prev.s, prev.ok, false
+		}
+		switch did {
+		case "taken":
+			got.TookBack = true
+			return got, nil
+		case "none":
+			return got, nil
+		}
+		rec = again
+	}
+	return Completed{}, fmt.Errorf("%w: complete: the refund record kept changing", ErrUnavailable)
+}
+
+// completeTTL is the done marker's TTL for a configured ttl.
+func completeTTL(ttl time.Duration) time.Duration { return max(ttl, MarkerTTL) }
+
+// recordBuckets are the buckets of refund record rec ("" for none).
+func recordBuckets(tenant, rec string) ([]bucket.Bucket, error) {
+	if rec == "" {
+		return nil, nil
+	}
+	return parseRecord(tenant, rec)
+}
+
+type maybe struct {
+	s  string
+	ok bool
+}
+
+// parseComplete reads complete.lua's reply.
+func parseComplete(vals []any) (prev maybe, did, again string, err error) {
+	if len(vals) < 2 {
+		return maybe{}, "", "", fmt.Errorf("%w: complete replied %v", ErrUnavailable, vals)
+	}
+	if p, ok := vals[0].(string); ok {
+		prev = maybe{s: p, ok: true}
+	}
+	did, _ = vals[1].(string)
+	switch did {
+	case "none", "taken":
+		return prev, did, "", nil
+	case "again":
+		if len(vals) == 3 {
+			if rec, ok := vals[2].(string); ok {
+				return prev, did, rec, nil
+			}
+		}
+	}
+	return maybe{}, "", "", fmt.Errorf("%w: complete replied %v", ErrUnavailable, vals)
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func checkCompletion(c Completion) error {
+	if err := checkGrant(c.Tenant, c.URLID); err != nil {
+		return err
+	}
+	if c.Value == "" {
+		return fmt.Errorf("quota: done marker of %s: empty value", c.URLID)
+	}
+	return checkTTL("done marker", completeTTL(c.TTL))
+}
+
+// taken is the refunded marker's value once its refund was taken back.
+func taken(now time.Time) string { return "taken " + strconv.FormatInt(now.UnixMilli(), 10) }
