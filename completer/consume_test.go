@@ -24,6 +24,7 @@ import (
 	"github.com/mintgate/mintgate/shared/backoff"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/pipeline"
+	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/s3event"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
@@ -401,7 +402,7 @@ func TestPoisonGoesToTheDLQAtOnce(t *testing.T) {
 	t.Cleanup(func() { s.rdb.Close() })
 	m := newMetrics(prometheus.NewRegistry())
 	log := slog.New(slog.NewTextHandler(s.log, nil))
-	comp := &completer{rdb: s.rdb, bucket: fixtureBucket, doneTTL: 15 * time.Minute, m: m, log: log}
+	comp := &completer{store: quota.New(s.rdb), bucket: fixtureBucket, doneTTL: 15 * time.Minute, m: m, log: log}
 	poisonID, goodID := uuid.NewString(), uuid.NewString()
 	c := &consumer{q: s.sqs, queueURL: s.q.URL, m: m, log: log, gate: newGate(),
 		backoff: backoff.Policy{Min: 100 * time.Millisecond, Max: time.Second, Jitter: 0.5},
@@ -446,25 +447,21 @@ func TestPoisonGoesToTheDLQAtOnce(t *testing.T) {
 	}
 }
 
-// fakeRedis fails SET after ok successes.
+// fakeRedis fails setting a done marker after ok successes.
 type fakeRedis struct {
 	ok   int
 	sets []string
 }
 
-func (f *fakeRedis) Set(ctx context.Context, key string, value any, ttl time.Duration) *redis.StatusCmd {
-	cmd := redis.NewStatusCmd(ctx)
-	if len(f.sets) >= f.ok {
-		cmd.SetErr(errors.New("connection refused"))
-		return cmd
+func (f *fakeRedis) Complete(ctx context.Context, now time.Time, c quota.Completion) (quota.Completed, error) {
+	if c.First {
+		panic("a first completion with events off")
 	}
-	f.sets = append(f.sets, key)
-	return cmd
-}
-
-// SetArgs is not called with events off.
-func (f *fakeRedis) SetArgs(ctx context.Context, key string, value any, a redis.SetArgs) *redis.StatusCmd {
-	panic("SetArgs with events off")
+	if len(f.sets) >= f.ok {
+		return quota.Completed{}, errors.New("connection refused")
+	}
+	f.sets = append(f.sets, keys.Done(c.Tenant, c.URLID))
+	return quota.Completed{}, nil
 }
 
 // TestHandleFailsWholeNotification: a Redis failure on any record fails the
@@ -482,7 +479,7 @@ func TestHandleFailsWholeNotification(t *testing.T) {
 	}
 	m := newMetrics(prometheus.NewRegistry())
 	rdb := &fakeRedis{ok: 1}
-	c := &completer{rdb: rdb, bucket: "b", doneTTL: time.Minute, m: m, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	c := &completer{store: rdb, bucket: "b", doneTTL: time.Minute, m: m, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if err := c.handle(context.Background(), n); err == nil {
 		t.Fatal("handle succeeded with Redis failing")
 	}

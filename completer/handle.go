@@ -2,25 +2,23 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/s3event"
 	"github.com/mintgate/mintgate/shared/uploads"
 )
 
-// marker is the Redis calls the completer makes: SET of the done marker,
-// and with events on, SET NX GET to claim a completion first.
-type marker interface {
-	Set(ctx context.Context, key string, value any, ttl time.Duration) *redis.StatusCmd
-	SetArgs(ctx context.Context, key string, value any, a redis.SetArgs) *redis.StatusCmd
+// doneStore sets done markers (quota.Store.Complete): the marker, and the
+// take-back of a refund its upload landed after, in one step.
+type doneStore interface {
+	Complete(ctx context.Context, now time.Time, c quota.Completion) (quota.Completed, error)
 }
 
 // eventPublisher stores an upload-completed event (uploads.Publisher).
@@ -41,9 +39,9 @@ const (
 // completer is the service's business: an upload that happened gets its
 // done marker, so the sweeper does not refund its token.
 type completer struct {
-	rdb     marker
-	bucket  string // MINTGATE_S3_BUCKET: the only bucket whose records count
-	doneTTL time.Duration
+	store   doneStore
+	bucket  string        // MINTGATE_S3_BUCKET: the only bucket whose records count
+	doneTTL time.Duration // MINTGATE_DONE_TTL: of a pending marker; a done one lives quota.MarkerTTL at least
 	// events publishes upload-completed events; nil when they are off.
 	events eventPublisher
 	m      *metrics
@@ -86,7 +84,7 @@ func (c *completer) handle(ctx context.Context, n s3event.Notification) error {
 		}
 		var err error
 		if c.events == nil {
-			err = c.mark(ctx, keys.Done(tenant, urlID))
+			err = c.mark(ctx, tenant, urlID)
 		} else {
 			err = c.complete(ctx, r, uploads.Event{URLID: urlID, Tenant: tenant, Key: key})
 		}
@@ -99,25 +97,41 @@ func (c *completer) handle(ctx context.Context, n s3event.Notification) error {
 	return nil
 }
 
-// mark sets the done marker of a completed upload (markerDone).
-func (c *completer) mark(ctx context.Context, key string) error {
-	start := time.Now()
-	err := c.rdb.Set(ctx, key, markerDone, c.doneTTL).Err()
-	c.m.redisSeconds.Observe(time.Since(start).Seconds())
+// mark sets the done marker of a completed upload (markerDone), taking
+// back the grant's refund if it was refunded before its upload landed.
+func (c *completer) mark(ctx context.Context, tenant, urlID string) error {
+	_, err := c.set(ctx, quota.Completion{Tenant: tenant, URLID: urlID, Value: markerDone, TTL: c.doneTTL})
 	return err
+}
+
+// set runs one quota.Store.Complete and counts what it did.
+func (c *completer) set(ctx context.Context, m quota.Completion) (quota.Completed, error) {
+	start := time.Now()
+	got, err := c.store.Complete(ctx, time.Now(), m)
+	c.m.redisSeconds.Observe(time.Since(start).Seconds())
+	if err == nil && got.TookBack {
+		// A PUT that started before its URL expired and finished after
+		// the grant was refunded: it is paid for after all.
+		c.m.takenBack.Inc()
+		c.log.Info("upload landed after its grant was refunded; refund taken back", "tenant", m.Tenant, "urlId", m.URLID)
+	}
+	return got, err
 }
 
 // complete marks the upload of r done and publishes its event, once per
 // upload however often S3 or SQS repeat the record:
 //
-//  1. SET marker pending NX GET (TTL MINTGATE_DONE_TTL): the marker exists
-//     from here on, so the sweeper never refunds an upload that happened,
-//     even while NATS is down. The old value tells what an earlier
-//     delivery did: none — this is the first completion; pending — an
-//     earlier delivery died or failed before step 3; done — the event is
-//     stored, nothing more to do (the message is deleted).
+//  1. Marker pending, set only if absent, in the script that takes back a
+//     refund its upload landed after (quota.Store.Complete; TTL the longer
+//     of MINTGATE_DONE_TTL and quota.MarkerTTL): the marker exists from
+//     here on, so the sweeper never refunds an upload that happened, even
+//     while NATS is down. The old value tells what an earlier delivery
+//     did: none — this is the first completion; pending — an earlier
+//     delivery died or failed before step 3; done — the event is stored,
+//     nothing more to do (the message is deleted).
 //  2. Publish the event, Nats-Msg-Id = urlId, and wait for the ack.
-//  3. SET marker done (TTL MINTGATE_DONE_TTL).
+//  3. Marker done (the same script, overwriting; a take-back is never
+//     done twice: the refunded marker records it).
 //  4. The consumer deletes the SQS message (after every record of it).
 //
 // A completer SIGKILLed (or failing: Redis or NATS down) at each point:
@@ -128,10 +142,10 @@ func (c *completer) mark(ctx context.Context, key string) error {
 //   - after 2 reached the stream (ack received or not), before 3: pending;
 //     the redelivery publishes again and the stream drops it as a duplicate
 //     by Nats-Msg-Id, as long as it comes within the stream's duplicate
-//     window. The stream Open creates has a window of MINTGATE_DONE_TTL,
-//     the marker's own lifetime, so while a pending marker lives its
-//     publish is covered; the completer warns at start about a stream
-//     whose window is shorter.
+//     window, MINTGATE_DONE_TTL (the completer warns at start about a
+//     stream whose window is shorter): far longer than SQS takes to
+//     deliver a message again. A pending marker lives longer (MarkerTTL);
+//     a redelivery later than the window may publish a second event.
 //   - after 3, before 4: done; the redelivery changes nothing.
 //   - after 4: nothing comes back.
 //
@@ -144,15 +158,12 @@ func (c *completer) mark(ctx context.Context, key string) error {
 // events (value 1, written with events off) counts as done: an upload
 // completed before events were turned on gets no event.
 func (c *completer) complete(ctx context.Context, r events.S3EventRecord, ev uploads.Event) error {
-	key := keys.Done(ev.Tenant, ev.URLID)
-	start := time.Now()
-	prev, err := c.rdb.SetArgs(ctx, key, markerPending, redis.SetArgs{Mode: "NX", Get: true, TTL: c.doneTTL}).Result()
-	c.m.redisSeconds.Observe(time.Since(start).Seconds())
+	got, err := c.set(ctx, quota.Completion{Tenant: ev.Tenant, URLID: ev.URLID, Value: markerPending, TTL: c.doneTTL, First: true})
 	switch {
-	case errors.Is(err, redis.Nil): // the first completion
 	case err != nil:
 		return err
-	case prev != markerPending:
+	case !got.Existed: // the first completion
+	case got.Previous != markerPending:
 		return nil // its event is stored
 	}
 	ev.Size, ev.ETag, ev.CompletedAt = r.S3.Object.Size, r.S3.Object.ETag, completedAt(r)
@@ -166,7 +177,7 @@ func (c *completer) complete(ctx context.Context, r events.S3EventRecord, ev upl
 	} else {
 		c.m.eventsPublished.Inc()
 	}
-	return c.mark(ctx, key)
+	return c.mark(ctx, ev.Tenant, ev.URLID)
 }
 
 // completedAt is the record's eventTime, or now if S3 sent none that

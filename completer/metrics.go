@@ -21,6 +21,7 @@ type metrics struct {
 	received     prometheus.Counter
 	deleted      prometheus.Counter
 	done         prometheus.Counter
+	takenBack    prometheus.Counter
 	ignored      *prometheus.CounterVec // by reason
 	unparseable  prometheus.Counter
 	held         prometheus.Gauge
@@ -50,6 +51,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		deleted: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_messages_deleted_total",
 			Help: "SQS messages deleted after all their records were handled.",
+		}),
+		takenBack: factory.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_completer_refunds_taken_back_total",
+			Help: "Uploads that landed after their grant was refunded (a slow PUT started before expiry): the refund was taken back, the buckets charged again.",
 		}),
 		done: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_records_done_total",

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/backoff"
 	"github.com/mintgate/mintgate/shared/ops"
+	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/service"
 )
 
@@ -50,7 +51,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	reg := ops.NewRegistry()
 	m := newMetrics(reg)
-	comp := &completer{rdb: rdb, bucket: c.Bucket, doneTTL: c.DoneTTL, m: m, log: log}
+	comp := &completer{store: quota.New(rdb), bucket: c.Bucket, doneTTL: c.DoneTTL, m: m, log: log}
 	checks, ready, closeEvents, err := withEvents(ctx, c, comp, rdb, q, log)
 	if err != nil {
 		return err

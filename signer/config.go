@@ -67,6 +67,11 @@ type cfg struct {
 	// all with ShadowAll): a short bucket is counted, not refused.
 	Shadow    map[string]bool
 	ShadowAll bool
+	// ShadowCap is how many times its tier a caller of a shadowed tenant
+	// may take within the tier's window before it is refused after all
+	// (MINTGATE_SHADOW_CAP): shadow mode measures a limit, it does not
+	// switch every limit off.
+	ShadowCap float64
 	// AdminToken turns the admin API on the ops port on, bearer auth
 	// (MINTGATE_ADMIN_TOKEN; empty: off).
 	AdminToken []byte
@@ -149,6 +154,15 @@ func operatorSettings(e *config.Env, c *cfg) {
 			c.Shadow[t] = true
 		}
 	}
+	c.ShadowCap = defaultShadowCap
+	if v := e.String("MINTGATE_SHADOW_CAP", ""); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f >= 1) || math.IsInf(f, 0) {
+			e.Fail("MINTGATE_SHADOW_CAP", "%q is not a factor of at least 1, such as 2: below 1 a shadowed caller within its limit would be refused", v)
+		} else {
+			c.ShadowCap = f
+		}
+	}
 	c.AdminToken = e.Secret("MINTGATE_ADMIN_TOKEN")
 	if n := len(c.AdminToken); n > 0 && n < minAdminToken {
 		e.Fail("MINTGATE_ADMIN_TOKEN", "must be at least %d bytes: it refills buckets", minAdminToken)
@@ -167,8 +181,27 @@ func degradedLimit(l bucket.Limit, share float64) bucket.Limit {
 // minAdminToken is the shortest MINTGATE_ADMIN_TOKEN.
 const minAdminToken = 32
 
+// defaultShadowCap is MINTGATE_SHADOW_CAP's default: a shadowed caller may
+// take twice its tier.
+const defaultShadowCap = 2
+
+// shadowLimit is a caller's ceiling in shadow mode: cap times its tier's
+// capacity and refill, so the same window.
+func shadowLimit(l bucket.Limit, cap float64) bucket.Limit {
+	return bucket.Limit{Capacity: l.Capacity * cap, Rate: l.Rate * cap}
+}
+
 // shadowed reports whether tenant is in shadow mode.
 func (c cfg) shadowed(tenant string) bool { return c.ShadowAll || c.Shadow[tenant] }
+
+// shadowCap is the ceiling factor of tenant's callers, 0 when it is not in
+// shadow mode.
+func (c cfg) shadowCap(tenant string) float64 {
+	if c.shadowed(tenant) {
+		return c.ShadowCap
+	}
+	return 0
+}
 
 // defaultDegradedShare is 5 %: twenty instances, the base HPA's maximum.
 const defaultDegradedShare = 0.05

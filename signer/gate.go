@@ -13,6 +13,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
 )
@@ -47,15 +48,33 @@ type attempt struct {
 	who     caller
 	req     signRequest
 	ask     quota.Ask
-	buckets []bucket.Bucket // the caller's tier, the tenant, and for anonymous callers anonymous_all
+	buckets []bucket.Bucket // the caller's tier, the tenant, and for anonymous callers anonymous_all; in shadow mode the caller's ceiling last
+	// hard are the buckets that refuse even in shadow mode: the caller's
+	// ceiling and, for an anonymous caller, anonymous_all. Nil outside
+	// shadow mode.
+	hard []bucket.Bucket
 }
 
-func newAttempt(who caller, req signRequest, tiers config.TierSet) attempt {
+// newAttempt is who's sign request req under tiers. shadowCap above 0 puts
+// it in shadow mode: a ceiling of shadowCap times the caller's tier is
+// spent by every sign and refuses when short (keys.ShadowBucket).
+func newAttempt(who caller, req signRequest, tiers config.TierSet, shadowCap float64) attempt {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", who.Tenant, who.Subject, req.ContentType, req.ContentLength)
 	// ParseTiers guarantees the caller tiers and the tenant tier exist;
 	// TierSet.For derives anonymous_all when it is not named.
 	buckets, _ := tiers.SignBuckets(who.Tenant, who.Subject, who.Tier)
+	var hard []bucket.Bucket
+	if shadowCap > 0 {
+		ceiling := bucket.Bucket{Key: keys.ShadowBucket(who.Tenant, who.Subject), Limit: shadowLimit(buckets[0].Limit, shadowCap)}
+		for _, b := range buckets {
+			if b.Key == keys.AnonBucket(who.Tenant) {
+				hard = append(hard, b)
+			}
+		}
+		hard = append(hard, ceiling)
+		buckets = append(buckets, ceiling)
+	}
 	return attempt{
 		who: who,
 		req: req,
@@ -66,7 +85,27 @@ func newAttempt(who caller, req signRequest, tiers config.TierSet) attempt {
 			Buckets:     buckets,
 		},
 		buckets: buckets,
+		hard:    hard,
 	}
+}
+
+// credits are what a refund of the buckets a's Spend charged
+// (a.ask.Buckets) gives back: each bucket by its role, with its shape now.
+func (a attempt) credits() []grant.Credit {
+	out := make([]grant.Credit, len(a.ask.Buckets))
+	for i, b := range a.ask.Buckets {
+		role := grant.BucketCaller
+		switch b.Key {
+		case keys.TenantBucket(a.who.Tenant):
+			role = grant.BucketTenant
+		case keys.AnonBucket(a.who.Tenant):
+			role = grant.BucketAnonymousAll
+		case keys.ShadowBucket(a.who.Tenant, a.who.Subject):
+			role = grant.BucketShadow
+		}
+		out[i] = grant.Credit{Bucket: role, Capacity: b.Limit.Capacity, Refill: b.Limit.Rate, TTL: b.Limit.TTL.Milliseconds()}
+	}
+	return out
 }
 
 // decision is the sign script's answer.
@@ -75,7 +114,7 @@ type decision struct {
 	result   bucket.Result // for allowed and denied
 	body     []byte        // for replay
 	degraded bool          // decided by the in-process buckets: Redis was unavailable
-	shadow   bool          // denied, but issued in shadow mode: nothing was spent and the key is not held
+	shadow   bool          // denied by a bucket that does not refuse in shadow mode, issued on the hard buckets alone (attempt.hard)
 }
 
 // gate runs the Redis side of a sign through quota.Store, its Spends
@@ -273,11 +312,8 @@ func (g *gate) askResync() {
 // one step: if the grant reached the ledger after all (an ack lost in a
 // stall), the sweeper finds the mark and gives nothing back again.
 func (g *gate) undo(ctx context.Context, a attempt, d decision, urlID string, now time.Time) error {
-	if d.shadow {
-		return nil // nothing was spent, nothing is held
-	}
 	if d.degraded {
-		g.local.Take(now, -1, g.degradedBuckets(a.buckets)...)
+		g.local.Take(now, -1, g.degradedBuckets(a.ask.Buckets)...)
 		return nil
 	}
 	return g.call(ctx, "refund", func(ctx context.Context) error {

@@ -16,15 +16,20 @@ const (
 	scopeTenant = "tenant"
 )
 
-// scope names the bucket that denied. The caller's own bucket comes first
-// (newAttempt); every later one, the tenant's and anonymous_all, is shared
-// by the tenant's callers, so a denial by it is "tenant"-wide: no retry
-// from a fresh address or account of the tenant helps.
-func scope(res bucket.Result) string {
-	if res.Blocked > 0 {
-		return scopeTenant
+// scope names the bucket of bs that denied res. The caller's own bucket,
+// and in shadow mode its ceiling, are the caller's; every other one, the
+// tenant's and anonymous_all, is shared by the tenant's callers, so a
+// denial by it is "tenant"-wide: no retry from a fresh address or account
+// of the tenant helps.
+func scope(who caller, bs []bucket.Bucket, res bucket.Result) string {
+	if res.Blocked < 0 || res.Blocked >= len(bs) {
+		return scopeCaller
 	}
-	return scopeCaller
+	switch bs[res.Blocked].Key {
+	case keys.Bucket(who.Tenant, who.Subject), keys.ShadowBucket(who.Tenant, who.Subject):
+		return scopeCaller
+	}
+	return scopeTenant
 }
 
 // tierOf names the tier of one of who's buckets, by its key.
@@ -83,8 +88,8 @@ func setRateHeaders(h http.Header, form string, who caller, res bucket.Result, b
 }
 
 // tooMany is the 429 of a denied decision.
-func tooMany(res bucket.Result) *apiError {
-	s := scope(res)
+func tooMany(who caller, bs []bucket.Bucket, res bucket.Result) *apiError {
+	s := scope(who, bs, res)
 	msg := "you have asked for too many upload URLs; retry later"
 	if s == scopeTenant {
 		msg = "your organisation has asked for too many upload URLs; retry later"

@@ -93,7 +93,7 @@ func handleSign(d deps) echo.HandlerFunc {
 
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), signBudget)
 		defer cancel()
-		a := newAttempt(who, req, d.tiers())
+		a := newAttempt(who, req, d.tiers(), d.cfg.shadowCap(who.Tenant))
 		// The urlId this request will issue is also its nonce: fresh for
 		// every request, retries with the same key included, so that a
 		// cancel or an undo touches only what this very request did.
@@ -105,7 +105,7 @@ func handleSign(d deps) echo.HandlerFunc {
 			d.count("limiter_unavailable")
 			return unavailable(codeLimiterDown, "the rate limiter is unavailable; no URL was issued", retryLimiter, err)
 		}
-		if done, err := d.refuse(c, a, &dec, now); done {
+		if done, err := d.refuse(ctx, c, &a, &dec, now); done {
 			return err
 		}
 
@@ -120,9 +120,9 @@ func handleSign(d deps) echo.HandlerFunc {
 
 // refuse answers the decisions that issue no URL: a replay, a key reused
 // or still in flight, a denial. It reports false, and answers nothing, for
-// an allowed decision and for a denial let through in shadow mode (which
-// it marks in dec).
-func (d deps) refuse(c echo.Context, a attempt, dec *decision, now time.Time) (bool, error) {
+// an allowed decision and for a denial let through in shadow mode (see
+// shadow, which changes a and dec).
+func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *decision, now time.Time) (bool, error) {
 	r, who := c.Request(), a.who
 	switch dec.outcome {
 	case replay:
@@ -143,19 +143,42 @@ func (d deps) refuse(c echo.Context, a attempt, dec *decision, now time.Time) (b
 		d.count("in_progress")
 		return true, newError(http.StatusConflict, codeInProgress, "a request with this %s is still in progress", hdrIdempotencyKey)
 	case denied:
-		if !d.cfg.shadowed(who.Tenant) {
-			d.count("rate_limited")
-			d.metrics.limited.WithLabelValues(who.Tenant, scope(dec.result)).Inc()
-			setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
-			return true, tooMany(dec.result)
+		if a.hard != nil && !dec.degraded {
+			return d.shadow(ctx, c, a, dec, now)
 		}
-		// Shadow mode: counted, not refused. The URL goes out charged
-		// to nobody; its grant says so, and no sweeper refunds it.
-		// Nothing holds the key meanwhile: two such requests with one
-		// key at once may each get a URL (the later one's is replayed).
-		d.metrics.shadowDenied.WithLabelValues(scope(dec.result)).Inc()
-		dec.shadow = true
+		d.count("rate_limited")
+		d.metrics.limited.WithLabelValues(who.Tenant, scope(who, a.buckets, dec.result)).Inc()
+		setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
+		return true, tooMany(who, a.buckets, dec.result)
 	}
+	return false, nil
+}
+
+// shadow decides a denial of a shadowed tenant's sign (a.hard is set): it
+// is counted, and the sign is decided again on the hard buckets alone —
+// the caller's ceiling (MINTGATE_SHADOW_CAP times its tier) and, for an
+// anonymous caller, anonymous_all — in the same one script as any Spend,
+// idempotency and in-flight mark included. Allowed, the URL is issued
+// charged to those buckets, and its grant credits them back if unused;
+// otherwise that decision is answered as any other (a 429 past the
+// ceiling). In degraded mode shadow mode is off: the local share decides.
+func (d deps) shadow(ctx context.Context, c echo.Context, a *attempt, dec *decision, now time.Time) (bool, error) {
+	d.metrics.shadowDenied.WithLabelValues(scope(a.who, a.buckets, dec.result)).Inc()
+	hard := *a
+	hard.ask.Buckets, hard.buckets, hard.hard = a.hard, a.hard, nil
+	hd, err := d.gate.decide(ctx, hard, now)
+	if err != nil {
+		d.count("limiter_unavailable")
+		return true, unavailable(codeLimiterDown, "the rate limiter is unavailable; no URL was issued", retryLimiter, err)
+	}
+	if hd.outcome != allowed {
+		*a, *dec = hard, hd
+		return d.refuse(ctx, c, a, dec, now)
+	}
+	// The first decision's headers still describe the caller's limits; the
+	// URL is charged to the hard buckets, and its refund credits them.
+	a.ask.Buckets = a.hard
+	dec.shadow, dec.degraded = true, hd.degraded
 	return false, nil
 }
 
@@ -179,6 +202,9 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 	g := grant.Grant{
 		URLID: urlID, Tenant: who.Tenant, Tier: who.Tier, Subject: who.Subject, Key: key,
 		IssuedAt: now.UTC(), ExpiresAt: expiresAt,
+		// What a refund gives back, at the shapes charged now, whatever
+		// tiers the sweeper runs with.
+		Credits: a.credits(),
 		// Charged to in-process buckets only: no sweeper may credit Redis for it.
 		Degraded: dec.degraded,
 		Shadow:   dec.shadow,

@@ -219,7 +219,7 @@ func TestIdempotencyKeysOfDifferentUsersNeverCollide(t *testing.T) {
 func (s *signer) holdInFlight(tenant, user, key string) attempt {
 	s.t.Helper()
 	req := signRequest{Key: key, ContentType: "image/png", ContentLength: 1024}
-	a := newAttempt(caller{Tenant: tenant, Subject: keys.UserSubject(user), Tier: config.TierUser}, req, config.TierSet{})
+	a := newAttempt(caller{Tenant: tenant, Subject: keys.UserSubject(user), Tier: config.TierUser}, req, config.TierSet{}, 0)
 	ctx := context.Background()
 	if err := s.rdb.HSet(ctx, a.ask.Idem, "state", "pending", "fp", a.ask.Fingerprint).Err(); err != nil {
 		s.t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -135,11 +136,12 @@ func testLateness(t *testing.T, ledger string, s *stack) {
 	early := 0
 	for i := range n {
 		id := fmt.Sprintf("late-%06d", i)
-		at, err := s.rdb.Get(context.Background(), keys.Refunded(tenant, id)).Int64()
-		if err != nil {
+		v, err := s.rdb.Get(context.Background(), keys.Refunded(tenant, id)).Result()
+		at, ok := quota.RefundedAt(v)
+		if err != nil || !ok {
 			continue
 		}
-		d := time.UnixMilli(at).Sub(due[i])
+		d := at.Sub(due[i])
 		if d < -time.Millisecond { // the marker has millisecond resolution
 			early++
 		}

@@ -22,6 +22,7 @@ type metrics struct {
 	forged          prometheus.Counter
 	trimFailures    prometheus.Counter
 	rescued         prometheus.Counter
+	early           prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -64,6 +65,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mintgate_sweeper_ledger_trim_failures_total",
 			Help: "Failed purges of the swept grants' ledger messages: they stay in the stream until a later purge (or its max age). Disk, not refunds.",
 		}),
+		early: factory.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_sweeper_early_total",
+			Help: "Grant batches delivered before their grants' due time (a copy re-published early, or clocks apart): held, and applied only once due.",
+		}),
 		rescued: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_rescued_batches_total",
 			Help: "Grant batches applied from their schedule because nats-server had not fired it 30 s after it was due (a stuck scheduler); their grants count in grants_swept too.",
@@ -87,6 +92,8 @@ func (m *metrics) observe(o grant.Outcome) {
 		m.rescued.Inc()
 	case grant.Forged:
 		m.forged.Inc()
+	case grant.Early:
+		m.early.Inc()
 	case grant.Retried:
 		m.errors.WithLabelValues("redis").Inc()
 	case grant.Terminated:

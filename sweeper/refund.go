@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
@@ -81,9 +82,12 @@ func (r *refunder) oneByOne(ctx context.Context, gs []grant.Grant, out []string,
 	return out, nil
 }
 
-// due is what quota needs to refund g: every bucket its sign spent from
-// (the anonymous_all bucket too, for an anonymous grant), each capped by
-// this tenant's shape of the tier that issued it.
+// due is what quota needs to refund g: every bucket its sign spent from,
+// each capped by the shape it had at issue. A grant carries both
+// (grant.Credits); one from an older signer carries neither, and its
+// buckets are its tier's and this tenant's shape of them from the
+// sweeper's own tiers (the anonymous_all bucket too, for an anonymous
+// grant).
 func (r *refunder) due(g grant.Grant) (quota.Due, error) {
 	if !keys.ValidTenant(g.Tenant) || g.Subject == "" {
 		return quota.Due{}, fmt.Errorf("%w: tenant %q, subject %q", grant.ErrMalformed, g.Tenant, g.Subject)
@@ -92,6 +96,13 @@ func (r *refunder) due(g grant.Grant) (quota.Due, error) {
 	// an unknown name defaulting to some other capacity.
 	if g.Tier != config.TierUser && g.Tier != config.TierAnonymous {
 		return quota.Due{}, fmt.Errorf("%w: tier %q is not an issuing tier", grant.ErrMalformed, g.Tier)
+	}
+	if len(g.Credits) > 0 {
+		buckets, err := credited(g)
+		if err != nil {
+			return quota.Due{}, err
+		}
+		return quota.Due{Tenant: g.Tenant, URLID: g.URLID, Buckets: buckets}, nil
 	}
 	tiers := r.tiers
 	if r.live != nil {
@@ -102,4 +113,39 @@ func (r *refunder) due(g grant.Grant) (quota.Due, error) {
 		return quota.Due{}, fmt.Errorf("%w: tier %q is not configured", grant.ErrMalformed, g.Tier)
 	}
 	return quota.Due{Tenant: g.Tenant, URLID: g.URLID, Buckets: buckets}, nil
+}
+
+// credited is the buckets g's credits name, each with its shape at issue.
+// A credit names a bucket by its role, and the key follows from the
+// grant's own tenant and subject, so a grant can only ever credit its own
+// caller and its own tenant; the anonymous_all bucket only for an
+// anonymous grant, and each bucket once.
+func credited(g grant.Grant) ([]bucket.Bucket, error) {
+	out := make([]bucket.Bucket, 0, len(g.Credits))
+	seen := make(map[string]bool, len(g.Credits))
+	for _, c := range g.Credits {
+		var key string
+		switch c.Bucket {
+		case grant.BucketCaller:
+			key = keys.Bucket(g.Tenant, g.Subject)
+		case grant.BucketTenant:
+			key = keys.TenantBucket(g.Tenant)
+		case grant.BucketAnonymousAll:
+			if g.Tier == config.TierAnonymous {
+				key = keys.AnonBucket(g.Tenant)
+			}
+		case grant.BucketShadow:
+			key = keys.ShadowBucket(g.Tenant, g.Subject)
+		}
+		if key == "" || seen[key] {
+			return nil, fmt.Errorf("%w: grant %s credits bucket %q", grant.ErrMalformed, g.URLID, c.Bucket)
+		}
+		seen[key] = true
+		l := bucket.Limit{Capacity: c.Capacity, Rate: c.Refill, TTL: time.Duration(c.TTL) * time.Millisecond}
+		if err := l.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: grant %s bucket %q: %w", grant.ErrMalformed, g.URLID, c.Bucket, err)
+		}
+		out = append(out, bucket.Bucket{Key: key, Limit: l})
+	}
+	return out, nil
 }

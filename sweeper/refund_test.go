@@ -45,9 +45,9 @@ func TestRefundScript(t *testing.T) {
 	if floor(s.tokens(user)) != 1 || floor(s.tokens(ten)) != 11 {
 		t.Errorf("after refund: user %v, tenant %v; want 1 and 11", s.tokens(user), s.tokens(ten))
 	}
-	at, err := rdb.Get(ctx, keys.Refunded(tenant, "u1")).Int64()
-	if err != nil || at < before {
-		t.Errorf("refunded marker = %d, %v; want the refund time ≥ %d", at, err, before)
+	v, err := rdb.Get(ctx, keys.Refunded(tenant, "u1")).Result()
+	if at, ok := quota.RefundedAt(v); err != nil || !ok || at.UnixMilli() < before {
+		t.Errorf("refunded marker = %q, %v; want the refund time ≥ %d", v, err, before)
 	}
 	if ttl := rdb.PTTL(ctx, keys.Refunded(tenant, "u1")).Val(); ttl < refundedTTL-time.Minute {
 		t.Errorf("refunded marker TTL %v", ttl)

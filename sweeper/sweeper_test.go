@@ -16,6 +16,7 @@ import (
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -40,7 +41,9 @@ func TestUnusedGrantIsRefundedOnceWhenDueNotBefore(t *testing.T) {
 	waitFor(t, 10*time.Second, "the refund", func() bool {
 		return s.rdb.Exists(context.Background(), keys.Refunded(tenant, g.URLID)).Val() == 1
 	})
-	at, _ := s.rdb.Get(context.Background(), keys.Refunded(tenant, g.URLID)).Int64()
+	v, _ := s.rdb.Get(context.Background(), keys.Refunded(tenant, g.URLID)).Result()
+	refundedAt, _ := quota.RefundedAt(v)
+	at := refundedAt.UnixMilli()
 	if at < due.UnixMilli() {
 		t.Errorf("refunded %dms before due", due.UnixMilli()-at)
 	}

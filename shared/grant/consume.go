@@ -37,7 +37,7 @@ type Outcome struct {
 	Attempt uint64        // 1 on the first delivery
 	Action  Action        // what was done with the message
 	Err     error         // the handler's (or the parser's) error, nil when acked
-	Retry   time.Duration // with Retried: the redelivery delay asked for
+	Retry   time.Duration // with Retried and Early: the redelivery delay asked for
 }
 
 // Action is the fate of one delivery.
@@ -51,7 +51,12 @@ const (
 	Released                 // not started before a stop; redelivered at once
 	Forged                   // its MAC did not verify: never applied, not redelivered
 	Rescued                  // applied from its schedule, which the server had not fired (see WithRescueAfter)
+	Early                    // held a grant not due yet (ErrNotDue): redelivered at its due time
 )
+
+// notDueMinDelay is the least wait before an early batch comes back: a
+// copy that is due within it is not worth a tighter loop.
+const notDueMinDelay = time.Second
 
 func (a Action) String() string {
 	switch a {
@@ -67,6 +72,8 @@ func (a Action) String() string {
 		return "forged"
 	case Rescued:
 		return "rescued"
+	case Early:
+		return "early"
 	}
 	return fmt.Sprintf("action(%d)", int(a))
 }
@@ -477,6 +484,15 @@ func (c *consumeLoop) deliver(m jetstream.Msg) {
 		c.observe(Outcome{Batch: b, Attempt: n, Action: Terminated, Err: err})
 	default: // Retry, or Hold: with no delivery limit, a redelivery costs nothing
 		delay := c.o.backoff.Delay(int(min(n, math.MaxInt32)))
+		if nd := (*NotDueError)(nil); errors.As(err, &nd) {
+			// Not a failure: a copy delivered before its grants' time (or
+			// a clock behind the server's). It comes back when due.
+			delay = max(time.Until(nd.Until), notDueMinDelay)
+			c.o.log.Warn("due batch delivered before its time; held until then", "batch", b.ID, "subject", m.Subject(), "dueAt", nd.Until, "attempt", n)
+			_ = m.NakWithDelay(delay)
+			c.observe(Outcome{Batch: b, Attempt: n, Action: Early, Err: err, Retry: delay})
+			return
+		}
 		c.o.log.Warn("due batch not applied; retrying", "batch", b.ID, "grants", len(b.Grants), "attempt", n, "retryIn", delay, "err", err)
 		_ = m.NakWithDelay(delay)
 		c.observe(Outcome{Batch: b, Attempt: n, Action: Retried, Err: err, Retry: delay})

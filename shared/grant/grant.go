@@ -6,7 +6,11 @@
 // secret can make the sweepers refund anything.
 package grant
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Grant is one issued URL: what the sweeper needs to refund its token if the
 // upload never happened.
@@ -18,6 +22,16 @@ type Grant struct {
 	Key       string    `json:"key"`     // the object key, incoming/<tenant>/<urlId>
 	IssuedAt  time.Time `json:"issuedAt"`
 	ExpiresAt time.Time `json:"expiresAt"`
+	// DueAt is the earliest time the grant may be refunded: its expiry
+	// plus the signer's grace. It is sealed with the grant, so no copy of
+	// the message, whenever it is delivered, can be applied sooner. Zero in
+	// grants of older signers (ExpiresAt + the sweeper's grace then).
+	DueAt time.Time `json:"dueAt,omitzero"`
+	// Credits are every bucket the grant's sign spent from, each with its
+	// shape at issue: a refund gives back exactly this, whatever tiers the
+	// sweeper runs with. Empty in grants of older signers (the sweeper's
+	// tiers then).
+	Credits []Credit `json:"credits,omitempty"`
 	// Degraded marks a grant issued from in-process buckets while Redis was
 	// unavailable: it never charged Redis, so no sweeper ever credits Redis
 	// for it.
@@ -29,6 +43,54 @@ type Grant struct {
 	Shadow bool `json:"shadow,omitempty"`
 }
 
+// Credit is one bucket a grant's sign spent from, as it was then.
+type Credit struct {
+	Bucket   string  `json:"bucket"`   // which of the grant's buckets: BucketCaller, BucketTenant, BucketAnonymousAll or BucketShadow
+	Capacity float64 `json:"capacity"` // the tier's capacity at issue, the refund's cap
+	Refill   float64 `json:"refill"`   // tokens per second at issue
+	TTL      int64   `json:"ttlMs"`    // the bucket key's idle expiry at issue, in ms
+}
+
+// The buckets a Credit names. Each names one key of the grant's tenant and
+// subject (keys.Bucket, TenantBucket, AnonBucket, ShadowBucket), so a grant
+// can only ever credit its own caller's and its own tenant's buckets.
+const (
+	BucketCaller       = "caller"        // the caller's tier bucket (user or anonymous)
+	BucketTenant       = "tenant"        // the tenant's shared bucket
+	BucketAnonymousAll = "anonymous_all" // every anonymous caller's bucket of the tenant
+	BucketShadow       = "shadow"        // the caller's ceiling in shadow mode
+)
+
+// Due is when g may be refunded at the earliest: its sealed DueAt, and
+// never before its expiry plus grace (the sweeper's own), whichever is
+// later.
+func (g Grant) Due(grace time.Duration) time.Time {
+	floor := g.ExpiresAt.Add(grace)
+	if g.DueAt.After(floor) {
+		return g.DueAt
+	}
+	return floor
+}
+
+// ErrNotDue marks a batch that holds a grant not due yet (NotDue): a copy
+// delivered early, or a sweeper whose clock runs behind the server's. The
+// consume loop delivers it again at its due time instead of after a
+// backoff; it is never applied before.
+var ErrNotDue = errors.New("grant: not due yet")
+
+// NotDueError is ErrNotDue with the time it falls due.
+type NotDueError struct{ Until time.Time }
+
+func (e *NotDueError) Error() string {
+	return fmt.Sprintf("%v: due at %s", ErrNotDue, e.Until.UTC().Format(time.RFC3339Nano))
+}
+
+// Is makes errors.Is(err, ErrNotDue) hold.
+func (e *NotDueError) Is(target error) bool { return target == ErrNotDue }
+
+// NotDue is the error a handler returns for a batch that falls due at until.
+func NotDue(until time.Time) error { return &NotDueError{Until: until} }
+
 // Batch is one ledger message: the grants of signs that were committed
 // together, due at once when the latest of them is due.
 type Batch struct {
@@ -36,16 +98,16 @@ type Batch struct {
 	Grants []Grant `json:"grants"`
 }
 
-// DueAt is when the batch may be swept: the latest expiry among its
-// grants, plus grace. No grant of the batch is ever due before it; none is
-// later than it by more than the spread of expiries in the batch (the
+// DueAt is when the batch may be swept: the latest due time among its
+// grants (Grant.Due). No grant of the batch is ever due after it; none is
+// due before it by more than the spread of expiries in the batch (the
 // commit window).
 func (b Batch) DueAt(grace time.Duration) time.Time {
 	var latest time.Time
 	for _, g := range b.Grants {
-		if g.ExpiresAt.After(latest) {
-			latest = g.ExpiresAt
+		if d := g.Due(grace); d.After(latest) {
+			latest = d
 		}
 	}
-	return latest.Add(grace)
+	return latest
 }

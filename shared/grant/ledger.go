@@ -387,6 +387,9 @@ func (l *Ledger) Record(ctx context.Context, g Grant) error {
 	if g.ExpiresAt.IsZero() {
 		return fmt.Errorf("%w: %w: grant %s has no expiresAt", ErrUnavailable, ErrInvalidGrant, g.URLID)
 	}
+	if g.DueAt.IsZero() {
+		g.DueAt = g.ExpiresAt.Add(l.cfg.Grace)
+	}
 	// Fail now, not at the timeout, while the connection is down.
 	if st := l.nc.Status(); st != nats.CONNECTED {
 		return fmt.Errorf("%w: nats connection %s", ErrUnavailable, strings.ToLower(st.String()))

@@ -40,6 +40,12 @@ func TenantBucket(tenant string) string { return "rl:" + tag(tenant) + ":sign:te
 // subjects start with "u:" or "a:".
 func AnonBucket(tenant string) string { return "rl:" + tag(tenant) + ":sign:anon" }
 
+// ShadowBucket is the key of a caller's ceiling in shadow mode
+// (MINTGATE_SHADOW_TENANTS): MINTGATE_SHADOW_CAP times its tier, spent by
+// every sign of a shadowed tenant's caller and never let through, so that
+// shadow mode is no open mint.
+func ShadowBucket(tenant, subject string) string { return "rl:" + tag(tenant) + ":shadow:" + subject }
+
 // Idempotency is the key of an idempotency record:
 // sign:idem:{t:<tenant>}:<len(subject)>:<subject>:<key>. The subject's
 // length in bytes comes first because a user id and an Idempotency-Key may

@@ -184,5 +184,33 @@ func checkCompletion(c Completion) error {
 	return checkTTL("done marker", completeTTL(c.TTL))
 }
 
-// taken is the refunded marker's value once its refund was taken back.
-func taken(now time.Time) string { return "taken " + strconv.FormatInt(now.UnixMilli(), 10) }
+// taken is the refunded marker's value once the refund recorded at (ms)
+// was taken back at now.
+func taken(at int64, now time.Time) string {
+	return `{"at":` + strconv.FormatInt(at, 10) + `,"taken":` + strconv.FormatInt(now.UnixMilli(), 10) + `}`
+}
+
+// RefundedAt reads the time of the refund from a refunded marker's value,
+// whether its refund record is whole, taken back, or from before records
+// (the bare time in ms).
+func RefundedAt(value string) (time.Time, bool) {
+	if ms, err := strconv.ParseInt(value, 10, 64); err == nil {
+		return time.UnixMilli(ms), true
+	}
+	var r struct {
+		At *int64 `json:"at"`
+	}
+	if err := json.Unmarshal([]byte(value), &r); err != nil || r.At == nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(*r.At), true
+}
+
+// TakenBack reports whether a refunded marker's value says its refund was
+// taken back by an upload that landed after it.
+func TakenBack(value string) bool {
+	var r struct {
+		Taken *int64 `json:"taken"`
+	}
+	return json.Unmarshal([]byte(value), &r) == nil && r.Taken != nil
+}

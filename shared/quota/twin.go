@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -192,6 +193,9 @@ func (t *Twin) refund(now time.Time, d Due, sweep bool) RefundOutcome {
 	return Refunded
 }
 
+// recordRE is complete.lua's test for a refund record not taken back.
+var recordRE = regexp.MustCompile(`^\{"at":\d+,"buckets":`)
+
 // Complete is Store.Complete: complete.lua, which never needs a second run
 // here, the Twin reading the refund record under its own lock.
 func (t *Twin) Complete(_ context.Context, now time.Time, c Completion) (Completed, error) {
@@ -207,18 +211,21 @@ func (t *Twin) Complete(_ context.Context, now time.Time, c Completion) (Complet
 	}
 	if !c.First || !got.Existed {
 		t.set(done, c.Value, completeTTL(c.TTL))
+	} else if k := t.keys[done]; k.expires < t.clock().UnixMilli()+completeTTL(c.TTL).Milliseconds() {
+		k.expires = t.clock().UnixMilli() + completeTTL(c.TTL).Milliseconds()
 	}
 	refunded := keys.Refunded(c.Tenant, c.URLID)
 	k := t.live(refunded)
-	if k == nil || !strings.HasPrefix(k.str, "{") {
+	if k == nil || !recordRE.MatchString(k.str) {
 		return got, nil
 	}
 	bs, err := parseRecord(c.Tenant, k.str)
 	if err != nil {
 		return Completed{}, err
 	}
+	at, _ := RefundedAt(k.str)
 	bucket.StepOwing(now, 1, bs, t.loadBucket, t.saveBucket)
-	k.str = taken(now)
+	k.str = taken(at.UnixMilli(), now)
 	got.TookBack = true
 	return got, nil
 }
