@@ -39,6 +39,8 @@ type stackOptions struct {
 	Visibility  time.Duration // the queue's visibility timeout, default 2s
 	MaxReceives int           // redrive after this many receives, default 2
 	Extra       map[string]string
+	// SignerExtra and SweeperExtra go to that service alone, after Extra.
+	SignerExtra, SweeperExtra map[string]string
 }
 
 // stack is a running mintgate: infra plus the three services as processes.
@@ -106,9 +108,9 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		"MINTGATE_SQS_ENDPOINT":  in.SQSEndpoint,
 		"MINTGATE_DONE_TTL":      opts.DoneTTL.String(),
 	}
-	s.Signer, s.SignerURL = startService(t, "./signer", common, testenv.S3Env(in.S3Endpoint, in.Bucket), signerEnv, opts.Extra)
+	s.Signer, s.SignerURL = startService(t, "./signer", common, testenv.S3Env(in.S3Endpoint, in.Bucket), signerEnv, opts.Extra, opts.SignerExtra)
 	s.Completer, s.CompleterURL = startService(t, "./completer", common, completerEnv, opts.Extra)
-	s.Sweeper, s.SweeperURL = startService(t, "./sweeper", common, opts.Extra)
+	s.Sweeper, s.SweeperURL = startService(t, "./sweeper", common, opts.Extra, opts.SweeperExtra)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for name, p := range map[string]*testenv.Process{"signer": s.Signer, "completer": s.Completer, "sweeper": s.Sweeper} {

@@ -81,6 +81,54 @@ func TestShadowModeIssuesAndCounts(t *testing.T) {
 	mustStatus(t, s.sign(other, newKey(), pngBody), http.StatusTooManyRequests, codeTooMany)
 }
 
+// Shadow mode measures a limit, it is no open mint (the review got 30 of 30
+// URLs from a 5-token tier, for one user and for one anonymous address):
+// each caller of a shadowed tenant gets at most MINTGATE_SHADOW_CAP (2) ×
+// its tier within the tier's window, every would-be refusal is counted,
+// and a key that got a URL past the tier replays it like any other.
+func TestShadowModeHasACeiling(t *testing.T) {
+	s := startWith(t, "MINTGATE_SHADOW_TENANTS", "acme,pub", "MINTGATE_TIERS", "anonymous=5:5/1h,user=5:5/1h,tenant=600:600/1h")
+	signAll := func(n int, tok string, header ...string) (issued int, last reply, lastKey string) {
+		t.Helper()
+		for range n {
+			key := newKey()
+			r := s.sign(tok, key, pngBody, header...)
+			switch r.status {
+			case http.StatusCreated:
+				issued++
+				lastKey = key
+			case http.StatusTooManyRequests:
+				mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+				last = r
+			default:
+				t.Fatalf("shadow sign: %d %s", r.status, r.raw)
+			}
+		}
+		return issued, last, lastKey
+	}
+	tok := s.token("acme", "mallory")
+	issued, last, key := signAll(30, tok)
+	if issued != 10 {
+		t.Errorf("a shadowed user with a 5-token tier got %d of 30 URLs, want 10 (2 × its capacity)", issued)
+	}
+	if scope, _ := last.body["scope"].(string); scope != scopeCaller || retryAfter(t, last) < 1 {
+		t.Errorf("the refusal past the ceiling: scope %q, Retry-After %q", scope, last.header.Get("Retry-After"))
+	}
+	if got := s.metric(`mintgate_signer_shadow_denied_total{scope="caller"}`); got != 25 {
+		t.Errorf("would-be refusals counted: %v, want 25", got)
+	}
+	if r := s.sign(tok, key, pngBody); r.status != http.StatusOK || r.header.Get(hdrReplayed) != "true" {
+		t.Errorf("replay of a URL issued past the tier: %d %s", r.status, r.raw)
+	}
+	if anon, _, _ := signAll(30, "", hdrTenant, "pub"); anon != 10 {
+		t.Errorf("one shadowed anonymous address got %d of 30 URLs, want 10", anon)
+	}
+	// Other callers are not held back by one caller's ceiling.
+	if other, _, _ := signAll(5, s.token("acme", "alice")); other != 5 {
+		t.Errorf("another user of the tenant got %d of 5", other)
+	}
+}
+
 // Quota peek: what the caller and the tenant have left, with the RateLimit
 // headers; two peeks leave the buckets exactly as they were.
 func TestQuotaPeekSpendsNothing(t *testing.T) {
