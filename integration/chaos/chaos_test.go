@@ -26,7 +26,7 @@ type plan struct {
 
 	ttl, grace time.Duration // MINTGATE_URL_TTL, MINTGATE_SWEEP_GRACE
 	visibility time.Duration // the SQS queue's, well below grace
-	doneTTL    time.Duration // above the whole run, so no done marker expires before the check
+	doneTTL    time.Duration // above the whole run and quota.MarkerTTL, so no done marker expires before the check and its TTL tells when it was set
 
 	faults   map[kind]int     // how many of each
 	gap      [2]time.Duration // quiet time before each fault, drawn in this range
@@ -42,7 +42,7 @@ type plan struct {
 // resumes.
 var shortPlan = plan{
 	name: "short", clients: 6, users: 60, tenants: 3, think: 20 * time.Millisecond,
-	ttl: 3 * time.Second, grace: 4 * time.Second, visibility: time.Second, doneTTL: time.Hour,
+	ttl: 3 * time.Second, grace: 4 * time.Second, visibility: time.Second, doneTTL: 25 * time.Hour,
 	faults: map[kind]int{
 		killSigner: 2, killSweeper: 1, killCompleter: 1, killNATS: 1, killRedis: 1,
 		stallNATS: 2, stallRedis: 1, scriptFlush: 1,
@@ -56,7 +56,7 @@ var longPlan = plan{
 	name: "long", clients: 8, users: 400, tenants: 4, think: 20 * time.Millisecond,
 	// A grace above the completer's hold (see completerHold), so any
 	// order of faults is fair game.
-	ttl: 5 * time.Second, grace: 40 * time.Second, visibility: time.Second, doneTTL: 3 * time.Hour,
+	ttl: 5 * time.Second, grace: 40 * time.Second, visibility: time.Second, doneTTL: 27 * time.Hour,
 	faults: map[kind]int{
 		killSigner: 12, killSweeper: 12, killCompleter: 12, killNATS: 12, killRedis: 12,
 		stallNATS: 10, stallRedis: 8, scriptFlush: 6,

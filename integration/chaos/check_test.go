@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -18,14 +17,20 @@ import (
 
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
 )
 
 // outcome is what Redis says became of one URL.
 type outcome struct {
 	done, refunded bool
+	takenBack      bool      // the refund was taken back: the upload landed after it
 	doneAt         time.Time // when the done marker was set, from its remaining TTL
-	refundedAt     time.Time // the refunded marker's value: the refund time in ms
+	refundedAt     time.Time // the refund's time, from the refunded marker
 }
+
+// refundStands reports whether o's grant holds a refund that was not taken
+// back: its tokens are given back for good.
+func (o outcome) refundStands() bool { return o.refunded && !o.takenBack }
 
 // outcomes reads the done and refunded markers of every URL, pipelined.
 func (st *stack) outcomes(ctx context.Context, urls []received) ([]outcome, error) {
@@ -49,10 +54,8 @@ func (st *stack) outcomes(ctx context.Context, urls []received) ([]outcome, erro
 				o.done, o.doneAt = true, read.Add(ttl-st.p.doneTTL)
 			}
 			if v, err := refunded[i].Result(); err == nil {
-				o.refunded = true
-				if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
-					o.refundedAt = time.UnixMilli(ms)
-				}
+				o.refunded, o.takenBack = true, quota.TakenBack(v)
+				o.refundedAt, _ = quota.RefundedAt(v)
 			}
 		}
 	}
@@ -259,7 +262,7 @@ func (r *report) summarize(res result, outs []outcome, faults []injected, expose
 	for k, n := range kinds {
 		counts = append(counts, fmt.Sprintf("%s %d", kind(k), n))
 	}
-	uploaded, refused, refunded := 0, 0, 0
+	uploaded, refused, refunded, late, lateAfter, takenBack := 0, 0, 0, 0, 0, 0
 	for i, u := range res.urls {
 		switch {
 		case u.uploaded:
@@ -270,6 +273,15 @@ func (r *report) summarize(res result, outs []outcome, faults []injected, expose
 		if outs[i].refunded {
 			refunded++
 		}
+		if u.late {
+			late++
+			if u.uploaded && outs[i].refunded && !outs[i].refundedAt.IsZero() && outs[i].refundedAt.Before(u.uploadedAt) {
+				lateAfter++
+			}
+		}
+		if outs[i].takenBack {
+			takenBack++
+		}
 	}
 	r.summary = append(r.summary,
 		"faults: "+strings.Join(counts, ", "),
@@ -279,16 +291,18 @@ func (r *report) summarize(res result, outs []outcome, faults []injected, expose
 		fmt.Sprintf("tokens at risk: %d requests in flight at signer kills; %d answers 503 limiter_unavailable "+
 			"(a spend that timed out on a paused Redis runs when it resumes, past its deadline: it takes nothing, and a cancel follows)", exposed, res.answers["503 limiter_unavailable"]),
 		fmt.Sprintf("refunded markers: %d of URLs received, %d of grants no client received", refunded, markers-refunded),
+		fmt.Sprintf("slow uploads: %d landed after their grant's due time, %d of them after its refund; %d refunds taken back", late, lateAfter, takenBack),
 	)
 }
 
-// checkURLs: each URL received ends either uploaded or refunded.
+// checkURLs: each URL received ends either uploaded or refunded, never
+// both: a refund its upload landed after is taken back.
 func (r *report) checkURLs(res result, outs []outcome) {
-	var neither, both, doneUnused, uploadRefunded int
+	var neither, both, doneUnused, uploadRefunded, takenUnused int
 	for i, u := range res.urls {
 		o := outs[i]
 		switch {
-		case o.done && o.refunded:
+		case o.done && o.refundStands():
 			both++
 			r.example("done and refunded", u, o)
 		case !o.done && !o.refunded:
@@ -298,14 +312,19 @@ func (r *report) checkURLs(res result, outs []outcome) {
 			doneUnused++
 			r.example("done but never uploaded", u, o)
 		}
-		if u.uploaded && o.refunded {
+		if u.uploaded && o.refundStands() {
 			uploadRefunded++
 			r.example("uploaded and refunded", u, o)
+		}
+		if o.takenBack && (!o.done || !u.uploaded) {
+			takenUnused++
+			r.example("refund taken back without an upload", u, o)
 		}
 	}
 	r.add("every URL received ends done xor refunded",
 		fmt.Sprintf("%d neither, %d both, %d done but never uploaded", neither, both, doneUnused), "0", neither+both+doneUnused == 0)
 	r.add("no uploaded URL refunded", fmt.Sprint(uploadRefunded), "0", uploadRefunded == 0)
+	r.add("no refund taken back but by its upload", fmt.Sprint(takenUnused), "0", takenUnused == 0)
 }
 
 // checkAnswers: keys replay one URL, and no answer is a 500.

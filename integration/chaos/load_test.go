@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/mintgate/mintgate/api"
@@ -42,6 +44,14 @@ type received struct {
 	signedAt, uploadedAt     time.Time // when the answer came, when the PUT's did
 	uploaded                 bool      // the PUT was stored
 	putStatus                int       // the last PUT's status, 0 when not tried or no answer
+	late                     bool      // a slow upload: it lands after the grant's due time (landLate)
+}
+
+// lateLanding is what became of one slow upload, for its client's record.
+type lateLanding struct {
+	client, url int
+	stored      bool
+	at          time.Time
 }
 
 // flight counts one signer's requests, so a kill knows how many it cut.
@@ -68,6 +78,10 @@ type load struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	once    sync.Once
+
+	mu      sync.Mutex
+	landed  []lateLanding // slow uploads, as they land
+	landing sync.WaitGroup
 }
 
 // startLoad starts the plan's clients; stop ends them. Each client's
@@ -98,11 +112,13 @@ func startLoad(ctx context.Context, t *testing.T, st *stack, p plan, seed uint64
 	return ld
 }
 
-// stop ends the load: no new request starts, those under way finish.
+// stop ends the load: no new request starts, those under way finish, and
+// every slow upload lands.
 func (ld *load) stop() {
 	ld.once.Do(func() {
 		ld.cancel()
 		ld.wg.Wait()
+		ld.landing.Wait()
 	})
 }
 
@@ -152,9 +168,15 @@ func (c *client) run(ctx context.Context) {
 		key := fmt.Sprintf("c%d-%d", c.id, c.ops)
 		c.ops++
 
+		slow := upload && c.rng.IntN(slowEvery) == 0
+		landIn := time.Duration(c.rng.Int64N(int64(slowSpread)))
 		if s, ok := c.sign(ctx, u, key, size, time.Time{}); ok {
 			i := c.receive(u, key, s)
-			if upload {
+			switch {
+			case slow && !c.urls[i].late && !c.urls[i].uploaded:
+				c.urls[i].late = true
+				c.landLate(i, s, size, s.ExpiresAt.Add(c.st.p.grace+landIn))
+			case upload && !c.urls[i].late:
 				c.urls[i].uploaded, c.urls[i].putStatus = c.put(s, size)
 				c.urls[i].uploadedAt = time.Now()
 			}
@@ -257,6 +279,43 @@ func (c *client) post(i int, u user, key, body string) (int, []byte, error) {
 	return resp.StatusCode, raw, err
 }
 
+// Slow uploads: one upload in slowEvery lands after its grant's due time,
+// up to slowSpread after it, so that it lands before or after the
+// sweeper's refund, depending on the faults.
+const (
+	slowEvery  = 8
+	slowSpread = 3 * time.Second
+)
+
+// landLate stores s's object at when, as a PUT started before s expired
+// and finished then would with S3, which checks a presigned URL's expiry
+// when the PUT starts. versitygw checks it once the body has arrived, so
+// no slow PUT through the URL succeeds there: the object is written with
+// the server's own credentials, and its ObjectCreated travels the real way
+// (webhook, bridge, SQS, completer). The client goes on meanwhile.
+func (c *client) landLate(i int, s signed, size int, when time.Time) {
+	c.ld.landing.Go(func() {
+		time.Sleep(time.Until(when))
+		l := lateLanding{client: c.id, url: i}
+		for range 3 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := c.st.s3.Client().PutObject(ctx, &s3.PutObjectInput{
+				Bucket: aws.String(c.st.s3.Bucket), Key: aws.String(s.Key), Body: bytes.NewReader(bytes.Repeat([]byte{'x'}, size)),
+				ContentType: aws.String(s.Headers.ContentType), IfNoneMatch: aws.String("*"),
+			})
+			cancel()
+			if err == nil {
+				l.stored = true
+				break
+			}
+		}
+		l.at = time.Now()
+		c.ld.mu.Lock()
+		c.ld.landed = append(c.ld.landed, l)
+		c.ld.mu.Unlock()
+	})
+}
+
 // put uploads size bytes with exactly the returned headers, as a browser
 // would. A 412 after a lost answer means the first try was stored.
 func (c *client) put(s signed, size int) (stored bool, status int) {
@@ -291,6 +350,10 @@ type result struct {
 // result merges the clients' records; call it after stop.
 func (ld *load) result() result {
 	r := result{keys: map[string][]string{}, answers: map[string]int{}}
+	for _, l := range ld.landed {
+		u := &ld.clients[l.client].urls[l.url]
+		u.uploaded, u.uploadedAt = l.stored, l.at
+	}
 	for _, c := range ld.clients {
 		r.urls = append(r.urls, c.urls...)
 		for k, v := range c.keys {

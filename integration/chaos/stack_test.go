@@ -36,6 +36,7 @@ type stack struct {
 	signers   []*testenv.Service
 	sweepers  []*testenv.Service
 	completer *testenv.Service
+	s3        *testenv.VersityGW
 	rdb       *redis.Client       // the test's own, to read what the services stored
 	js        jetstream.JetStream // the test's own, to create the ledger stream and watch it drain
 	jwtSecret []byte
@@ -75,6 +76,7 @@ func startStack(t *testing.T, p plan, topo topology) *stack {
 	q := sqs.CreateQueue(t, "mintgate-uploads", testenv.QueueOptions{VisibilityTimeout: p.visibility})
 	bridge := testenv.StartBridge(t, q.URL, sqs.Endpoint)
 	s3 := testenv.StartVersityGW(t, bridge.URL)
+	st.s3 = s3
 
 	common := map[string]string{
 		"MINTGATE_REDIS_URL":    st.redis.URL(),
