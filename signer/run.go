@@ -149,6 +149,17 @@ func warnRisky(log *slog.Logger, c cfg) {
 			"has the proxy's address and shares ONE bucket. Set MINTGATE_IP_SOURCE to cf-connecting-ip or xff (with MINTGATE_TRUSTED_PROXIES) " +
 			"unless clients really connect directly (then set MINTGATE_IP_SOURCE=remote to say so).")
 	}
+	// An HS256 key is shared with the token issuer, and an issuer often
+	// signs tokens for several services with one key: without an audience
+	// the signer takes a token minted for any of them whose claims carry a
+	// tenant, and without an issuer one from any issuer holding the key.
+	if len(c.JWTSecret) > 0 && c.JWTAudience == "" {
+		log.Warn("!!! MINTGATE_JWT_HS256_SECRET without MINTGATE_JWT_AUDIENCE: a token the same key signed for ANY other service is accepted here. " +
+			"Set MINTGATE_JWT_AUDIENCE (and MINTGATE_JWT_ISSUER) to what your issuer puts in aud (and iss) of the tokens meant for mintgate.")
+	}
+	if len(c.JWTSecret) > 0 && c.JWTIssuer == "" {
+		log.Warn("MINTGATE_JWT_HS256_SECRET without MINTGATE_JWT_ISSUER: a token from any issuer holding the key is accepted; set MINTGATE_JWT_ISSUER")
+	}
 	if c.Degraded {
 		log.Warn("MINTGATE_DEGRADED_MODE=local: while Redis is unavailable each instance grants from in-process buckets at MINTGATE_DEGRADED_SHARE of the limits, without idempotency; "+
 			"keep the number of instances × the share at most 1", "share", c.DegradedShare)

@@ -184,6 +184,15 @@ func checkServiceEnv(t *testing.T, where, service string, env map[string]string)
 	if s, ok := env["MINTGATE_JWT_HS256_SECRET"]; ok && len(s) < 32 {
 		t.Errorf("%s: MINTGATE_JWT_HS256_SECRET is %d bytes, the signer wants at least 32", where, len(s))
 	}
+	// An HS256 key may sign the issuer's tokens for other services too:
+	// without an audience (and an issuer) the signer takes those (issue 17).
+	if env["MINTGATE_JWT_HS256_SECRET"] != "" {
+		for _, name := range []string{"MINTGATE_JWT_AUDIENCE", "MINTGATE_JWT_ISSUER"} {
+			if env[name] == "" {
+				t.Errorf("%s: %s verifies HS256 tokens without %s: a token the same key signed for another service is accepted", where, service, name)
+			}
+		}
+	}
 	if addr := env["MINTGATE_HTTP_ADDR"]; addr != "" && addr != fmt.Sprintf(":%d", httpPort[service]) {
 		t.Errorf("%s: %s listens on %q, the documented port is :%d", where, service, addr, httpPort[service])
 	}
