@@ -198,6 +198,35 @@ func TestHS256WithoutAudienceWarns(t *testing.T) {
 	}
 }
 
+// Trusting a private range as wide as a cluster's pods lets any pod there
+// spoof X-Forwarded-For: the signer says so at start, naming the range.
+func TestWideTrustedProxiesWarn(t *testing.T) {
+	for proxies, warn := range map[string]bool{
+		"10.0.0.0/8":              true,
+		"10.42.7.0/24,10.0.0.0/8": true,
+		"10.42.7.0/24,10.42.9.17": false,
+	} {
+		c, err := loadConfig(mapEnv(map[string]string{
+			"MINTGATE_S3_BUCKET":        "uploads",
+			"MINTGATE_GRANT_SECRET":     testenv.GrantSecret,
+			"MINTGATE_JWT_HS256_SECRET": "a-jwt-secret-of-at-least-32-bytes!!",
+			"MINTGATE_JWT_AUDIENCE":     "mintgate",
+			"MINTGATE_JWT_ISSUER":       "https://id.example",
+			"MINTGATE_IP_SOURCE":        "xff",
+			"MINTGATE_TRUSTED_PROXIES":  proxies,
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		warnRisky(slog.New(slog.NewJSONHandler(&out, nil)), c)
+		got := strings.Contains(out.String(), "wide private range") && strings.Contains(out.String(), `"range":"10.0.0.0/8"`)
+		if got != warn {
+			t.Errorf("%s: warned %v, want %v:\n%s", proxies, got, warn, out.String())
+		}
+	}
+}
+
 // Every service reads its listen addresses and MINTGATE_NATS_URL through
 // shared/config, so they agree: a port without host:port is refused at
 // start, naming the variable, and ws:// and wss:// NATS URLs are taken.

@@ -149,6 +149,13 @@ func warnRisky(log *slog.Logger, c cfg) {
 			"has the proxy's address and shares ONE bucket. Set MINTGATE_IP_SOURCE to cf-connecting-ip or xff (with MINTGATE_TRUSTED_PROXIES) " +
 			"unless clients really connect directly (then set MINTGATE_IP_SOURCE=remote to say so).")
 	}
+	for _, p := range c.TrustedProxies {
+		if config.WideProxyRange(p) {
+			log.Warn("!!! MINTGATE_TRUSTED_PROXIES holds a wide private range: every address in it may write X-Forwarded-For or CF-Connecting-IP, "+
+				"so any workload there can name a fresh client, and get a fresh anonymous bucket, per request. Name your ingress controller's or load balancer's addresses only.",
+				"range", p.String())
+		}
+	}
 	// An HS256 key is shared with the token issuer, and an issuer often
 	// signs tokens for several services with one key: without an audience
 	// the signer takes a token minted for any of them whose claims carry a
