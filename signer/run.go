@@ -65,6 +65,9 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if d.ident, err = newIdentity(ctx, c, d.now); err != nil {
 		return err
 	}
+	if d.reads == nil {
+		d.reads = newReadLimiter(c.ReadLimit, c.ReadLimitOn, d.ident.ip)
+	}
 	if d.presign, err = newPresigner(ctx, c); err != nil {
 		return err
 	}
