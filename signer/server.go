@@ -24,7 +24,7 @@ type deps struct {
 	ledger  recorder
 	metrics *metrics
 	reg     *prometheus.Registry
-	checks  []ops.Check // what /readyz pings
+	checks  []ops.Check  // what /readyz pings
 	reads   *readLimiter // per-address limit of the reads that cost Redis; nil: off
 	live    *config.LiveTiers
 
