@@ -78,6 +78,10 @@ type cfg struct {
 	// DemoPage serves the demo upload page at /demo/ (MINTGATE_DEMO_PAGE=on;
 	// off by default, on in the local stack).
 	DemoPage bool
+	// ReadLimit bounds each client address's reads that cost Redis
+	// (MINTGATE_READ_LIMIT; ReadLimitOn false: off).
+	ReadLimit   bucket.Limit
+	ReadLimitOn bool
 	// PprofAddr serves net/http/pprof (MINTGATE_PPROF_ADDR; empty = off by
 	// default, loopback addresses only).
 	PprofAddr string
@@ -139,6 +143,7 @@ func operatorSettings(e *config.Env, c *cfg) {
 	c.DegradedShare = share(e, "MINTGATE_DEGRADED_SHARE", defaultDegradedShare)
 	c.RateLimitHeader = e.OneOf("MINTGATE_RATELIMIT_HEADERS", headersLegacy, headersLegacy, headersDraft)
 	c.DemoPage = e.OneOf("MINTGATE_DEMO_PAGE", "off", "off", "on") == "on"
+	c.ReadLimit, c.ReadLimitOn = e.Limit("MINTGATE_READ_LIMIT", defaultReadLimit)
 	c.PprofAddr = e.String("MINTGATE_PPROF_ADDR", "")
 	if c.PprofAddr != "" && !loopbackAddr(c.PprofAddr) {
 		e.Fail("MINTGATE_PPROF_ADDR", "%q must be a loopback host:port such as 127.0.0.1:6060: profiles are for an operator on the box (or kubectl port-forward), never the network", c.PprofAddr)

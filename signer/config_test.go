@@ -5,8 +5,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/mintgate/mintgate/shared/testenv"
 )
@@ -127,6 +132,98 @@ func TestRemoteIPWarningOnlyWhenDefaulted(t *testing.T) {
 				t.Errorf("warned %v, want %v:\n%s", got, tc.warn, out.String())
 			}
 		})
+	}
+}
+
+// HS256 shares its key with the token issuer, which may sign tokens for
+// other services with it: without an audience the signer says so loudly at
+// start, and once the audience is set, a token the same key signed for
+// another audience is refused.
+func TestHS256WithoutAudienceWarns(t *testing.T) {
+	const secret = "a-jwt-secret-of-at-least-32-bytes!!"
+	cases := []struct {
+		name             string
+		set              map[string]string
+		warnAud, warnIss bool
+		otherAudienceOK  bool // a token for aud "billing" is accepted
+	}{
+		{"neither", map[string]string{}, true, true, true},
+		{"audience only", map[string]string{"MINTGATE_JWT_AUDIENCE": "mintgate"}, false, true, false},
+		{"both", map[string]string{"MINTGATE_JWT_AUDIENCE": "mintgate", "MINTGATE_JWT_ISSUER": "https://id.example"}, false, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{
+				"MINTGATE_S3_BUCKET":        "uploads",
+				"MINTGATE_GRANT_SECRET":     testenv.GrantSecret,
+				"MINTGATE_JWT_HS256_SECRET": secret,
+			}
+			for k, v := range tc.set {
+				env[k] = v
+			}
+			c, err := loadConfig(mapEnv(env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			warnRisky(slog.New(slog.NewJSONHandler(&out, nil)), c)
+			if got := strings.Contains(out.String(), "without MINTGATE_JWT_AUDIENCE"); got != tc.warnAud {
+				t.Errorf("audience warning %v, want %v:\n%s", got, tc.warnAud, out.String())
+			}
+			if got := strings.Contains(out.String(), "without MINTGATE_JWT_ISSUER"); got != tc.warnIss {
+				t.Errorf("issuer warning %v, want %v:\n%s", got, tc.warnIss, out.String())
+			}
+			if tc.warnAud && !strings.Contains(out.String(), `"level":"WARN"`) {
+				t.Errorf("not a warning:\n%s", out.String())
+			}
+
+			id, err := newIdentity(context.Background(), c, time.Now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+				"sub": "alice", "tenant_id": "acme", "aud": "billing", "iss": "https://id.example",
+				"exp": time.Now().Add(time.Minute).Unix(),
+			}).SignedString([]byte(secret))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest(http.MethodGet, "/uploads/quota", nil)
+			r.Header.Set("Authorization", "Bearer "+tok)
+			_, aerr := id.authenticate(r)
+			if got := aerr == nil; got != tc.otherAudienceOK {
+				t.Errorf("token for another audience accepted %v, want %v (%v)", got, tc.otherAudienceOK, aerr)
+			}
+		})
+	}
+}
+
+// Trusting a private range as wide as a cluster's pods lets any pod there
+// spoof X-Forwarded-For: the signer says so at start, naming the range.
+func TestWideTrustedProxiesWarn(t *testing.T) {
+	for proxies, warn := range map[string]bool{
+		"10.0.0.0/8":              true,
+		"10.42.7.0/24,10.0.0.0/8": true,
+		"10.42.7.0/24,10.42.9.17": false,
+	} {
+		c, err := loadConfig(mapEnv(map[string]string{
+			"MINTGATE_S3_BUCKET":        "uploads",
+			"MINTGATE_GRANT_SECRET":     testenv.GrantSecret,
+			"MINTGATE_JWT_HS256_SECRET": "a-jwt-secret-of-at-least-32-bytes!!",
+			"MINTGATE_JWT_AUDIENCE":     "mintgate",
+			"MINTGATE_JWT_ISSUER":       "https://id.example",
+			"MINTGATE_IP_SOURCE":        "xff",
+			"MINTGATE_TRUSTED_PROXIES":  proxies,
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		warnRisky(slog.New(slog.NewJSONHandler(&out, nil)), c)
+		got := strings.Contains(out.String(), "wide private range") && strings.Contains(out.String(), `"range":"10.0.0.0/8"`)
+		if got != warn {
+			t.Errorf("%s: warned %v, want %v:\n%s", proxies, got, warn, out.String())
+		}
 	}
 }
 

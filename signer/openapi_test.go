@@ -286,6 +286,15 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 		c.expect(http.StatusServiceUnavailable, http.MethodGet, "/readyz", p.do(http.MethodGet, "/readyz", nil, ""))
 	}
 
+	// 429: one address's reads past MINTGATE_READ_LIMIT, on each read route
+	// (one bucket per address: once empty, every route refuses).
+	for r := status(first.str("urlId"), auth); r.status != http.StatusTooManyRequests; r = status(first.str("urlId"), auth) {
+		c.expect(http.StatusServiceUnavailable, http.MethodGet, "/uploads/x", r)
+	}
+	c.expect(http.StatusTooManyRequests, http.MethodGet, "/uploads/x", status(first.str("urlId"), auth))
+	c.expect(http.StatusTooManyRequests, http.MethodGet, quota, s.do(http.MethodGet, quota, auth, ""))
+	c.expect(http.StatusTooManyRequests, http.MethodGet, "/readyz", s.do(http.MethodGet, "/readyz", nil, ""))
+
 	// What the document promises that this test never saw.
 	for tmpl, item := range c.doc.Paths.Map() {
 		for method, op := range item.Operations() {
@@ -340,7 +349,9 @@ func TestAPIDocsListEveryErrorCode(t *testing.T) {
 	for _, v := range doc.Components.Schemas["Error"].Value.Properties["error"].Value.Enum {
 		documented = append(documented, v.(string))
 	}
-	documented = append(documented, doc.Components.Schemas["RateLimited"].Value.Properties["error"].Value.Const.(string))
+	for _, limited := range []string{"RateLimited", "ReadLimited"} {
+		documented = append(documented, doc.Components.Schemas[limited].Value.Properties["error"].Value.Const.(string))
+	}
 	slices.Sort(codes)
 	slices.Sort(documented)
 	if !slices.Equal(codes, documented) {

@@ -177,6 +177,9 @@ func TestTenantTiersFileReloads(t *testing.T) {
 	write(`{"acme":{"user":"60:1"}}`)
 	env := newStack(t).env(t)
 	env["MINTGATE_TENANT_TIERS_FILE"] = path
+	// The test polls the quota every 20 ms for the reload, faster than one
+	// address may read (TestReadFloodsAreBoundedPerAddress tests that limit).
+	env["MINTGATE_READ_LIMIT"] = "off"
 	s := start(t, env)
 	tok := s.token("acme", "alice")
 	if l, _ := side(t, s.quota(tok), "caller"); l != 60 {

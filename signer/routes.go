@@ -10,11 +10,14 @@ import (
 // addRoutes lists every route of the signer's public port. The ops port
 // (MINTGATE_OPS_ADDR) is ops.Handler: /healthz, /readyz and /metrics.
 func addRoutes(e *echo.Echo, d deps) {
+	// The reads that cost Redis a round trip and spend nothing there are
+	// limited per client address in-process (readLimiter).
+	reads := d.reads.middleware()
 	e.POST("/uploads/sign", handleSign(d))
-	e.GET("/uploads/quota", handleQuota(d))
-	e.GET("/uploads/:urlId", handleStatus(d))
+	e.GET("/uploads/quota", handleQuota(d), reads)
+	e.GET("/uploads/:urlId", handleStatus(d), reads)
 	e.GET("/healthz", echo.WrapHandler(ops.Healthz()))
-	e.GET("/readyz", echo.WrapHandler(ops.Readyz(d.checks...)))
+	e.GET("/readyz", echo.WrapHandler(ops.Readyz(d.checks...)), reads)
 	if d.cfg.DemoPage {
 		e.GET("/demo*", echo.WrapHandler(demo.Handler()))
 	}

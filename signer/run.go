@@ -65,6 +65,9 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if d.ident, err = newIdentity(ctx, c, d.now); err != nil {
 		return err
 	}
+	if d.reads == nil {
+		d.reads = newReadLimiter(c.ReadLimit, c.ReadLimitOn, d.ident.ip)
+	}
 	if d.presign, err = newPresigner(ctx, c); err != nil {
 		return err
 	}
@@ -148,6 +151,24 @@ func warnRisky(log *slog.Logger, c cfg) {
 		log.Warn("!!! MINTGATE_IP_SOURCE=remote with anonymous tenants: behind a load balancer or CDN every anonymous visitor " +
 			"has the proxy's address and shares ONE bucket. Set MINTGATE_IP_SOURCE to cf-connecting-ip or xff (with MINTGATE_TRUSTED_PROXIES) " +
 			"unless clients really connect directly (then set MINTGATE_IP_SOURCE=remote to say so).")
+	}
+	for _, p := range c.TrustedProxies {
+		if config.WideProxyRange(p) {
+			log.Warn("!!! MINTGATE_TRUSTED_PROXIES holds a wide private range: every address in it may write X-Forwarded-For or CF-Connecting-IP, "+
+				"so any workload there can name a fresh client, and get a fresh anonymous bucket, per request. Name your ingress controller's or load balancer's addresses only.",
+				"range", p.String())
+		}
+	}
+	// An HS256 key is shared with the token issuer, and an issuer often
+	// signs tokens for several services with one key: without an audience
+	// the signer takes a token minted for any of them whose claims carry a
+	// tenant, and without an issuer one from any issuer holding the key.
+	if len(c.JWTSecret) > 0 && c.JWTAudience == "" {
+		log.Warn("!!! MINTGATE_JWT_HS256_SECRET without MINTGATE_JWT_AUDIENCE: a token the same key signed for ANY other service is accepted here. " +
+			"Set MINTGATE_JWT_AUDIENCE (and MINTGATE_JWT_ISSUER) to what your issuer puts in aud (and iss) of the tokens meant for mintgate.")
+	}
+	if len(c.JWTSecret) > 0 && c.JWTIssuer == "" {
+		log.Warn("MINTGATE_JWT_HS256_SECRET without MINTGATE_JWT_ISSUER: a token from any issuer holding the key is accepted; set MINTGATE_JWT_ISSUER")
 	}
 	if c.Degraded {
 		log.Warn("MINTGATE_DEGRADED_MODE=local: while Redis is unavailable each instance grants from in-process buckets at MINTGATE_DEGRADED_SHARE of the limits, without idempotency; "+

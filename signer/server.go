@@ -24,7 +24,8 @@ type deps struct {
 	ledger  recorder
 	metrics *metrics
 	reg     *prometheus.Registry
-	checks  []ops.Check // what /readyz pings
+	checks  []ops.Check  // what /readyz pings
+	reads   *readLimiter // per-address limit of the reads that cost Redis; nil: off
 	live    *config.LiveTiers
 
 	noRedisClock bool // tests: never read Redis's clock, so Spends carry no Until and the canceller alone covers a stall

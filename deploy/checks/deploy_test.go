@@ -3,6 +3,7 @@ package checks_test
 import (
 	"bufio"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -184,12 +185,62 @@ func checkServiceEnv(t *testing.T, where, service string, env map[string]string)
 	if s, ok := env["MINTGATE_JWT_HS256_SECRET"]; ok && len(s) < 32 {
 		t.Errorf("%s: MINTGATE_JWT_HS256_SECRET is %d bytes, the signer wants at least 32", where, len(s))
 	}
+	if service == signer {
+		if problem := trustProblem(env); problem != "" {
+			t.Errorf("%s: signer: %s", where, problem)
+		}
+	}
+	// An HS256 key may sign the issuer's tokens for other services too:
+	// without an audience (and an issuer) the signer takes those (issue 17).
+	if env["MINTGATE_JWT_HS256_SECRET"] != "" {
+		for _, name := range []string{"MINTGATE_JWT_AUDIENCE", "MINTGATE_JWT_ISSUER"} {
+			if env[name] == "" {
+				t.Errorf("%s: %s verifies HS256 tokens without %s: a token the same key signed for another service is accepted", where, service, name)
+			}
+		}
+	}
 	if addr := env["MINTGATE_HTTP_ADDR"]; addr != "" && addr != fmt.Sprintf(":%d", httpPort[service]) {
 		t.Errorf("%s: %s listens on %q, the documented port is :%d", where, service, addr, httpPort[service])
 	}
 	if env["MINTGATE_ANON_TENANTS"] != "" && env["MINTGATE_IP_HASH_SECRET"] == "" {
 		t.Errorf("%s: anonymous tenants need MINTGATE_IP_HASH_SECRET", where)
 	}
+}
+
+// trustedProxiesPlaceholder is the k8s base's MINTGATE_TRUSTED_PROXIES: no
+// range is right for every cluster, so the operator must name theirs, and
+// the signer refuses to start until an overlay does.
+const trustedProxiesPlaceholder = "SET-ME-to-the-ingress-controller-addresses"
+
+// trustProblem says what is wrong with the proxies a signer's environment
+// trusts with its client-IP headers, or "" (issue 17): a header model
+// without proxies named, a placeholder left in, or a range so wide
+// (config.WideProxyRange, the signer's own rule) that any pod or host in it
+// can spoof X-Forwarded-For and buy a fresh anonymous bucket per request.
+func trustProblem(env map[string]string) string {
+	source := env["MINTGATE_IP_SOURCE"]
+	if source != config.IPXFF && source != config.IPCF {
+		return ""
+	}
+	proxies := strings.TrimSpace(env["MINTGATE_TRUSTED_PROXIES"])
+	if proxies == "" || proxies == trustedProxiesPlaceholder {
+		return fmt.Sprintf("MINTGATE_IP_SOURCE=%s needs MINTGATE_TRUSTED_PROXIES naming the operator's proxies, found %q", source, proxies)
+	}
+	for item := range strings.SplitSeq(proxies, ",") {
+		item = strings.TrimSpace(item)
+		p, err := netip.ParsePrefix(item)
+		if err != nil {
+			a, aerr := netip.ParseAddr(item)
+			if aerr != nil {
+				return fmt.Sprintf("MINTGATE_TRUSTED_PROXIES: %q is not a CIDR or an address", item)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if config.WideProxyRange(p) {
+			return fmt.Sprintf("MINTGATE_TRUSTED_PROXIES trusts %s: every workload in it can spoof X-Forwarded-For; name the ingress controller's addresses", item)
+		}
+	}
+	return ""
 }
 
 // checkCredentials: no service connects without credentials (issue 10):

@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/mintgate/mintgate/shared/config"
 )
 
 const k8sBase = "deploy/k8s/base"
@@ -393,6 +395,11 @@ func TestKustomizeDeployments(t *testing.T) {
 					env[e.Name] = e.Value
 				}
 			}
+			if env["MINTGATE_TRUSTED_PROXIES"] == trustedProxiesPlaceholder {
+				// What an overlay gives (TestKustomizeTrustsNamedProxiesOnly
+				// checks the placeholder itself).
+				env["MINTGATE_TRUSTED_PROXIES"] = exampleIngressProxies
+			}
 			checkServiceEnv(t, k8sBase, name, env)
 			checkCredentials(t, k8sBase, name, env)
 			checkFiles(t, name, pod, c, env)
@@ -400,6 +407,43 @@ func TestKustomizeDeployments(t *testing.T) {
 	}
 	if d := b.deployment(t, signer); d.Replicas != nil {
 		t.Error("signer: replicas is set, but the HorizontalPodAutoscaler owns the count")
+	}
+}
+
+// exampleIngressProxies is what an overlay sets in place of the base's
+// trustedProxiesPlaceholder: its ingress controller's subnet and address.
+const exampleIngressProxies = "10.42.7.0/24,10.42.9.17"
+
+// TestKustomizeTrustsNamedProxiesOnly (issue 17): the base trusted
+// 10.0.0.0/8, every pod of a typical cluster, so any pod could write
+// X-Forwarded-For and get a fresh anonymous bucket per request. Now it
+// names no range: the signer, given the base as it is, refuses to start
+// naming MINTGATE_TRUSTED_PROXIES, and the deploy checks refuse a missing,
+// placeholder or wide trust wherever it appears.
+func TestKustomizeTrustsNamedProxiesOnly(t *testing.T) {
+	b := loadK8s(t)
+	env := b.envs["mintgate-signer"]
+	if got := env["MINTGATE_TRUSTED_PROXIES"]; got != trustedProxiesPlaceholder {
+		t.Fatalf("base MINTGATE_TRUSTED_PROXIES = %q, want the placeholder %q an overlay must replace", got, trustedProxiesPlaceholder)
+	}
+	e := config.New(func(name string) string { return env[name] })
+	e.Identity()
+	if err := e.Err(); err == nil || !strings.Contains(err.Error(), "MINTGATE_TRUSTED_PROXIES") {
+		t.Errorf("the signer's parser takes the base's placeholder: %v", err)
+	}
+	for proxies, ok := range map[string]bool{
+		trustedProxiesPlaceholder: false,
+		"":                        false,
+		"10.0.0.0/8":              false, // the old base
+		"10.42.7.0/24,0.0.0.0/0":  false,
+		"fd00::/8":                false,
+		exampleIngressProxies:     true,
+		"173.245.48.0/20":         true, // a CDN's public range
+	} {
+		problem := trustProblem(map[string]string{"MINTGATE_IP_SOURCE": "xff", "MINTGATE_TRUSTED_PROXIES": proxies})
+		if (problem == "") != ok {
+			t.Errorf("trust %q: accepted %v, want %v (%s)", proxies, problem == "", ok, problem)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -102,5 +103,31 @@ func TestUpIgnoresAStalePidFile(t *testing.T) {
 				t.Errorf("the pid file is still there after the run (%v):\n%s", err, out)
 			}
 		})
+	}
+}
+
+// TestUpMintsTheDevTokenForTheSignersAudience: the local signer checks the
+// audience and issuer of every token (issue 17), and the dev token up.sh
+// prints is minted with exactly those, so the README's curl still works.
+func TestUpMintsTheDevTokenForTheSignersAudience(t *testing.T) {
+	up := readFile(t, "deploy/local/up.sh")
+	// The signer's start command, continuation lines joined.
+	start := regexp.MustCompile(`(?m)^start signer ((?:.*\\\n)*.*)$`).FindStringSubmatch(up)
+	if start == nil {
+		t.Fatal("up.sh: no 'start signer' command")
+	}
+	mint := regexp.MustCompile(`(?m)^token=\$\("\$stack/bin/devtoken" (.*)\)$`).FindStringSubmatch(up)
+	if mint == nil {
+		t.Fatal("up.sh: no devtoken call")
+	}
+	for variable, flag := range map[string]string{"MINTGATE_JWT_AUDIENCE": "-aud", "MINTGATE_JWT_ISSUER": "-iss"} {
+		m := regexp.MustCompile(variable + `=("?\$\w+"?|\S+)`).FindStringSubmatch(start[1])
+		if m == nil {
+			t.Errorf("up.sh: the signer starts without %s", variable)
+			continue
+		}
+		if !strings.Contains(mint[1], flag+" "+m[1]) {
+			t.Errorf("up.sh: the dev token is not minted with %s %s, the signer's %s", flag, m[1], variable)
+		}
 	}
 }

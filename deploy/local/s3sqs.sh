@@ -15,12 +15,17 @@ JSON
     NODE_OPTIONS="--import=\"$root/deploy/local/fauxqs-loopback.mjs\"" fauxqs
   wait_for fauxqs http_ok "http://127.0.0.1:$p_sqs/health"
 
+  # The bridge takes events only with its token (any page a browser opens
+  # could otherwise post forged upload events to the loopback port), kept
+  # with the other local secrets; versitygw gets it in its webhook URL.
+  local token_file=$secrets/s3bridge-token
+  [ -s "$token_file" ] || (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$token_file")
   # The bridge first: versitygw exits if its webhook does not answer at start.
-  start s3bridge "$stack/bin/s3bridge" -addr "127.0.0.1:$p_bridge" -queue-url "$queue_url" -endpoint "http://127.0.0.1:$p_sqs"
+  start s3bridge "$stack/bin/s3bridge" -addr "127.0.0.1:$p_bridge" -token-file "$token_file" -queue-url "$queue_url" -endpoint "http://127.0.0.1:$p_sqs"
   wait_for s3bridge http_ok "http://127.0.0.1:$p_bridge/healthz"
 
   start versitygw versitygw --port "127.0.0.1:$p_s3" --access "$AWS_ACCESS_KEY_ID" --secret "$AWS_SECRET_ACCESS_KEY" \
-    --region "$region" --health /health --event-webhook-url "http://127.0.0.1:$p_bridge/events" \
+    --region "$region" --health /health --event-webhook-url "http://127.0.0.1:$p_bridge/events?token=$(cat "$token_file")" \
     posix --sidecar "$stack/s3/meta" "$stack/s3/data"
   wait_for versitygw http_ok "http://127.0.0.1:$p_s3/health"
 

@@ -152,6 +152,10 @@ wait_for nats http_ok "http://127.0.0.1:$((p_nats + 1))/healthz?js-enabled-only=
 start_s3sqs
 
 secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# The dev token is minted for this audience and issuer, as a real issuer
+# names mintgate in the tokens meant for it: the signer refuses a token the
+# same key signed for anything else.
+jwt_aud=mintgate jwt_iss=mintgate-local
 common=(
   MINTGATE_REDIS_URL="rediss://mintgate:$(cat "$secrets/redis-password")@127.0.0.1:$p_redis/0"
   MINTGATE_REDIS_CA="$secrets/ca.crt"
@@ -173,7 +177,7 @@ start signer env "${common[@]}" "${nats[@]}" MINTGATE_NATS_CREDS="$secrets/nats-
   MINTGATE_HTTP_ADDR="127.0.0.1:$p_signer" MINTGATE_OPS_ADDR="127.0.0.1:$p_ops" \
   MINTGATE_S3_BUCKET="$bucket" MINTGATE_S3_ENDPOINT="http://127.0.0.1:$p_s3" \
   MINTGATE_S3_PATH_STYLE=true MINTGATE_S3_REGION=us-east-1 \
-  MINTGATE_JWT_HS256_SECRET="$secret" MINTGATE_ANON_TENANTS=demo MINTGATE_IP_SOURCE=remote \
+  MINTGATE_JWT_HS256_SECRET="$secret" MINTGATE_JWT_AUDIENCE="$jwt_aud" MINTGATE_JWT_ISSUER="$jwt_iss" MINTGATE_ANON_TENANTS=demo MINTGATE_IP_SOURCE=remote \
   MINTGATE_IP_HASH_SECRET="$secret" MINTGATE_DEMO_PAGE=on \
   "$stack/bin/signer"
 start completer env "${common[@]}" \
@@ -187,7 +191,7 @@ wait_for signer http_ok "http://127.0.0.1:$p_signer/readyz"
 wait_for completer http_ok "http://127.0.0.1:$p_completer/readyz"
 wait_for sweeper http_ok "http://127.0.0.1:$p_sweeper/readyz"
 
-token=$("$stack/bin/devtoken" -secret "$secret" -tenant acme -sub alice -ttl 24h)
+token=$("$stack/bin/devtoken" -secret "$secret" -aud "$jwt_aud" -iss "$jwt_iss" -tenant acme -sub alice -ttl 24h)
 echo "$token" >"$stack/devtoken"
 cat <<MSG
 

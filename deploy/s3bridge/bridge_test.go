@@ -132,3 +132,53 @@ func TestBridgeRejectsForeignBodies(t *testing.T) {
 		t.Fatalf("queue %v, %v", attrs.Attributes, err)
 	}
 }
+
+// TestBridgeRefusesPostsWithoutTheToken (issue 17): the bridge turned any
+// post into an SQS event, so a page open in a developer's browser could
+// forge an upload's done marker through the loopback port (a form post
+// needs no CORS preflight). Now a post without the token, or with another,
+// is a 401 and queues nothing, while versitygw, given the token in its
+// webhook URL, still delivers (TestVersityEventsReachSQSInAWSFormat).
+func TestBridgeRefusesPostsWithoutTheToken(t *testing.T) {
+	fq := testenv.StartFauxqs(t)
+	q := fq.CreateQueue(t, "uploads", testenv.QueueOptions{})
+	bridge := testenv.StartBridge(t, q.URL, fq.Endpoint)
+	forged := string(fixture(t, "versitygw-put.json"))
+	for _, url := range []string{
+		"http://" + bridge.Addr + "/events",
+		"http://" + bridge.Addr + "/events?token=",
+		"http://" + bridge.Addr + "/events?token=" + strings.Repeat("0", len(bridge.Token)),
+		"http://" + bridge.Addr + "/events?token=" + bridge.Token[:len(bridge.Token)-1],
+		"http://" + bridge.Addr + "/" + bridge.Token,
+	} {
+		for _, ct := range []string{"application/json", "text/plain"} { // text/plain: what a page's form may post
+			resp, err := http.Post(url, ct, strings.NewReader(forged))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("POST %s (%s): status %d, want 401", url, ct, resp.StatusCode)
+			}
+		}
+	}
+	attrs, err := fq.Client().GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(q.URL), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages},
+	})
+	if err != nil || attrs.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)] != "0" {
+		t.Fatalf("queue after forged posts: %v, %v", attrs.Attributes, err)
+	}
+	if out := bridge.Output(); !strings.Contains(out, "without the token refused") || !strings.Contains(out, `"refused":10`) {
+		t.Errorf("refusals not logged and counted:\n%s", out)
+	}
+	// The token is what makes a post an event.
+	resp, err := http.Post(bridge.URL, "application/json", strings.NewReader(forged))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("post with the token: status %d", resp.StatusCode)
+	}
+	receiveBodies(t, fq.Client(), q.URL, 1)
+}

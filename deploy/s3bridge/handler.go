@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,11 +31,13 @@ type handler struct {
 	log      *slog.Logger
 	sqs      sender
 	queueURL string
+	token    []byte        // every post's ?token=
 	timeout  time.Duration // per event, across retries
+	refused  atomic.Int64  // posts without the token, for the log
 }
 
-func newHandler(log *slog.Logger, s sender, queueURL string) *handler {
-	return &handler{log: log, sqs: s, queueURL: queueURL, timeout: sendTimeout}
+func newHandler(log *slog.Logger, s sender, queueURL, token string) *handler {
+	return &handler{log: log, sqs: s, queueURL: queueURL, token: []byte(token), timeout: sendTimeout}
 }
 
 // routes: the webhook on POST to any path, and GET /healthz.
@@ -48,6 +52,12 @@ func (h *handler) routes() http.Handler {
 // It answers 200 once the message is in the queue, 400 for a body that is
 // not a versitygw event and 502 when SQS did not take it in time.
 func (h *handler) event(w http.ResponseWriter, r *http.Request) {
+	if !h.authorized(r) {
+		n := h.refused.Add(1)
+		h.log.Warn("webhook post without the token refused", "remote", r.RemoteAddr, "origin", r.Header.Get("Origin"), "refused", n)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
@@ -91,6 +101,13 @@ func (h *handler) event(w http.ResponseWriter, r *http.Request) {
 	h.log.Info("event delivered", attrs...)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]string{"messageId": id})
+}
+
+// authorized reports whether r carries the bridge's token, compared in
+// constant time so that its answers do not spell the token out.
+func (h *handler) authorized(r *http.Request) bool {
+	got := []byte(r.URL.Query().Get("token"))
+	return len(h.token) > 0 && subtle.ConstantTimeCompare(got, h.token) == 1
 }
 
 // sendBackoff spaces the retries of a send.

@@ -40,16 +40,19 @@ func (f *flakySender) SendMessage(_ context.Context, in *sqs.SendMessageInput, _
 func post(t *testing.T, h *handler, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	w := httptest.NewRecorder()
-	h.routes().ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/events", strings.NewReader(body)))
+	h.routes().ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/events?token="+testToken, strings.NewReader(body)))
 	return w
 }
+
+// testToken is the bridge's token in these tests.
+const testToken = "a-bridge-token-of-32-characters!"
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // TestEventIsRetriedUntilSQSTakesIt: an SQS hiccup does not lose the upload's event.
 func TestEventIsRetriedUntilSQSTakesIt(t *testing.T) {
 	s := &flakySender{fails: 2}
-	w := post(t, newHandler(quiet(), s, "q"), string(fixture(t, "versitygw-put.json")))
+	w := post(t, newHandler(quiet(), s, "q", testToken), string(fixture(t, "versitygw-put.json")))
 	if w.Code != http.StatusOK || s.calls != 3 || len(s.bodies) != 1 {
 		t.Fatalf("status %d after %d calls", w.Code, s.calls)
 	}
@@ -60,7 +63,7 @@ func TestEventIsRetriedUntilSQSTakesIt(t *testing.T) {
 }
 
 func TestEventNotDeliveredIs502(t *testing.T) {
-	h := newHandler(quiet(), &flakySender{fails: 1 << 30}, "q")
+	h := newHandler(quiet(), &flakySender{fails: 1 << 30}, "q", testToken)
 	h.timeout = 300 * time.Millisecond
 	if w := post(t, h, string(fixture(t, "versitygw-put.json"))); w.Code != http.StatusBadGateway {
 		t.Fatalf("status %d", w.Code)
@@ -71,12 +74,12 @@ func TestEventNotDeliveredIs502(t *testing.T) {
 // on retries, whatever SQS does.
 func TestTestEventIsTriedOnce(t *testing.T) {
 	s := &flakySender{fails: 1 << 30}
-	w := post(t, newHandler(quiet(), s, "q"), string(fixture(t, "versitygw-test-event.json")))
+	w := post(t, newHandler(quiet(), s, "q", testToken), string(fixture(t, "versitygw-test-event.json")))
 	if w.Code != http.StatusAccepted || s.calls != 1 {
 		t.Fatalf("status %d after %d calls", w.Code, s.calls)
 	}
 	s = &flakySender{}
-	if w := post(t, newHandler(quiet(), s, "q"), string(fixture(t, "versitygw-test-event.json"))); w.Code != http.StatusOK ||
+	if w := post(t, newHandler(quiet(), s, "q", testToken), string(fixture(t, "versitygw-test-event.json"))); w.Code != http.StatusOK ||
 		!strings.Contains(s.bodies[0], `"Service":"Amazon S3"`) {
 		t.Fatalf("status %d, sent %q", w.Code, s.bodies)
 	}

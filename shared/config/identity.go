@@ -152,3 +152,32 @@ func parsePrefix(s string) (netip.Prefix, error) {
 func validClaimName(s string) bool {
 	return s != "" && len(s) <= 128 && !strings.ContainsAny(s, " \t\r\n")
 }
+
+// Widest private proxy ranges a deployment should trust: a proxy's
+// X-Forwarded-For or CF-Connecting-IP is believed from every address in
+// MINTGATE_TRUSTED_PROXIES, so a private range wider than a subnet (a
+// cluster's pod range, a VPC) lets any workload in it name a fresh client
+// address, and get a fresh anonymous bucket, per request.
+const (
+	widestPrivateProxyBits4 = 24
+	widestPrivateProxyBits6 = 64
+)
+
+// WideProxyRange reports whether trusting p as a proxy trusts more than
+// the proxies themselves: all addresses (/0), or a private, loopback or
+// link-local range wider than a /24 (IPv4) or /64 (IPv6). Wide public
+// ranges are not refused: those of a CDN (Cloudflare's /13s) hold only the
+// CDN's own edges.
+func WideProxyRange(p netip.Prefix) bool {
+	a := p.Masked().Addr()
+	if p.Bits() == 0 {
+		return true
+	}
+	if !(a.IsPrivate() || a.IsLoopback() || a.IsLinkLocalUnicast()) {
+		return false
+	}
+	if a.Is4() {
+		return p.Bits() < widestPrivateProxyBits4
+	}
+	return p.Bits() < widestPrivateProxyBits6
+}

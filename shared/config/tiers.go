@@ -254,3 +254,18 @@ func (e *Env) TenantTiers(name string, defaults Tiers) TierSet {
 	}
 	return set
 }
+
+// Limit reads one bucket shape, "capacity:refill" (refill as in
+// MINTGATE_TIERS), or "off"; ok is false for off.
+func (e *Env) Limit(name, def string) (l bucket.Limit, ok bool) {
+	v := e.String(name, def)
+	if v == "off" {
+		return bucket.Limit{}, false
+	}
+	_, l, err := parseTierItem(name + "=" + v)
+	if err != nil {
+		e.Fail(name, "%q: want capacity:refill (such as 30:10 or 5/60s as the refill) or off", v)
+		_, l, _ = parseTierItem(name + "=" + def)
+	}
+	return l, true
+}

@@ -120,3 +120,23 @@ func ScriptStats(info string) (calls int64, spent time.Duration) {
 	}
 	return calls, spent
 }
+
+// CommandCalls is what an INFO commandstats answer says of each command:
+// how many times Redis ran it, by lower-case name ("evalsha", "hmget",
+// "client|setinfo").
+func CommandCalls(info string) map[string]int64 {
+	calls := map[string]int64{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for f := range strings.SplitSeq(fields, ",") {
+			if k, v, _ := strings.Cut(f, "="); k == "calls" {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				calls[strings.TrimPrefix(name, "cmdstat_")] += n
+			}
+		}
+	}
+	return calls
+}

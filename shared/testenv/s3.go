@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -94,8 +95,11 @@ func (v *VersityGW) Client() *s3.Client {
 type Bridge struct {
 	*Process
 	Addr string
-	// URL is what to give versitygw as --event-webhook-url.
+	// URL is what to give versitygw as --event-webhook-url: the webhook
+	// with the bridge's token, which it refuses every post without.
 	URL string
+	// Token is the bridge's token (-token-file).
+	Token string
 }
 
 // StartBridge builds and starts the bridge sending to queueURL through the
@@ -104,8 +108,17 @@ func StartBridge(tb testing.TB, queueURL, endpoint string) *Bridge {
 	tb.Helper()
 	bin := BuildCommand(tb, "./deploy/s3bridge")
 	port := FreePort(tb)
-	b := &Bridge{Process: newProcess(tb, bin, "-addr", addr(port), "-queue-url", queueURL, "-endpoint", endpoint),
-		Addr: addr(port), URL: "http://" + addr(port) + "/events"}
+	raw := make([]byte, 16)
+	if _, err := rand.Read(raw); err != nil {
+		tb.Fatal(err)
+	}
+	token := hex.EncodeToString(raw)
+	tokenFile := filepath.Join(tb.TempDir(), "s3bridge-token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	b := &Bridge{Process: newProcess(tb, bin, "-addr", addr(port), "-token-file", tokenFile, "-queue-url", queueURL, "-endpoint", endpoint),
+		Addr: addr(port), URL: "http://" + addr(port) + "/events?token=" + token, Token: token}
 	for k, v := range AWSEnv() {
 		b.env = append(b.env, k+"="+v)
 	}

@@ -25,6 +25,8 @@ func run(args []string, stdout io.Writer) error {
 	tenant := fs.String("tenant", "acme", "the tenant_id claim")
 	sub := fs.String("sub", "alice", "the user (sub claim)")
 	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
+	aud := fs.String("aud", "", "the aud claim: the signer's MINTGATE_JWT_AUDIENCE")
+	iss := fs.String("iss", "", "the iss claim: the signer's MINTGATE_JWT_ISSUER")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -32,10 +34,18 @@ func run(args []string, stdout io.Writer) error {
 		return fmt.Errorf("-secret is required")
 	}
 	now := time.Now()
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+	claims := jwt.MapClaims{
 		"sub": *sub, "tenant_id": *tenant,
 		"iat": now.Unix(), "exp": now.Add(*ttl).Unix(),
-	}).SignedString([]byte(*secret))
+	}
+	// A signer with an audience or issuer refuses a token without them.
+	if *aud != "" {
+		claims["aud"] = *aud
+	}
+	if *iss != "" {
+		claims["iss"] = *iss
+	}
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(*secret))
 	if err != nil {
 		return fmt.Errorf("sign: %w", err)
 	}
