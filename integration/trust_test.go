@@ -92,7 +92,7 @@ func TestEarlyReplayOfASealedBatchRefundsNothing(t *testing.T) {
 		if got := bucketTokens(t, rdb, user); got > 2.01 {
 			t.Fatalf("bucket holds %.3f tokens %v before due: the early copy was refunded", got, time.Until(due))
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(400 * time.Millisecond)
 	}
 	s.waitStatus(t, tok, g.URLID, "refunded", 30*time.Second)
 	if time.Now().Before(due) {

@@ -6,6 +6,13 @@
 // State is a Redis hash per bucket: t, the tokens with six fractional digits,
 // and ts, the millisecond stamp of the last update. A missing key is a full
 // bucket. The clock is always the caller's.
+//
+// A spend takes from every bucket or none and leaves none below 0. A credit
+// (a refund, cost < 0) is capped at the shape it is given and never lowers
+// a bucket nor shortens its key's life. A charge that owes (StepOwing, the
+// core's owe: a refund taken back) takes whatever the bucket holds, below 0
+// if need be; such a bucket refills from there, and its key lives until it
+// is full again.
 package bucket
 
 import (
