@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
@@ -51,15 +50,7 @@ func (s *stack) republish(t *testing.T, body []byte) {
 
 func (s *stack) jetstream(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(s.NATSURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := testenv.JetStream(t, s.NATSURL)
 	return js
 }
 

@@ -83,16 +83,7 @@ func TestTenantConsumerPermissions(t *testing.T) {
 	defer cancel()
 
 	admin := eventsJetStream(t, url, "admin", "admin-pass")
-	for {
-		_, err := admin.CreateStream(ctx, jetstream.StreamConfig{Name: "MINTGATE_UPLOADS", Subjects: []string{"mintgate.uploads.completed.>"}})
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("create stream: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond) // JetStream still starting
-	}
+	createEventsStream(ctx, t, admin)
 	for _, tenant := range []string{"globex", "acme", "globex"} {
 		body, _ := json.Marshal(map[string]string{"tenant": tenant})
 		if _, err := admin.Publish(ctx, "mintgate.uploads.completed."+tenant, body); err != nil {
@@ -224,20 +215,27 @@ func TestOldConsumerPermissionsReadEveryTenant(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	admin := eventsJetStream(t, url, "admin", "admin-pass")
-	for {
-		_, err := admin.CreateStream(ctx, jetstream.StreamConfig{Name: "MINTGATE_UPLOADS", Subjects: []string{"mintgate.uploads.completed.>"}})
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("create stream: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	createEventsStream(ctx, t, admin)
 	js := eventsJetStream(t, url, "consumer", "consumer-pass")
 	if _, err := js.CreateOrUpdateConsumer(ctx, "MINTGATE_UPLOADS", jetstream.ConsumerConfig{
 		Durable: "thumbnailer-acme", FilterSubject: "mintgate.uploads.completed.>", AckPolicy: jetstream.AckExplicitPolicy,
 	}); err != nil {
 		t.Fatalf("the old recipe no longer lets a consumer read every tenant (%v): drop this test", err)
+	}
+}
+
+// createEventsStream creates MINTGATE_UPLOADS as admin, waiting out a
+// JetStream still starting.
+func createEventsStream(ctx context.Context, t *testing.T, admin jetstream.JetStream) {
+	t.Helper()
+	for {
+		_, err := admin.CreateStream(ctx, jetstream.StreamConfig{Name: "MINTGATE_UPLOADS", Subjects: []string{"mintgate.uploads.completed.>"}})
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create stream: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
