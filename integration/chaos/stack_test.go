@@ -67,8 +67,8 @@ func startStack(t *testing.T, p plan, topo topology) *stack {
 	if st.js, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}
-	// The services keep the replicas of a stream that exists: create it
-	// as an operator would, before any of them starts.
+	// The services never create the stream: create it, with the
+	// topology's replicas, as the operator step would, before any starts.
 	st.createStream(t)
 
 	sqs := testenv.StartFauxqs(t)

@@ -27,9 +27,10 @@ type Pending struct {
 // errOpening is Ping's answer before the first try has ended.
 var errOpening = errors.New("grant: the ledger is being opened")
 
-// DialPending connects as Dial does and returns at once, opening the
-// ledger in the background until it succeeds, ctx ends or Close is
-// called; every error of a try is retried with backoff, since only the
+// DialPending connects as Dial does (ctx's deadline, if any, bounds the
+// connect), tries to open the ledger once and returns: if that failed,
+// it goes on opening it in the background until it succeeds, ctx ends
+// or Close is called; every error of a try is retried with backoff, since only the
 // operator (or a healed cluster) can fix it. What no retry can fix is
 // returned now: a connection refused, a bad cfg, a server that cannot
 // schedule messages.
@@ -44,6 +45,19 @@ func DialPending(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	p := &Pending{nc: nc, cancel: cancel, done: make(chan struct{}), last: errOpening}
+	// The first try before returning: with the stream in place (the
+	// usual case) the ledger is open when the service starts to serve.
+	try, cancelTry := context.WithTimeout(ctx, openTry)
+	l, err := open(try, js, cfg)
+	cancelTry()
+	if err == nil {
+		l.ownsNC = true
+		p.ledger = l
+		close(p.done)
+		return p, nil
+	}
+	p.last = err
+	cfg.logger().Error("grant ledger: not open yet; serving unready and retrying in the background", "err", err)
 	go func() {
 		defer close(p.done)
 		l, err := openLoop(ctx, js, cfg, func(error) bool { return true }, p.tried)
@@ -64,6 +78,9 @@ func (p *Pending) tried(err error) {
 	p.last = err
 	p.mu.Unlock()
 }
+
+// Done is closed once the opening has ended: Ledger then says how.
+func (p *Pending) Done() <-chan struct{} { return p.done }
 
 // Ledger is the open ledger, or nil and why it is not open (yet).
 func (p *Pending) Ledger() (*Ledger, error) {
