@@ -318,11 +318,11 @@ var electionBackoff = backoff.Policy{Min: 250 * time.Millisecond, Max: 5 * time.
 const jsNotAvailable jetstream.ErrorCode = 10008
 
 // passing reports whether err is what a JetStream cluster answers while it
-// elects a leader: a request that timed out or found no responder, or the
-// API's "temporarily unavailable".
+// elects a leader: a request that timed out or found no responder, the
+// API's "temporarily unavailable", or a stream's info naming no leader.
 func passing(err error) bool {
 	var api *jetstream.APIError
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, errNoLeader) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoHeartbeat) ||
 		(errors.As(err, &api) && api.ErrorCode == jsNotAvailable)
 }
@@ -351,8 +351,18 @@ func streamInfo(ctx context.Context, js jetstream.JetStream, name string) (*jets
 	if err != nil {
 		return nil, fmt.Errorf("%w: stream %s: %w", ErrUnavailable, name, err)
 	}
-	return s.CachedInfo(), nil
+	info := s.CachedInfo()
+	if info.Cluster != nil && info.Cluster.Leader == "" {
+		// A node that lost its peers still answers from what it stored,
+		// but no grant can be written until a leader is elected.
+		return nil, fmt.Errorf("%w: stream %s: %w", ErrUnavailable, name, errNoLeader)
+	}
+	return info, nil
 }
+
+// errNoLeader is a clustered stream's info without a leader: an election
+// passing, waited out like a timeout.
+var errNoLeader = errors.New("no leader")
 
 // minMaxAgeOverGrace is the least a limited MaxAge may exceed the grace
 // by: the stream drops a pending schedule older than MaxAge without a
