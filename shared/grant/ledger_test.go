@@ -511,3 +511,35 @@ func TestConcurrentRecordsAreGroupCommitted(t *testing.T) {
 	}
 	t.Logf("%d grants in %d batches (%d messages stored before delivery)", n, len(batches), msgs)
 }
+
+// TestDialPendingServesUntilTheOperatorStep: without the stream,
+// DialPending returns at once with a ledger that is not open: Ping says
+// the stream is missing, Record refuses with ErrUnavailable; once the
+// operator step has run it opens by itself and records.
+func TestDialPendingServesUntilTheOperatorStep(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	ctx := context.Background()
+	p, err := DialPending(ctx, srv.URL(), LedgerConfig{Secret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Ping(ctx); !errors.Is(err, ErrStreamMissing) || !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Ping without the stream: %v; want ErrStreamMissing", err)
+	}
+	if err := p.Record(ctx, testGrant("early", time.Now())); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Record before the ledger is open: %v; want ErrUnavailable", err)
+	}
+	ensure(t, srv.URL(), LedgerConfig{})
+	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := p.Wait(wait); err != nil {
+		t.Fatalf("Wait after the operator step: %v", err)
+	}
+	if err := p.Ping(ctx); err != nil {
+		t.Errorf("Ping once open: %v", err)
+	}
+	if err := p.Record(ctx, testGrant("late", time.Now().Add(time.Hour))); err != nil {
+		t.Errorf("Record once open: %v", err)
+	}
+}

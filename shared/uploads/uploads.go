@@ -86,9 +86,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, dedupe time.Durat
 	case err == nil:
 		old := s.CachedInfo().Config
 		sc.Replicas, sc.MaxAge = old.Replicas, old.MaxAge
-		sc.Duplicates = min(sc.Duplicates, old.MaxAge)
-		if old.MaxAge == 0 {
-			sc.Duplicates = min(dedupe, DefaultMaxAge)
+		if old.MaxAge > 0 { // the server refuses a window above the max age
+			sc.Duplicates = min(sc.Duplicates, old.MaxAge)
 		}
 	case !errors.Is(err, jetstream.ErrStreamNotFound):
 		// Not knowing the stream is not its absence: updating it with the
