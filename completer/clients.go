@@ -15,10 +15,13 @@ import (
 	"github.com/mintgate/mintgate/shared/uploads"
 )
 
-// openEvents connects to NATS as the completer and opens the
-// upload-completed events stream, creating it if absent (never changing an
-// existing one). The connection reconnects forever; while it is down,
-// publishes fail at once and the messages they came from are held.
+// openEvents connects to NATS as the completer and returns the publisher
+// of the upload-completed events stream, which the operator step creates
+// (deploy/streams); the completer never creates or changes it. A stream
+// missing or misconfigured at start is logged, not fatal: /readyz reports
+// nats and every message is held (Ping fails) until the operator has run.
+// The connection reconnects forever; while it is down, publishes fail at
+// once and the messages they came from are held.
 func openEvents(ctx context.Context, c cfg, log *slog.Logger) (*uploads.Publisher, *nats.Conn, error) {
 	opts, err := c.NATS.Options("completer")
 	if err != nil {
@@ -45,15 +48,15 @@ func openEvents(ctx context.Context, c cfg, log *slog.Logger) (*uploads.Publishe
 	}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	pub, err := uploads.Open(octx, js, c.DoneTTL)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	if pub.Window < c.DoneTTL {
+	pub := uploads.New(js)
+	info, err := pub.Stream(octx)
+	switch {
+	case err != nil:
+		log.Error("upload events: the stream is not usable; holding every message until the operator step (deploy/streams) creates or updates it", "err", err)
+	case info.Config.Duplicates < c.DoneTTL:
 		log.Warn("stream "+uploads.Stream+" de-duplicates for less than MINTGATE_DONE_TTL: "+
 			"a record redelivered after a crash past its window can publish its event twice",
-			"duplicate_window", pub.Window, "done_ttl", c.DoneTTL)
+			"duplicate_window", info.Config.Duplicates, "done_ttl", c.DoneTTL)
 	}
 	return pub, nc, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/uploads"
 )
@@ -30,6 +31,7 @@ type eventStream struct {
 func startEventStream(t *testing.T) *eventStream {
 	t.Helper()
 	srv := testenv.StartNATS(t)
+	streamstest.Ensure(t, srv.URL()) // the operator step
 	_, js := testenv.JetStream(t, srv.URL())
 	return &eventStream{nats: srv, js: js}
 }
@@ -162,5 +164,32 @@ func TestEventsHeldWhileNATSDown(t *testing.T) {
 	}
 	if n := s.inQueue(t, s.q.DLQURL); n != 0 {
 		t.Errorf("%d messages went to the DLQ during the outage", n)
+	}
+}
+
+// TestMissingStreamHoldsEvents: a completer started before the operator
+// step says so, is unready and holds its messages (marker pending, nothing
+// deleted), never creating the stream; once the operator has made it the
+// held upload's one event is published.
+func TestMissingStreamHoldsEvents(t *testing.T) {
+	srv := testenv.StartNATS(t) // no operator step
+	s := startStack(t, map[string]string{"MINTGATE_NATS_URL": srv.URL()})
+	id := uuid.NewString()
+	s.send(t, fixture(t, "direct-put.json", id))
+	eventually(t, "/readyz reports nats", func() bool { return s.readyz() == http.StatusServiceUnavailable })
+	time.Sleep(time.Second)
+	if got := s.metric(t, deleted); got != 0 {
+		t.Fatalf("%v messages deleted without the stream", got)
+	}
+	_, js := testenv.JetStream(t, srv.URL())
+	if _, err := js.Stream(context.Background(), uploads.Stream); err == nil {
+		t.Fatal("the completer created the stream")
+	}
+
+	streamstest.Ensure(t, srv.URL())
+	es := &eventStream{nats: srv, js: js}
+	eventually(t, "message deleted", func() bool { return s.metric(t, deleted) == 1 && s.inQueue(t, s.q.URL) == 0 })
+	if evs := es.events(t); len(of(evs, id)) != 1 || len(evs) != 1 {
+		t.Errorf("events %+v, want one of %s", evs, id)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -80,6 +81,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if !ok {
 		in = localInfra(t, opts)
 	}
+	streamstest.Ensure(t, in.NATSURL) // the operator step, before any service starts
 	s := &stack{infra: in, JWTSecret: jwtSecret, opts: opts}
 
 	common := map[string]string{

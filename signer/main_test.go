@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -57,7 +58,9 @@ type stack struct {
 
 func newStack(t testing.TB) stack {
 	t.Helper()
-	return stack{redis: testenv.StartRedis(t), nats: testenv.StartNATS(t)}
+	s := stack{redis: testenv.StartRedis(t), nats: testenv.StartNATS(t)}
+	streamstest.Ensure(t, s.nats.URL()) // the operator step
+	return s
 }
 
 // env is a complete signer environment on the stack; S3 is never called
@@ -493,5 +496,37 @@ func TestOpsPortServesMetricsAndReadiness(t *testing.T) {
 		if code, _ := get(base, "/healthz"); code != http.StatusOK {
 			t.Errorf("%s/healthz with Redis down: %d", base, code)
 		}
+	}
+}
+
+// TestMissingStreamKeepsTheSignerUnready: a signer started before the
+// operator step serves, but /readyz names nats and a sign answers 503
+// grant_ledger_unavailable; it never creates the stream. Once the
+// operator has made it, the signer opens it and issues URLs.
+func TestMissingStreamKeepsTheSignerUnready(t *testing.T) {
+	st := stack{redis: testenv.StartRedis(t), nats: testenv.StartNATS(t)} // no operator step
+	s := start(t, st.env(t))
+	if r := s.do(http.MethodGet, "/readyz", nil, ""); r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.raw), "nats") {
+		t.Errorf("readyz without the stream: %d %s, want 503 naming nats", r.status, r.raw)
+	}
+	mustStatus(t, s.sign(s.token("acme", "alice"), newKey(), pngBody), http.StatusServiceUnavailable, codeLedgerDown)
+	if !strings.Contains(s.log.String(), "does not exist") {
+		t.Errorf("the signer's log does not say the stream is missing:\n%s", s.log)
+	}
+	_, js := testenv.JetStream(t, st.nats.URL())
+	if _, err := js.Stream(context.Background(), grant.DefaultStream); err == nil {
+		t.Fatal("the signer created the stream")
+	}
+
+	streamstest.Ensure(t, st.nats.URL())
+	deadline := time.Now().Add(20 * time.Second)
+	for s.do(http.MethodGet, "/readyz", nil, "").status != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("the signer never became ready after the operator step")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r := s.sign(s.token("acme", "alice"), newKey(), pngBody); r.status != http.StatusCreated {
+		t.Errorf("sign after the operator step: %d %s", r.status, r.raw)
 	}
 }

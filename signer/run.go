@@ -72,6 +72,9 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	if d.ledger == nil {
+		// Opened in the background: while the stream is missing or
+		// misconfigured (the operator step has not run) the signer serves,
+		// answers 503 grant_ledger_unavailable and is unready.
 		led, err := dialLedger(ctx, c, log)
 		if err != nil {
 			return err
@@ -129,14 +132,14 @@ func (d *deps) startGate(ctx context.Context, rdb redis.UniversalClient) (stop f
 	}
 }
 
-// dialLedger connects to the grant ledger as the signer; the ledger logs
-// through log.
-func dialLedger(ctx context.Context, c cfg, log *slog.Logger) (*grant.Ledger, error) {
+// dialLedger connects to the grant ledger as the signer and opens it in
+// the background (grant.DialPending); the ledger logs through log.
+func dialLedger(ctx context.Context, c cfg, log *slog.Logger) (*grant.Pending, error) {
 	natsOpts, err := c.NATS.Options("signer")
 	if err != nil {
 		return nil, err
 	}
-	led, err := grant.Dial(ctx, c.NATS.URL, grant.LedgerConfig{Grace: c.SweepGrace, Secret: c.GrantSecret, Log: log}, natsOpts...)
+	led, err := grant.DialPending(ctx, c.NATS.URL, grant.LedgerConfig{Grace: c.SweepGrace, Secret: c.GrantSecret, Log: log}, natsOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -64,6 +65,7 @@ func (s *stack) dial(replicas int) *stack {
 	t := s.t
 	s.rdb = redis.NewClient(&redis.Options{Addr: s.redis.Addr, MaxRetries: -1})
 	t.Cleanup(func() { s.rdb.Close() })
+	streamstest.EnsureLedger(t, s.natsURL, grant.LedgerConfig{Replicas: replicas}) // the operator step
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	l, err := grant.Dial(ctx, s.natsURL, grant.LedgerConfig{Grace: s.grace, Secret: []byte(testenv.GrantSecret), Replicas: replicas, MinGap: ledgerGap})

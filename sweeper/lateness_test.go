@@ -24,6 +24,7 @@ import (
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -170,6 +171,7 @@ func quantiles(ds []time.Duration) string {
 // future so that nothing is delivered meanwhile.
 func recordThroughput(t *testing.T, syncAlways bool, workers int) {
 	srv := testenv.StartNATSWith(t, testenv.NATSOptions{NoSyncAlways: !syncAlways})
+	streamstest.EnsureLedger(t, srv.URL(), grant.LedgerConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l, err := grant.Dial(ctx, srv.URL(), grant.LedgerConfig{Grace: time.Hour, Secret: []byte(testenv.GrantSecret)})

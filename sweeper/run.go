@@ -53,11 +53,14 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer rdb.Close()
-	ledger, err := dialLedger(ctx, cfg, log)
+	// Opened in the background: while the stream is missing or
+	// misconfigured (the operator step has not run) the sweeper serves an
+	// unready /readyz and consumes nothing, rather than exit or create it.
+	pending, err := dialLedger(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer ledger.Close()
+	defer pending.Close()
 
 	reg := ops.NewRegistry()
 	m := newMetrics(reg)
@@ -65,32 +68,52 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	served := make(chan error, 1)
+	go func() {
+		served <- ops.ServeAll(serveCtx, log, ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: cfg.HTTPAddr, Handler: ops.Handler(reg,
+			ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+			ops.Check{Name: "nats", Ping: pending.Ping},
+		)})
+	}()
+	var ledger *grant.Ledger
+	select {
+	case err := <-served: // a listener failed, or ctx ended first
+		return err
+	case <-pending.Done():
+	}
+	if ledger, err = pending.Ledger(); err != nil {
+		stopServing()
+		if serr := <-served; serr != nil || ctx.Err() != nil {
+			return serr // stopped before the ledger opened
+		}
+		return fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
+	}
 	stop, err := consume(ctx, ledger, sw, cfg, m, log)
 	if err != nil {
+		stopServing()
+		<-served
 		return err
 	}
 	defer stop()
 	log.Info("sweeper started", "stream", ledger.Config().Stream, "grace", cfg.Grace.String(), "tiers", cfg.Tiers.String())
 
-	err = ops.ServeAll(ctx, log, ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: cfg.HTTPAddr, Handler: ops.Handler(reg,
-		ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
-		ops.Check{Name: "nats", Ping: ledger.Ping},
-	)})
+	err = <-served
 	stop() // stop pulling, finish or release what is in hand, before closing the connections
 	log.Info("sweeper stopped")
 	return err
 }
 
-// dialLedger connects to the grant ledger as the sweeper, within ten
-// seconds; the ledger logs through log.
-func dialLedger(ctx context.Context, cfg settings, log *slog.Logger) (*grant.Ledger, error) {
+// dialLedger connects to the grant ledger as the sweeper and opens it in
+// the background (grant.DialPending) until ctx ends; the ledger logs
+// through log.
+func dialLedger(ctx context.Context, cfg settings, log *slog.Logger) (*grant.Pending, error) {
 	natsOpts, err := cfg.NATS.Options("sweeper")
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	ledger, err := grant.Dial(ctx, cfg.NATS.URL, grant.LedgerConfig{
+	ledger, err := grant.DialPending(ctx, cfg.NATS.URL, grant.LedgerConfig{
 		Grace: cfg.Grace, Secret: cfg.Secret, PreviousSecret: cfg.Previous, Log: log,
 	}, natsOpts...)
 	if err != nil {

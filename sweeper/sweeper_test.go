@@ -464,3 +464,37 @@ func TestGrantSecretRotation(t *testing.T) {
 		})
 	}
 }
+
+// TestMissingStreamKeepsTheSweeperUnready: a sweeper started before the
+// operator step serves an unready /readyz, says why in its log, and never
+// creates the stream (its NATS user may not); once the operator has made
+// the stream it opens it, becomes ready and refunds.
+func TestMissingStreamKeepsTheSweeperUnready(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	s := &stack{t: t, redis: testenv.StartRedis(t), nats: srv, natsURL: srv.URL(), grace: time.Second}
+	sw := s.start()
+	time.Sleep(2 * time.Second) // several tries of the opening
+	if code := sw.status("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz %d without the stream, want 503", code)
+	}
+	if logs := sw.logs.String(); !strings.Contains(logs, "does not exist") || !strings.Contains(logs, "operator step") {
+		t.Errorf("the sweeper's log does not say the stream is missing:\n%s", logs)
+	}
+	_, js := testenv.JetStream(t, srv.URL())
+	if _, err := js.Stream(context.Background(), grant.DefaultStream); err == nil {
+		t.Fatal("the sweeper created the stream")
+	}
+	select {
+	case err := <-sw.done:
+		t.Fatalf("the sweeper exited without the stream: %v", err)
+	default:
+	}
+
+	s.dial(0) // the operator step, then the signer's ledger
+	waitFor(t, 20*time.Second, "the sweeper ready once the stream exists", func() bool { return sw.status("/readyz") == http.StatusOK })
+	g := newGrant("after-operator", config.TierUser, "u:alice", time.Now().Add(time.Second))
+	s.record(g)
+	waitFor(t, 20*time.Second, "the refund", func() bool {
+		return s.rdb.Exists(context.Background(), keys.Refunded(tenant, g.URLID)).Val() == 1
+	})
+}

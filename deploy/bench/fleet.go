@@ -11,6 +11,11 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/grant"
 )
 
 // fleet is every server the bench started. Each runs in a process group
@@ -196,7 +201,31 @@ func (f *fleet) startNATS(ctx context.Context, bin, name string, syncAlways bool
 	if err != nil {
 		return "", err
 	}
-	return "nats://" + addr, p.waitTCP(ctx, addr)
+	if err := p.waitTCP(ctx, addr); err != nil {
+		return "", err
+	}
+	url := "nats://" + addr
+	return url, ensureLedger(ctx, url)
+}
+
+// ensureLedger is the operator step on url: the ledger's stream, which
+// the signers only read.
+func ensureLedger(ctx context.Context, url string) error {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := grant.EnsureStream(ctx, js, grant.LedgerConfig{Grace: 30 * time.Second}); err != nil {
+		return fmt.Errorf("the operator step on %s: %w", url, err)
+	}
+	return nil
 }
 
 // version is what a server binary says it is for --version, shortened:

@@ -118,6 +118,14 @@ func TestComposeHealth(t *testing.T) {
 		return hc != nil && !hc.Disable && len(hc.Test) > 1 && hc.Test[0] != "NONE"
 	}
 	for name := range p.Services {
+		if name == operatorUser {
+			// The one-shot operator step: it exits when the streams are
+			// made, and must not be restarted.
+			if healthy(name) || p.Services[name].Restart != "no" {
+				t.Errorf("%s: a one-shot step, want no healthcheck and restart \"no\" (restart %q)", name, p.Services[name].Restart)
+			}
+			continue
+		}
 		if !healthy(name) {
 			t.Errorf("%s: no healthcheck", name)
 		}
@@ -144,10 +152,13 @@ func TestComposeHealth(t *testing.T) {
 			t.Errorf("%s: healthcheck timeout %v, want more than the probe's 2s", name, hc.Timeout)
 		}
 	}
+	// The services that open a stream start only after the operator step
+	// made it (their NATS users cannot).
 	wantDeps := map[string][]string{
-		signer:    {"redis", "nats"},
-		completer: {"redis", objectStore},
-		sweeper:   {"redis", "nats"},
+		signer:       {"redis", "nats", operatorUser},
+		completer:    {"redis", objectStore},
+		sweeper:      {"redis", "nats", operatorUser},
+		operatorUser: {"nats"},
 	}
 	for name, s := range p.Services {
 		if len(s.DependsOn) == 0 && !healthy(name) {
@@ -156,6 +167,12 @@ func TestComposeHealth(t *testing.T) {
 		for dep, d := range s.DependsOn {
 			if _, ok := p.Services[dep]; !ok {
 				t.Errorf("%s depends on %s, which is no service", name, dep)
+			}
+			if dep == operatorUser {
+				if d.Condition != types.ServiceConditionCompletedSuccessfully {
+					t.Errorf("%s: depends on %s with condition %q, want %s", name, dep, d.Condition, types.ServiceConditionCompletedSuccessfully)
+				}
+				continue
 			}
 			if d.Condition != types.ServiceConditionHealthy {
 				t.Errorf("%s: depends on %s with condition %q, want %s", name, dep, d.Condition, types.ServiceConditionHealthy)
@@ -375,7 +392,7 @@ func TestComposeCredentials(t *testing.T) {
 	if !mounts(nats, filepath.Join(root(t), "deploy", "nats", authorizationConf), "/etc/nats/"+authorizationConf) {
 		t.Errorf("nats: %s is not mounted beside /etc/nats/mintgate.conf, which includes it", authorizationConf)
 	}
-	for _, service := range []string{signer, sweeper} {
+	for _, service := range []string{signer, sweeper, operatorUser} {
 		creds := envValue(p, service, "MINTGATE_NATS_CREDS")
 		name, ok := strings.CutPrefix(creds, "/run/secrets/")
 		if !ok || !slices.ContainsFunc(p.Services[service].Secrets, func(s types.ServiceSecretConfig) bool { return s.Source == name }) {

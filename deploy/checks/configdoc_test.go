@@ -21,6 +21,9 @@ const configDocFile = "docs/configuration.md"
 const (
 	sectionLocal    = "The local stack and the tests"
 	sectionNotAVars = "Names that are not variables"
+	// sectionOperator lists the variables only the operator step
+	// (deploy/streams) reads; it reads the shared NATS ones too.
+	sectionOperator = "The operator step (deploy/streams)"
 )
 
 // leadingName is the MINTGATE_ name a string starts with: a literal such as
@@ -62,7 +65,7 @@ func readConfigDoc(t *testing.T) map[string]docEntry {
 			if len(cols) < 4 {
 				t.Fatalf("%s: %s: no \"read by\" column in section %q", configDocFile, m[1], section)
 			}
-			for _, s := range everyService {
+			for _, s := range append(slices.Clone(everyService), operatorUser) {
 				if strings.Contains(cols[2], s) {
 					e.readBy = append(e.readBy, s)
 				}
@@ -260,8 +263,17 @@ func TestConfigurationDocMatchesCode(t *testing.T) {
 		}
 	}
 	tools := readByTools(t)
+	operator := map[string]bool{}
+	for _, f := range goSources(t, "deploy/streams") {
+		for name := range literalNames(f) {
+			operator[name] = true
+		}
+	}
 	for name, e := range doc {
 		if _, ok := code[name]; ok {
+			continue
+		}
+		if e.section == sectionOperator && operator[name] && sameSet(e.readBy, []string{operatorUser}) {
 			continue
 		}
 		if e.section != sectionLocal || !tools[name] {

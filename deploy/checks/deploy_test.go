@@ -27,6 +27,10 @@ const (
 
 var everyService = []string{signer, completer, sweeper}
 
+// operatorUser is the NATS user of the operator step (deploy/streams),
+// the only one that creates and updates streams.
+const operatorUser = "streams"
+
 // specEnv is every MINTGATE_ variable of the original configuration table
 // and the services that read it. The names are a public interface; a
 // deployment file that sets any other MINTGATE_ name (or gives a service a
@@ -416,9 +420,11 @@ func TestNATSConfigs(t *testing.T) {
 // authorizationConf is the users file every server config includes.
 const authorizationConf = "authorization.conf"
 
-// TestNATSAuthorizationFile: one nkey user per service, each with allow
-// lists for publish and subscribe (so everything else is denied), replies
-// only on its own inbox, and no anonymous way in.
+// TestNATSAuthorizationFile: one nkey user per service and one for the
+// operator step (streams), each with allow lists for publish and subscribe
+// (so everything else is denied), replies only on its own inbox, and no
+// anonymous way in. No service may change a stream: STREAM.CREATE, UPDATE
+// and DELETE are the operator's, which has nothing but those and INFO.
 func TestNATSAuthorizationFile(t *testing.T) {
 	text := readFile(t, "deploy/nats/"+authorizationConf)
 	auth := natsBlock(text, "authorization")
@@ -435,7 +441,7 @@ func TestNATSAuthorizationFile(t *testing.T) {
 	for _, u := range users {
 		got[strings.ToLower(u[1])] = u[2]
 	}
-	for _, service := range everyService {
+	for _, service := range append(slices.Clone(everyService), operatorUser) {
 		perms, ok := got[service]
 		if !ok {
 			t.Errorf("no nkey user for %s (users: %v)", service, got)
@@ -454,9 +460,22 @@ func TestNATSAuthorizationFile(t *testing.T) {
 		if sub := natsBlock(block, "subscribe"); !strings.Contains(sub, `"_INBOX.`+service+`.>"`) || strings.Count(sub, `"`) != 2 {
 			t.Errorf("%s may subscribe to more than its own replies (_INBOX.%s.>):%s", service, service, sub)
 		}
+		pub := natsBlock(block, "publish")
+		for _, op := range []string{"STREAM.CREATE", "STREAM.UPDATE", "STREAM.DELETE", "CONSUMER.DELETE", "STREAM.>", "API.>"} {
+			if service != operatorUser && strings.Contains(pub, "$JS.API."+op) {
+				t.Errorf("%s may %s: only the operator step changes streams", service, op)
+			}
+		}
+		if service == operatorUser {
+			for _, subject := range regexp.MustCompile(`"([^"]+)"`).FindAllStringSubmatch(pub, -1) {
+				if !regexp.MustCompile(`^\$JS\.API\.STREAM\.(INFO|CREATE|UPDATE)\.MINTGATE_(GRANTS|UPLOADS)$`).MatchString(subject[1]) {
+					t.Errorf("the operator step may publish %s: it needs only STREAM.INFO, CREATE and UPDATE of the two streams", subject[1])
+				}
+			}
+		}
 	}
-	if len(users) != len(everyService) {
-		t.Errorf("%d users, want one per service", len(users))
+	if len(users) != len(everyService)+1 {
+		t.Errorf("%d users, want one per service and the operator step's", len(users))
 	}
 }
 

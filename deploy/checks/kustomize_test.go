@@ -456,6 +456,7 @@ var secretKeys = map[string]string{
 	"redis-url":        "rediss://mintgate:password@redis.mintgate-data.svc:6379/0",
 	"nats-signer.nk":   "",
 	"nats-sweeper.nk":  "",
+	"nats-streams.nk":  "",
 }
 
 // checkFiles: the files the environment names are mounted read-only in the
@@ -604,5 +605,43 @@ func TestKustomizeAvailability(t *testing.T) {
 	if len(h.Metrics) != 1 || h.Metrics[0].Type != "Resource" || h.Metrics[0].Resource.Name != "cpu" ||
 		h.Metrics[0].Resource.Target.Type != "Utilization" || h.Metrics[0].Resource.Target.AverageUtilization == 0 {
 		t.Errorf("HPA metrics %+v: want CPU utilisation", h.Metrics)
+	}
+}
+
+// TestKustomizeOperatorStep: the base runs the operator step as a Job of
+// its own identity, holding the streams user's seed, which no service pod
+// mounts (a service's user cannot create a stream, the Job's can).
+func TestKustomizeOperatorStep(t *testing.T) {
+	b := loadK8s(t)
+	var job struct {
+		Template struct{ Spec podSpec }
+	}
+	if o := b.get(t, "Job", operatorUser, &job); o.APIVersion != "batch/v1" {
+		t.Errorf("Job %s: apiVersion %s", operatorUser, o.APIVersion)
+	}
+	b.get(t, "ServiceAccount", "mintgate-"+operatorUser, nil)
+	if !slices.ContainsFunc(b.k.Images, func(i kustomizeImage) bool {
+		return i.Name == "mintgate/"+operatorUser && i.NewTag != "" && i.NewTag != "latest"
+	}) {
+		t.Errorf("kustomization: no pinned tag for image mintgate/%s", operatorUser)
+	}
+	seeds := func(p podSpec) []string {
+		var keys []string
+		for _, v := range p.Volumes {
+			if v.Secret != nil {
+				for _, it := range v.Secret.Items {
+					keys = append(keys, it.Key)
+				}
+			}
+		}
+		return keys
+	}
+	if p := job.Template.Spec; p.ServiceAccountName != "mintgate-"+operatorUser || !slices.Equal(seeds(p), []string{"nats-streams.nk"}) {
+		t.Errorf("Job %s: service account %q, secret keys %v; want mintgate-%s and nats-streams.nk alone", operatorUser, p.ServiceAccountName, seeds(p), operatorUser)
+	}
+	for _, name := range everyService {
+		if keys := seeds(b.deployment(t, name).Template.Spec); slices.Contains(keys, "nats-streams.nk") {
+			t.Errorf("%s mounts the operator step's seed", name)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package checks_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -110,6 +111,26 @@ func (s shippedNATS) violations(t *testing.T) []string {
 	return slices.Compact(out)
 }
 
+// operatorStep is what deploy/streams runs, as its own user "streams":
+// both streams created or updated by the real code, retried while
+// JetStream starts.
+func operatorStep(t *testing.T, s shippedNATS) {
+	t.Helper()
+	nc, _ := s.connect(t, "streams")
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := grant.EnsureStream(ctx, js, grant.LedgerConfig{Grace: 30 * time.Second}); err != nil {
+		t.Fatalf("the operator step, ledger: %v; the server refused %q", err, s.violations(t))
+	}
+	if _, err := uploads.EnsureStream(ctx, js, 15*time.Minute, 0); err != nil {
+		t.Fatalf("the operator step, upload events: %v; the server refused %q", err, s.violations(t))
+	}
+}
+
 // dialLedger is grant.Dial as service, retried while JetStream starts.
 func dialLedger(t *testing.T, s shippedNATS, service string) *grant.Ledger {
 	t.Helper()
@@ -129,7 +150,8 @@ func dialLedger(t *testing.T, s shippedNATS, service string) *grant.Ledger {
 }
 
 // TestNATSAuthorizationLetsTheLedgerWork runs the ledger's own code, each
-// end as its own user, against the shipped authorization: the signer
+// end as its own user, against the shipped authorization: the operator
+// step creates and updates both streams, the signer
 // records a grant, the sweeper consumes and acks it, trims the stream and
 // rescues a schedule the server did not fire, the completer publishes an upload event; the server reports no
 // permission violation. A subject the code needs and authorization.conf
@@ -138,6 +160,8 @@ func TestNATSAuthorizationLetsTheLedgerWork(t *testing.T) {
 	s := startShippedNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	operatorStep(t, s)
+	operatorStep(t, s) // idempotent: a second run (an upgrade) is allowed too
 
 	signerLedger := dialLedger(t, s, signer)
 	sweeperLedger := dialLedger(t, s, sweeper)
@@ -225,7 +249,7 @@ func TestNATSAuthorizationLetsTheLedgerWork(t *testing.T) {
 	}
 	pub, err := uploads.Open(ctx, js, time.Minute)
 	if err != nil {
-		t.Fatalf("completer creates its stream: %v", err)
+		t.Fatalf("completer opens its stream: %v; the server refused %q", err, s.violations(t))
 	}
 	if _, err := pub.Publish(ctx, uploads.Event{URLID: g.URLID, Tenant: "acme", Key: g.Key, Size: 5, ETag: "x"}); err != nil {
 		t.Fatalf("completer publishes an event: %v", err)
@@ -262,7 +286,8 @@ func TestNATSAuthorizationRefuses(t *testing.T) {
 		t.Error("connected to a server whose certificate no trusted CA signed")
 	}
 
-	// The stream exists, as after any service's start.
+	// The streams exist, as after the operator step.
+	operatorStep(t, s)
 	dialLedger(t, s, signer)
 	type attempt struct {
 		user, op, subject string
@@ -339,4 +364,126 @@ func TestNATSAuthorizationRefuses(t *testing.T) {
 	if got := s.violations(t); !slices.Equal(got, want) {
 		t.Errorf("server logged violations\n%q\nwant\n%q", got, want)
 	}
+}
+
+// TestNATSServicesCannotChangeStreams: the services' users cannot create,
+// update or delete a stream, nor delete or reconfigure a consumer; only
+// the operator step's user changes streams, and it can do nothing else.
+// Each refusal is a permissions violation the server logs, and the streams
+// keep the operator's configuration after the services' real JetStream
+// calls tried to change them.
+func TestNATSServicesCannotChangeStreams(t *testing.T) {
+	s := startShippedNATS(t)
+	operatorStep(t, s)
+	ctx := context.Background()
+
+	var want []string
+	refused := func(user, subject string, body []byte) {
+		t.Helper()
+		nc, errs := s.connect(t, user)
+		if _, err := nc.Request(subject, body, 500*time.Millisecond); err == nil {
+			t.Errorf("%s: request to %s answered", user, subject)
+		}
+		select {
+		case err := <-errs:
+			if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+				t.Errorf("%s %s: %v, want a permissions violation", user, subject, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s may publish %s", user, subject)
+		}
+		want = append(want, fmt.Sprintf("%s publish %s", user, subject))
+	}
+	streams := []string{grant.DefaultStream, uploads.Stream}
+	for _, user := range []string{signer, sweeper, completer} {
+		for _, stream := range streams {
+			for _, op := range []string{"CREATE", "UPDATE", "DELETE"} {
+				refused(user, "$JS.API.STREAM."+op+"."+stream, []byte(`{"name":"`+stream+`"}`))
+			}
+		}
+		refused(user, "$JS.API.CONSUMER.DELETE."+grant.DefaultStream+".sweeper", nil)
+		refused(user, "$JS.API.CONSUMER.DURABLE.CREATE."+grant.DefaultStream+".sweeper", nil)
+	}
+	// The operator's user changes streams and nothing else.
+	for _, subject := range []string{
+		"$JS.API.STREAM.DELETE." + grant.DefaultStream,
+		"$JS.API.STREAM.PURGE." + grant.DefaultStream,
+		"$JS.API.STREAM.CREATE.OTHER",
+		"$JS.API.CONSUMER.CREATE." + grant.DefaultStream + ".x",
+		"mintgate.grants.sched.x",
+		grant.SubjectDue,
+	} {
+		refused("streams", subject, []byte(`{}`))
+	}
+
+	// The real calls a service could make to change its stream fail, and
+	// the streams keep the operator's settings (here: scheduling and the
+	// 7-day age of the ledger, the events' subjects).
+	for _, user := range []string{signer, sweeper, completer} {
+		nc, _ := s.connect(t, user)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		sc := grant.LedgerConfig{MaxAge: 2 * time.Hour}.StreamConfig()
+		sc.AllowMsgSchedules = false
+		if _, err := js.UpdateStream(short, sc); err == nil {
+			t.Errorf("%s updated the ledger stream", user)
+		}
+		if _, err := js.CreateOrUpdateStream(short, uploads.StreamConfig(time.Second)); err == nil {
+			t.Errorf("%s updated the events stream", user)
+		}
+		cancel()
+	}
+	nc, _ := s.connect(t, "streams")
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, grant.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.CachedInfo().Config; !c.AllowMsgSchedules || c.MaxAge != grant.DefaultMaxAge {
+		t.Errorf("the ledger stream changed: schedules %v, max age %v", c.AllowMsgSchedules, c.MaxAge)
+	}
+	ev, err := js.Stream(ctx, uploads.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ev.CachedInfo().Config.Duplicates; d != 15*time.Minute {
+		t.Errorf("the events stream's window is %v, want the operator's 15m", d)
+	}
+
+	got := s.violations(t)
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("the server logged no violation for %q", w)
+		}
+	}
+}
+
+// TestNATSServiceFacingAMissingStream: a service whose stream the operator
+// has not created says so and never creates it, with the shipped rights
+// (which would refuse it anyway): the ledger's Open reports
+// ErrStreamMissing, then opens once the operator step has run.
+func TestNATSServiceFacingAMissingStream(t *testing.T) {
+	s := startShippedNATS(t)
+	nc, _ := s.connect(t, signer)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := grant.Open(short, js, grant.LedgerConfig{Secret: []byte(testenv.GrantSecret)}); !errors.Is(err, grant.ErrStreamMissing) {
+		t.Fatalf("Open as the signer without the stream: %v; want ErrStreamMissing", err)
+	}
+	if v := s.violations(t); len(v) > 0 {
+		t.Errorf("opening the ledger tried what the signer may not: %q", v)
+	}
+	operatorStep(t, s)
+	dialLedger(t, s, signer)
+	dialLedger(t, s, sweeper)
 }

@@ -57,7 +57,7 @@ func TestDevSecrets(t *testing.T) {
 	for _, f := range files {
 		before[filepath.Base(f)], _ = os.ReadFile(f)
 	}
-	for _, name := range []string{"ca.crt", "tls.crt", "tls.key", "nats-signer.nk", "nats-sweeper.nk", "nats-completer.nk",
+	for _, name := range []string{"ca.crt", "tls.crt", "tls.key", "nats-signer.nk", "nats-sweeper.nk", "nats-completer.nk", "nats-streams.nk",
 		"nats-users.env", "redis-password", "redis-admin-password", "redis-users.acl", "grant-secret"} {
 		if _, ok := before[name]; !ok {
 			t.Errorf("no %s", name)

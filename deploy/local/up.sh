@@ -2,7 +2,8 @@
 # Runs the whole mintgate stack on loopback, without Docker: Redis, nats-server
 # (≥ 2.12, JetStream with sync_interval: always), versitygw (S3), fauxqs (SQS,
 # with a dead-letter queue), the S3→SQS bridge, then signer, completer and
-# sweeper. Installs what is missing (cached in .tools/), waits until every
+# sweeper, after the operator step (deploy/streams) has created the JetStream
+# streams, which the services only read. Installs what is missing (cached in .tools/), waits until every
 # part is ready, prints one ready line, and stops everything it started, by
 # PID, on Ctrl-C. State lives in .stack/ and is wiped at each start, except
 # .stack/secrets/ (made at the first start by deploy/local/devsecrets) and
@@ -91,7 +92,7 @@ find "$stack" -mindepth 1 -maxdepth 1 ! -name secrets ! -name up.pid -exec rm -r
 secrets=$stack/secrets
 mkdir -p "$stack/bin" "$stack/logs" "$stack/nats" "$stack/s3/data" "$stack/s3/meta"
 log "building the services"
-go build -o "$stack/bin/" ./signer ./completer ./sweeper ./deploy/s3bridge ./deploy/local/devtoken ./deploy/local/devsecrets
+go build -o "$stack/bin/" ./signer ./completer ./sweeper ./deploy/streams ./deploy/s3bridge ./deploy/local/devtoken ./deploy/local/devsecrets
 "$stack/bin/devsecrets" -dir "$secrets" -hosts 127.0.0.1,localhost -redis-acl "$root/deploy/redis/users.acl"
 
 # start NAME CMD...: runs CMD in the background with its output in
@@ -168,6 +169,15 @@ nats=(
   MINTGATE_NATS_CA="$secrets/ca.crt"
   MINTGATE_GRANT_SECRET="$(cat "$secrets/grant-secret")"
 )
+# The operator step, as its own NATS user: the services may not create or
+# update a stream, and stay unready until it has made them. It reads the
+# settings that shape the streams from the same variables as the services.
+log "creating the streams"
+if ! env "${common[@]}" MINTGATE_NATS_URL="tls://127.0.0.1:$p_nats" MINTGATE_NATS_CA="$secrets/ca.crt" \
+  MINTGATE_NATS_CREDS="$secrets/nats-streams.nk" "$stack/bin/streams" >"$stack/logs/streams.log" 2>&1; then
+  log "the operator step (deploy/streams) failed; its log:"; tail -n 30 "$stack/logs/streams.log" >&2; exit 1
+fi
+
 # MINTGATE_IP_SOURCE=remote, said explicitly: here browsers and curl connect
 # to the signer directly on loopback, with no proxy in between, so the
 # socket's address is the caller's own and the only honest source (xff or

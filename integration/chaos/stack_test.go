@@ -13,7 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/uploads"
 )
 
 // Bucket shapes that make the accounting exact: a capacity no client
@@ -68,8 +70,8 @@ func startStack(t *testing.T, p plan, topo topology) *stack {
 	if st.js, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}
-	// The services keep the replicas of a stream that exists: create it
-	// as an operator would, before any of them starts.
+	// The services never create the stream: create it, with the
+	// topology's replicas, as the operator step would, before any starts.
 	st.createStream(t)
 
 	sqs := testenv.StartFauxqs(t)
@@ -123,23 +125,37 @@ func secret(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
-// createStream creates the ledger stream with the topology's replicas,
-// retrying while a new cluster still elects its leaders.
+// createStream is the operator step: the ledger stream with the
+// topology's replicas, then the upload events' stream, each retried while a
+// new cluster still elects its leaders.
 func (st *stack) createStream(t *testing.T) {
 	t.Helper()
-	cfg := grant.LedgerConfig{Replicas: st.topo.replicas}.StreamConfig()
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := st.js.CreateStream(ctx, cfg)
-		cancel()
-		if err == nil {
-			return
+	for _, step := range []struct {
+		name   string
+		ensure func(ctx context.Context) error
+	}{
+		{grant.DefaultStream, func(ctx context.Context) error {
+			_, err := grant.EnsureStream(ctx, st.js, grant.LedgerConfig{Replicas: st.topo.replicas})
+			return err
+		}},
+		{uploads.Stream, func(ctx context.Context) error {
+			_, err := uploads.EnsureStream(ctx, st.js, streamstest.DoneTTL, st.topo.replicas)
+			return err
+		}},
+	} {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := step.ensure(ctx)
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("create stream %s with %d replicas: %v", step.name, st.topo.replicas, err)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create stream %s with %d replicas: %v", cfg.Name, cfg.Replicas, err)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,10 +50,19 @@ var (
 	// ErrUnavailable wraps every error of Record and Ping: the ledger could
 	// not take the grant, so the caller must not hand out its URL.
 	ErrUnavailable = errors.New("grant: ledger unavailable")
-	// ErrNoScheduling is returned by Dial and Open when the server or the
-	// stream cannot delay messages: such a server would accept the grants and
+	// ErrNoScheduling is returned by Dial, Open and EnsureStream when the
+	// server or the stream cannot delay messages (a stream without
+	// scheduling is also ErrStreamMisconfigured): such a server would accept the grants and
 	// deliver them at once, refunding every URL while it is still valid.
 	ErrNoScheduling = errors.New("grant: JetStream message scheduling unavailable (needs nats-server 2.12 or later)")
+	// ErrStreamMissing is wrapped (with ErrUnavailable) when the ledger's
+	// stream does not exist: the operator step (EnsureStream, run by
+	// deploy/streams) creates it; a service never does.
+	ErrStreamMissing = errors.New("grant: the ledger stream does not exist (the operator step creates it)")
+	// ErrStreamMisconfigured is wrapped (with ErrUnavailable) when the
+	// stream exists but lacks what the ledger relies on; the error names
+	// each setting. The operator step updates it.
+	ErrStreamMisconfigured = errors.New("grant: the ledger stream is misconfigured (the operator step updates it)")
 	// ErrInvalidGrant is wrapped (with ErrUnavailable) when a grant cannot
 	// be recorded as it is, such as a urlId that is not a subject token.
 	ErrInvalidGrant = errors.New("grant: invalid grant")
@@ -172,12 +182,27 @@ type Ledger struct {
 	commit     *committer
 }
 
-// Dial connects to natsURL (a comma-separated list is fine), creates or
-// updates the stream and checks that the server really schedules messages.
-// The connection reconnects forever; while it is down, Record fails at once
-// rather than buffering. opts come after the ledger's own connection
-// options, so a caller adds credentials (nats.UserCredentials) or TLS.
+// Dial connects to natsURL (a comma-separated list is fine) and opens the
+// ledger on the stream the operator created (Open). The connection
+// reconnects forever; while it is down, Record fails at once rather than
+// buffering. opts come after the ledger's own connection options, so a
+// caller adds credentials (nats.UserCredentials) or TLS.
 func Dial(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nats.Option) (*Ledger, error) {
+	nc, js, err := dialConn(ctx, natsURL, cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	l, err := Open(ctx, js, cfg)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	l.ownsNC = true
+	return l, nil
+}
+
+// dialConn is Dial's connection, with the ledger's reconnect policy.
+func dialConn(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	log := cfg.logger()
 	timeout := 2 * time.Second
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
@@ -204,29 +229,49 @@ func Dial(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nats.Op
 		}),
 	}, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: connect %s: %w", ErrUnavailable, redactURL(natsURL), err)
+		return nil, nil, fmt.Errorf("%w: connect %s: %w", ErrUnavailable, redactURL(natsURL), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	l, err := Open(ctx, js, cfg)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	l.ownsNC = true
-	l.log = log
-	return l, nil
+	return nc, js, nil
 }
 
 // Open is Dial on a JetStream context the caller owns: Close leaves its
-// connection open. A clustered stream without a leader (a node was just
-// killed, an election is under way) answers with timeouts, or with
-// "temporarily unavailable", for a while: that is retried with backoff until ctx ends, rather than ending a
-// service that would only be restarted into the same election.
+// connection open. It only reads the stream (JetStream's STREAM.INFO):
+// creating and updating it is the operator's (EnsureStream), so a
+// service's NATS user needs no right to change stream configuration.
+//
+// Open waits, retrying with backoff until ctx ends, while the stream is
+// missing or misconfigured (ErrStreamMissing, ErrStreamMisconfigured: the
+// operator step has not run yet) and while a clustered stream has no
+// leader (timeouts, "temporarily unavailable": an election passing),
+// rather than ending a service that would only be restarted into the same
+// state. On ctx's end it returns the last try's error.
 func Open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledger, error) {
+	if err := preflight(js, cfg); err != nil {
+		return nil, err
+	}
+	return openLoop(ctx, js, cfg, waitable, nil)
+}
+
+// preflight refuses what no retry can fix: a configuration the ledger
+// cannot run with, or a server too old to schedule messages.
+func preflight(js jetstream.JetStream, cfg LedgerConfig) error {
+	if cfg.Grace < 0 {
+		return fmt.Errorf("grant: negative grace %v would make grants due before they expire", cfg.Grace)
+	}
+	if len(cfg.Secret) < MinSecretLen {
+		return fmt.Errorf("grant: the MAC secret has %d bytes, want at least %d", len(cfg.Secret), MinSecretLen)
+	}
+	return checkVersion(js.Conn().ConnectedServerVersion())
+}
+
+// openLoop tries open until it succeeds, ctx ends or an error retry does
+// not accept; tried, when set, sees each failed try's error.
+func openLoop(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig, retry func(error) bool, tried func(error)) (*Ledger, error) {
 	for n := 1; ; n++ {
 		// Each try has its own bound: a request that reached a cluster
 		// without a meta leader may get no answer at all, and would
@@ -234,15 +279,29 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledge
 		try, cancel := context.WithTimeout(ctx, openTry)
 		l, err := open(try, js, cfg)
 		cancel()
-		if err == nil || !passing(err) {
+		if err == nil || !retry(err) {
 			return l, err
 		}
+		if tried != nil {
+			tried(err)
+		}
 		wait := electionBackoff.Delay(n)
-		cfg.logger().Warn("grant ledger: the stream does not answer yet; retrying", "retryIn", wait, "err", err)
+		if errors.Is(err, ErrStreamMissing) || errors.Is(err, ErrStreamMisconfigured) {
+			cfg.logger().Error("grant ledger: the stream is not as the ledger needs it; waiting for the operator step (deploy/streams) to create or update it, never doing so itself",
+				"retryIn", wait, "err", err)
+		} else {
+			cfg.logger().Warn("grant ledger: the stream does not answer yet; retrying", "retryIn", wait, "err", err)
+		}
 		if backoff.Sleep(ctx, wait) != nil {
 			return nil, err
 		}
 	}
+}
+
+// waitable is what Open waits out: an election, or a stream the operator
+// has not created or updated yet.
+func waitable(err error) bool {
+	return passing(err) || errors.Is(err, ErrStreamMissing) || errors.Is(err, ErrStreamMisconfigured)
 }
 
 // openTry bounds one try of Open, the requests to the JetStream API it
@@ -259,43 +318,127 @@ var electionBackoff = backoff.Policy{Min: 250 * time.Millisecond, Max: 5 * time.
 const jsNotAvailable jetstream.ErrorCode = 10008
 
 // passing reports whether err is what a JetStream cluster answers while it
-// elects a leader: a request that timed out or found no responder, or the
-// API's "temporarily unavailable".
+// elects a leader: a request that timed out or found no responder, the
+// API's "temporarily unavailable", or a stream's info naming no leader.
 func passing(err error) bool {
 	var api *jetstream.APIError
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, errNoLeader) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoHeartbeat) ||
 		(errors.As(err, &api) && api.ErrorCode == jsNotAvailable)
 }
 
 func open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledger, error) {
+	cfg = cfg.withDefaults()
+	info, err := streamInfo(ctx, js, cfg.Stream)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkStream(js.Conn().ConnectedServerVersion(), info, cfg.Grace); err != nil {
+		return nil, err
+	}
+	// What the stream has, so Config tells the truth.
+	cfg.Replicas, cfg.MaxAge = info.Config.Replicas, info.Config.MaxAge
+	return &Ledger{cfg: cfg, nc: js.Conn(), js: js, log: cfg.logger()}, nil
+}
+
+// streamInfo is the stream's info as the server stores it; a stream that
+// does not exist is ErrStreamMissing.
+func streamInfo(ctx context.Context, js jetstream.JetStream, name string) (*jetstream.StreamInfo, error) {
+	s, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("%w: %w: %s", ErrUnavailable, ErrStreamMissing, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: stream %s: %w", ErrUnavailable, name, err)
+	}
+	info := s.CachedInfo()
+	if info.Cluster != nil && info.Cluster.Leader == "" {
+		// A node that lost its peers still answers from what it stored,
+		// but no grant can be written until a leader is elected.
+		return nil, fmt.Errorf("%w: stream %s: %w", ErrUnavailable, name, errNoLeader)
+	}
+	return info, nil
+}
+
+// errNoLeader is a clustered stream's info without a leader: an election
+// passing, waited out like a timeout.
+var errNoLeader = errors.New("no leader")
+
+// minMaxAgeOverGrace is the least a limited MaxAge may exceed the grace
+// by: the stream drops a pending schedule older than MaxAge without a
+// word, so MaxAge must cover a URL's life, the grace and an outage.
+const minMaxAgeOverGrace = time.Hour
+
+// checkStream reports what makes the stored stream unfit for the ledger
+// (ErrStreamMisconfigured naming each), or nil. Each rule is one the
+// ledger relies on: scheduling on (else grants are delivered, and
+// refunded, at once); both subjects; limits retention (on a work queue an
+// ack deletes the schedule); file storage (memory loses every pending
+// grant with the server); purge and delete allowed and not sealed (the
+// sweeper's trim and rescue); and a MaxAge that keeps pending schedules.
+func checkStream(version string, info *jetstream.StreamInfo, grace time.Duration) error {
+	if err := checkScheduling(version, info); err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrStreamMisconfigured, err)
+	}
+	c := info.Config
+	var wrong []string
+	for _, sub := range []string{SubjectSchedPrefix + ">", SubjectDue} {
+		if !slices.Contains(c.Subjects, sub) {
+			wrong = append(wrong, "subjects "+strings.Join(c.Subjects, ",")+" lack "+sub)
+		}
+	}
+	if c.Retention != jetstream.LimitsPolicy {
+		wrong = append(wrong, "retention "+c.Retention.String()+", want limits")
+	}
+	if c.Storage != jetstream.FileStorage {
+		wrong = append(wrong, "storage "+c.Storage.String()+", want file")
+	}
+	if c.Sealed || c.DenyPurge || c.DenyDelete {
+		wrong = append(wrong, "sealed, deny_purge or deny_delete set: the sweeper purges and deletes")
+	}
+	if c.MaxAge != 0 && c.MaxAge < grace+minMaxAgeOverGrace {
+		wrong = append(wrong, fmt.Sprintf("max_age %v, want 0 or at least the grace %v + %v", c.MaxAge, grace, minMaxAgeOverGrace))
+	}
+	if len(wrong) > 0 {
+		return fmt.Errorf("%w: %w: stream %s: %s", ErrUnavailable, ErrStreamMisconfigured, c.Name, strings.Join(wrong, "; "))
+	}
+	return nil
+}
+
+// EnsureStream is the operator's step, never a service's: it creates the
+// ledger's stream, or updates it to cfg.StreamConfig(), and returns it as
+// the server stored it, checked as Open checks it. Replicas and MaxAge
+// left unset keep the existing stream's (keepOperatorSettings). It is
+// idempotent, and waits out an election as Open does.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*jetstream.StreamInfo, error) {
+	version := js.Conn().ConnectedServerVersion()
+	if err := checkVersion(version); err != nil {
+		return nil, err
+	}
+	for n := 1; ; n++ {
+		try, cancel := context.WithTimeout(ctx, openTry)
+		info, err := ensureStream(try, js, cfg)
+		cancel()
+		if err == nil {
+			err = checkStream(version, info, cfg.Grace)
+		}
+		if err == nil || !passing(err) {
+			return info, err
+		}
+		wait := electionBackoff.Delay(n)
+		cfg.logger().Warn("grant ledger: the stream does not answer yet; retrying", "retryIn", wait, "err", err)
+		if backoff.Sleep(ctx, wait) != nil {
+			return nil, err
+		}
+	}
+}
+
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*jetstream.StreamInfo, error) {
 	cfg, err := keepOperatorSettings(ctx, js, cfg)
 	if err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	if cfg.Grace < 0 {
-		return nil, fmt.Errorf("grant: negative grace %v would make grants due before they expire", cfg.Grace)
-	}
-	if len(cfg.Secret) < MinSecretLen {
-		return nil, fmt.Errorf("grant: the MAC secret has %d bytes, want at least %d", len(cfg.Secret), MinSecretLen)
-	}
-	nc := js.Conn()
-	version := nc.ConnectedServerVersion()
-	if err := checkVersion(version); err != nil {
-		return nil, err
-	}
-	info, err := ensureStream(ctx, js, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkScheduling(version, info); err != nil {
-		return nil, err
-	}
-	return &Ledger{cfg: cfg, nc: nc, js: js, log: cfg.logger()}, nil
-}
-
-func ensureStream(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*jetstream.StreamInfo, error) {
 	s, err := js.CreateOrUpdateStream(ctx, cfg.StreamConfig())
 	if err != nil {
 		return nil, fmt.Errorf("%w: create or update stream %s: %w", ErrUnavailable, cfg.Stream, err)
@@ -310,8 +453,8 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig)
 }
 
 // keepOperatorSettings fills the replicas and max age the caller left
-// unset from the stream as it exists, so a service starting with defaults
-// never shrinks a stream an operator created with three replicas or a
+// unset from the stream as it exists, so a run of the operator step with
+// defaults never shrinks a stream an operator gave three replicas or a
 // longer retention.
 func keepOperatorSettings(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (LedgerConfig, error) {
 	name := cfg.Stream
@@ -455,15 +598,17 @@ func validToken(s string) bool {
 	return true
 }
 
-// Ping checks that the connection is up and the stream answers.
+// Ping checks that the connection is up and the stream answers, and is
+// still as the ledger needs it (ErrStreamMissing, ErrStreamMisconfigured).
 func (l *Ledger) Ping(ctx context.Context) error {
 	if st := l.nc.Status(); st != nats.CONNECTED {
 		return fmt.Errorf("%w: nats connection %s", ErrUnavailable, strings.ToLower(st.String()))
 	}
-	if _, err := l.js.Stream(ctx, l.cfg.Stream); err != nil {
-		return fmt.Errorf("%w: stream %s: %w", ErrUnavailable, l.cfg.Stream, err)
+	info, err := streamInfo(ctx, l.js, l.cfg.Stream)
+	if err != nil {
+		return err
 	}
-	return nil
+	return checkStream(l.nc.ConnectedServerVersion(), info, l.cfg.Grace)
 }
 
 // Close sends the grants still queued and waits for their acks, then

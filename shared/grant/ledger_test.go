@@ -115,8 +115,24 @@ func connect(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
 	return testenv.JetStream(t, url)
 }
 
+// ensure is the operator step on url: the stream of cfg, created or
+// updated.
+func ensure(t *testing.T, url string, cfg LedgerConfig) *jetstream.StreamInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, js := connect(t, url)
+	info, err := EnsureStream(ctx, js, cfg)
+	if err != nil {
+		t.Fatalf("EnsureStream: %v", err)
+	}
+	return info
+}
+
+// dial is a service's Dial after the operator step made cfg's stream.
 func dial(t *testing.T, url string, cfg LedgerConfig) *Ledger {
 	t.Helper()
+	ensure(t, url, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if cfg.Secret == nil {
@@ -265,7 +281,11 @@ func TestStreamConfigAsCreated(t *testing.T) {
 	}
 }
 
-func TestPrecreatedStreamWithoutSchedulingIsUpgraded(t *testing.T) {
+// TestOperatorUpgradesAStreamWithoutScheduling: a stream made before
+// scheduling existed is refused by a service, named as misconfigured and
+// left as it is; the operator step upgrades it, and then grants are due
+// on it.
+func TestOperatorUpgradesAStreamWithoutScheduling(t *testing.T) {
 	srv := testenv.StartNATS(t)
 	_, js := connect(t, srv.URL())
 	ctx := context.Background()
@@ -273,6 +293,15 @@ func TestPrecreatedStreamWithoutSchedulingIsUpgraded(t *testing.T) {
 		Name: DefaultStream, Subjects: []string{SubjectSchedPrefix + ">", SubjectDue}, Storage: jetstream.FileStorage,
 	}); err != nil {
 		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := Dial(short, srv.URL(), LedgerConfig{Secret: testSecret})
+	if !errors.Is(err, ErrStreamMisconfigured) || !errors.Is(err, ErrNoScheduling) || !strings.Contains(err.Error(), "allow_msg_schedules") {
+		t.Fatalf("Dial on a stream without scheduling: %v; want ErrStreamMisconfigured naming allow_msg_schedules", err)
+	}
+	if s, err := js.Stream(ctx, DefaultStream); err != nil || s.CachedInfo().Config.AllowMsgSchedules {
+		t.Fatalf("the service changed the stream: %v", err)
 	}
 	l := dial(t, srv.URL(), LedgerConfig{Grace: 100 * time.Millisecond})
 	got := watchDue(t, js, DefaultStream)
@@ -295,6 +324,9 @@ func TestOldServerIsRefusedNamingItsVersion(t *testing.T) {
 	// The second guard on real data: the old server takes the setting and
 	// drops it, and the stored config says so.
 	nc, js := connect(t, old.URL())
+	if _, err := EnsureStream(ctx, js, LedgerConfig{}); !errors.Is(err, ErrNoScheduling) {
+		t.Errorf("the operator step on nats-server 2.9.10: %v; want ErrNoScheduling", err)
+	}
 	info, err := ensureStream(ctx, js, LedgerConfig{}.withDefaults())
 	if err != nil {
 		t.Fatal(err)
@@ -307,33 +339,100 @@ func TestOldServerIsRefusedNamingItsVersion(t *testing.T) {
 	}
 }
 
-// TestOpenKeepsOperatorSettings: a service starting with defaults must not
-// shrink the retention (or replicas) an operator gave the stream.
-func TestOpenKeepsOperatorSettings(t *testing.T) {
+// TestOpenNeverCreatesTheStream: on a server without the stream, Open
+// says it is missing and creates nothing, for as long as it waits; once
+// the operator step has run, the same waiting Open opens it.
+func TestOpenNeverCreatesTheStream(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	_, js := connect(t, srv.URL())
+	ctx := context.Background()
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := Open(short, js, LedgerConfig{Secret: testSecret}); !errors.Is(err, ErrStreamMissing) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Open without a stream: %v; want ErrStreamMissing", err)
+	}
+	if _, err := js.Stream(ctx, DefaultStream); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("after Open the stream exists (%v): a service created it", err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err := Open(wait, js, LedgerConfig{Secret: testSecret})
+		opened <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	ensure(t, srv.URL(), LedgerConfig{})
+	if err := <-opened; err != nil {
+		t.Fatalf("Open after the operator step: %v", err)
+	}
+}
+
+// TestOpenNamesWhatIsMisconfigured: each setting the ledger relies on,
+// changed on a stream the operator made, is named by Open and by Ping.
+func TestOpenNamesWhatIsMisconfigured(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	_, js := connect(t, srv.URL())
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		change func(*jetstream.StreamConfig)
+		want   string
+	}{
+		{"max age", func(c *jetstream.StreamConfig) { c.MaxAge, c.Duplicates = time.Minute, time.Minute }, "max_age"},
+		{"subjects", func(c *jetstream.StreamConfig) { c.Subjects = []string{SubjectSchedPrefix + ">"} }, SubjectDue},
+		{"deny delete", func(c *jetstream.StreamConfig) { c.DenyDelete = true }, "deny_delete"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc := LedgerConfig{}.StreamConfig()
+			c.change(&sc)
+			_ = js.DeleteStream(ctx, DefaultStream)
+			if _, err := js.CreateStream(ctx, sc); err != nil {
+				t.Fatal(err)
+			}
+			short, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_, err := Open(short, js, LedgerConfig{Secret: testSecret})
+			if !errors.Is(err, ErrStreamMisconfigured) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Open: %v; want ErrStreamMisconfigured naming %s", err, c.want)
+			}
+		})
+	}
+	// A ledger opened on a good stream turns unready when it changes.
+	_ = js.DeleteStream(ctx, DefaultStream)
+	l := dial(t, srv.URL(), LedgerConfig{})
+	sc := LedgerConfig{}.StreamConfig()
+	sc.MaxAge, sc.Duplicates = time.Minute, time.Minute
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Ping(ctx); !errors.Is(err, ErrStreamMisconfigured) {
+		t.Errorf("Ping on a stream whose max age dropped to 1m: %v", err)
+	}
+}
+
+// TestEnsureStreamKeepsOperatorSettings: the operator step run with
+// defaults must not shrink the retention (or replicas) an operator gave
+// the stream, and Open never changes it.
+func TestEnsureStreamKeepsOperatorSettings(t *testing.T) {
 	srv := testenv.StartNATS(t)
 	ctx := context.Background()
-	nc, err := nats.Connect(srv.URL())
+	_, js := connect(t, srv.URL())
+	ensure(t, srv.URL(), LedgerConfig{MaxAge: 30 * 24 * time.Hour})
+	ensure(t, srv.URL(), LedgerConfig{}) // idempotent, keeps the 720h
+	l, err := Open(ctx, js, LedgerConfig{Grace: time.Second, Secret: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := LedgerConfig{MaxAge: 30 * 24 * time.Hour}.StreamConfig()
-	if _, err := js.CreateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Open(ctx, js, LedgerConfig{Grace: time.Second, Secret: testSecret}); err != nil {
-		t.Fatal(err)
+	if got := l.Config().MaxAge; got != 30*24*time.Hour {
+		t.Errorf("the ledger's config says max age %v, want the stream's 720h", got)
 	}
 	s, err := js.Stream(ctx, DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := s.CachedInfo().Config.MaxAge; got != 30*24*time.Hour {
-		t.Fatalf("max age %v after Open with defaults, want the operator's 720h", got)
+		t.Fatalf("max age %v after the operator step with defaults, want the operator's 720h", got)
 	}
 }
 
@@ -411,4 +510,36 @@ func TestConcurrentRecordsAreGroupCommitted(t *testing.T) {
 		t.Errorf("%d concurrent grants took %d ledger messages: not group-committed", n, msgs)
 	}
 	t.Logf("%d grants in %d batches (%d messages stored before delivery)", n, len(batches), msgs)
+}
+
+// TestDialPendingServesUntilTheOperatorStep: without the stream,
+// DialPending returns at once with a ledger that is not open: Ping says
+// the stream is missing, Record refuses with ErrUnavailable; once the
+// operator step has run it opens by itself and records.
+func TestDialPendingServesUntilTheOperatorStep(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	ctx := context.Background()
+	p, err := DialPending(ctx, srv.URL(), LedgerConfig{Secret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Ping(ctx); !errors.Is(err, ErrStreamMissing) || !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Ping without the stream: %v; want ErrStreamMissing", err)
+	}
+	if err := p.Record(ctx, testGrant("early", time.Now())); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Record before the ledger is open: %v; want ErrUnavailable", err)
+	}
+	ensure(t, srv.URL(), LedgerConfig{})
+	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := p.Wait(wait); err != nil {
+		t.Fatalf("Wait after the operator step: %v", err)
+	}
+	if err := p.Ping(ctx); err != nil {
+		t.Errorf("Ping once open: %v", err)
+	}
+	if err := p.Record(ctx, testGrant("late", time.Now().Add(time.Hour))); err != nil {
+		t.Errorf("Record once open: %v", err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,9 +28,19 @@ const (
 	PublishTimeout = 2 * time.Second
 )
 
-// ErrUnavailable wraps every error of Open, Publish and Ping: the event was
-// not (known to be) stored, so the caller must keep what it came from.
-var ErrUnavailable = errors.New("uploads: event stream unavailable")
+var (
+	// ErrUnavailable wraps every error of Open, Publish and Ping: the event
+	// was not (known to be) stored, so the caller must keep what it came
+	// from.
+	ErrUnavailable = errors.New("uploads: event stream unavailable")
+	// ErrStreamMissing is wrapped (with ErrUnavailable) when the stream
+	// does not exist: the operator step (EnsureStream, run by
+	// deploy/streams) creates it; the completer never does.
+	ErrStreamMissing = errors.New("uploads: the stream " + Stream + " does not exist (the operator step creates it)")
+	// ErrStreamMisconfigured is wrapped (with ErrUnavailable) when the
+	// stream lacks what publishing relies on; the error names it.
+	ErrStreamMisconfigured = errors.New("uploads: the stream " + Stream + " is misconfigured (the operator step updates it)")
+)
 
 // Event is one upload-completed message: the upload's urlId and tenant,
 // its object key incoming/<tenant>/<urlId>, and the size and ETag S3
@@ -47,7 +58,7 @@ type Event struct {
 // Subject is the subject of a tenant's events.
 func Subject(tenant string) string { return SubjectPrefix + tenant }
 
-// StreamConfig is the stream Open creates when there is none: file
+// StreamConfig is the stream EnsureStream creates or updates to: file
 // storage, limits retention (every consumer reads every event), events
 // kept DefaultMaxAge, and a de-duplication window of dedupe.
 func StreamConfig(dedupe time.Duration) jetstream.StreamConfig {
@@ -64,30 +75,98 @@ func StreamConfig(dedupe time.Duration) jetstream.StreamConfig {
 	}
 }
 
+// EnsureStream is the operator's step, never the completer's: it creates
+// the stream with StreamConfig(dedupe), or updates an existing one to it
+// while keeping its replicas and max age (an operator's three replicas or
+// longer retention stay). replicas above zero sets them. It is idempotent.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, dedupe time.Duration, replicas int) (*jetstream.StreamInfo, error) {
+	sc := StreamConfig(dedupe)
+	s, err := js.Stream(ctx, Stream)
+	switch {
+	case err == nil:
+		old := s.CachedInfo().Config
+		sc.Replicas, sc.MaxAge = old.Replicas, old.MaxAge
+		if old.MaxAge > 0 { // the server refuses a window above the max age
+			sc.Duplicates = min(sc.Duplicates, old.MaxAge)
+		}
+	case !errors.Is(err, jetstream.ErrStreamNotFound):
+		// Not knowing the stream is not its absence: updating it with the
+		// defaults could shrink an operator's three replicas to one.
+		return nil, fmt.Errorf("%w: stream %s: %w", ErrUnavailable, Stream, err)
+	}
+	if replicas > 0 {
+		sc.Replicas = replicas
+	}
+	if s, err = js.CreateOrUpdateStream(ctx, sc); err != nil {
+		return nil, fmt.Errorf("%w: create or update stream %s: %w", ErrUnavailable, Stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: stream %s info: %w", ErrUnavailable, Stream, err)
+	}
+	return info, checkStream(info)
+}
+
+// checkStream reports what makes the stored stream unfit (naming each
+// setting), or nil: the subjects must take every tenant's events, and the
+// retention must be limits, so that no consumer's ack removes an event
+// another has not read.
+func checkStream(info *jetstream.StreamInfo) error {
+	c := info.Config
+	var wrong []string
+	if !slices.Contains(c.Subjects, SubjectPrefix+">") {
+		wrong = append(wrong, "subjects "+strings.Join(c.Subjects, ",")+" lack "+SubjectPrefix+">")
+	}
+	if c.Retention != jetstream.LimitsPolicy {
+		wrong = append(wrong, "retention "+c.Retention.String()+", want limits")
+	}
+	if len(wrong) > 0 {
+		return fmt.Errorf("%w: %w: %s", ErrUnavailable, ErrStreamMisconfigured, strings.Join(wrong, "; "))
+	}
+	return nil
+}
+
 // Publisher publishes events into the stream.
 type Publisher struct {
 	js jetstream.JetStream
-	// Window is the stream's de-duplication window as the server has it.
+	// Window is the stream's de-duplication window as the server had it
+	// when Open read it (zero from New).
 	Window time.Duration
 }
 
-// Open makes sure the stream exists and returns its publisher. An absent
-// stream is created with StreamConfig(dedupe); an existing one is never
-// updated, so an operator's replicas, limits and window stay. A window
-// shorter than dedupe is not an error, but the caller should say so: a
-// record redelivered after the window can publish its event twice.
+// New is the publisher of the stream on js; it does not touch the server.
+func New(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
+
+// Open is New, and the stream read and checked once (Stream). It never
+// creates or changes the stream: that is the operator's (EnsureStream).
+// A window shorter than dedupe is not an error, but the caller should say
+// so: a record redelivered after the window can publish its event twice.
 func Open(ctx context.Context, js jetstream.JetStream, dedupe time.Duration) (*Publisher, error) {
-	s, err := js.Stream(ctx, Stream)
+	p := New(js)
+	info, err := p.Stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.Window = info.Config.Duplicates
+	return p, nil
+}
+
+// Stream reads the stream (JetStream's STREAM.INFO, the only right it
+// needs besides publishing) and checks it: a missing
+// stream is ErrStreamMissing, a misconfigured one ErrStreamMisconfigured.
+func (p *Publisher) Stream(ctx context.Context) (*jetstream.StreamInfo, error) {
+	s, err := p.js.Stream(ctx, Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		s, err = js.CreateStream(ctx, StreamConfig(dedupe))
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			s, err = js.Stream(ctx, Stream) // another completer was first
-		}
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ErrStreamMissing)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: stream %s: %w", ErrUnavailable, Stream, err)
 	}
-	return &Publisher{js: js, Window: s.CachedInfo().Config.Duplicates}, nil
+	info := s.CachedInfo()
+	if err := checkStream(info); err != nil {
+		return nil, err
+	}
+	return info, nil
 }
 
 // Publish stores ev with its urlId as Nats-Msg-Id and waits for the
@@ -112,13 +191,12 @@ func (p *Publisher) Publish(ctx context.Context, ev Event) (duplicate bool, err 
 	return ack.Duplicate, nil
 }
 
-// Ping checks that the connection is up and the stream answers.
+// Ping checks that the connection is up and the stream answers and is as
+// publishing needs it (Stream).
 func (p *Publisher) Ping(ctx context.Context) error {
 	if st := p.js.Conn().Status(); st != nats.CONNECTED {
 		return fmt.Errorf("%w: nats connection %s", ErrUnavailable, strings.ToLower(st.String()))
 	}
-	if _, err := p.js.Stream(ctx, Stream); err != nil {
-		return fmt.Errorf("%w: stream %s: %w", ErrUnavailable, Stream, err)
-	}
-	return nil
+	_, err := p.Stream(ctx)
+	return err
 }

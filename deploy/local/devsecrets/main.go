@@ -6,7 +6,9 @@
 //	                     nothing else can ever be signed by it)
 //	tls.crt, tls.key     a server certificate for -hosts, used by Redis and NATS
 //	                     (the names cert-manager gives them in a Secret)
-//	nats-<user>.nk       the nkey seed of each NATS user (MINTGATE_NATS_CREDS)
+//	nats-<user>.nk       the nkey seed of each NATS user (MINTGATE_NATS_CREDS):
+//	                     signer, sweeper, completer, and streams (the operator
+//	                     step, deploy/streams)
 //	nats-users.env       NATS_<USER>_NKEY=<public key> for nats-server's
 //	                     deploy/nats/authorization.conf
 //	redis-password       the password of the Redis ACL user mintgate
@@ -45,8 +47,9 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-// natsUsers are the NATS users of deploy/nats/authorization.conf.
-var natsUsers = []string{"signer", "sweeper", "completer"}
+// natsUsers are the NATS users of deploy/nats/authorization.conf: the
+// three services and the operator step that creates the streams.
+var natsUsers = []string{"signer", "sweeper", "completer", "streams"}
 
 // The placeholders of the Redis ACL template, replaced by the SHA-256 of
 // each user's password in hex (the ACL file's #<hash> form).

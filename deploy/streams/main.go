@@ -1,0 +1,138 @@
+// Command streams is the operator step that creates and updates mintgate's
+// JetStream streams: MINTGATE_GRANTS (the grant ledger, shared/grant) and
+// MINTGATE_UPLOADS (upload-completed events, shared/uploads). The services
+// only read them: their NATS users may not create, update or delete a
+// stream (deploy/nats/authorization.conf), and a service that finds its
+// stream missing or misconfigured stays unready until this has run.
+//
+// It connects as the operator's own NATS user (MINTGATE_NATS_CREDS holds
+// the "streams" seed), ensures both streams and exits; a second run
+// changes nothing. make up, docker-compose.yml and the k8s Job
+// deploy/k8s/base/streams.yaml run it before the services start; on an
+// upgrade run it before rolling them (docs/production.md).
+//
+// The streams are shaped by the variables the services read
+// (docs/configuration.md): MINTGATE_URL_TTL and MINTGATE_SWEEP_GRACE bound
+// the ledger's MINTGATE_LEDGER_MAX_AGE from below, MINTGATE_DONE_TTL is the
+// events' de-duplication window, MINTGATE_STREAM_REPLICAS the replicas of
+// both. Settings left unset keep what the existing streams have.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/service"
+	"github.com/mintgate/mintgate/shared/uploads"
+)
+
+func main() { service.Main("streams", run) }
+
+// minOutage is what the ledger's MaxAge must exceed a grant's due time
+// (URL TTL + grace) by: the stream silently drops a pending schedule
+// older than MaxAge, so it must also cover the worst outage of the
+// sweepers.
+const minOutage = 24 * time.Hour
+
+// settings is what shapes the streams.
+type settings struct {
+	NATS     config.NATS
+	URLTTL   time.Duration
+	Grace    time.Duration
+	DoneTTL  time.Duration
+	Replicas int           // 0: keep the existing stream's, else 1
+	MaxAge   time.Duration // 0: keep the existing ledger's, else grant.DefaultMaxAge
+}
+
+func loadSettings(getenv func(string) string) (settings, error) {
+	e := config.New(getenv)
+	s := settings{
+		NATS:     e.NATS(),
+		URLTTL:   e.URLTTL(),
+		Grace:    e.SweepGrace(),
+		DoneTTL:  e.Duration("MINTGATE_DONE_TTL", 15*time.Minute),
+		Replicas: int(e.Int("MINTGATE_STREAM_REPLICAS", 0)),
+		MaxAge:   e.Duration("MINTGATE_LEDGER_MAX_AGE", 0),
+	}
+	if s.Replicas < 0 || s.Replicas > 5 {
+		e.Fail("MINTGATE_STREAM_REPLICAS", "%d must be between 1 and 5 (JetStream's limit), or unset to keep the streams'", s.Replicas)
+	}
+	if need := s.URLTTL + s.Grace + minOutage; s.MaxAge != 0 && s.MaxAge < need {
+		e.Fail("MINTGATE_LEDGER_MAX_AGE", "%v must be at least MINTGATE_URL_TTL + MINTGATE_SWEEP_GRACE + %v = %v: "+
+			"the stream drops pending grants older than it", s.MaxAge, minOutage, need)
+	}
+	if s.DoneTTL <= 0 {
+		e.Fail("MINTGATE_DONE_TTL", "%v must be positive", s.DoneTTL)
+	}
+	return s, e.Err()
+}
+
+// run ensures both streams, logging what they are, and returns.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if err := service.Flags("streams", args, stdout, nil); err != nil {
+		return err
+	}
+	log := service.Logger(stdout, "streams")
+	s, err := loadSettings(getenv)
+	if err != nil {
+		return err
+	}
+	opts, err := s.NATS.Options("streams")
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(s.NATS.URL, append(opts, nats.Name("mintgate-streams"), nats.Timeout(5*time.Second),
+		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))...)
+	if err != nil {
+		return fmt.Errorf("MINTGATE_NATS_URL: connect %s: %w", config.RedactURL(s.NATS.URL), err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	// A server that is still starting (compose, a rolling cluster) gets a
+	// minute; Ensure waits out an election within it.
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := waitConnected(ctx, nc); err != nil {
+		return fmt.Errorf("MINTGATE_NATS_URL: connect %s: %w", config.RedactURL(s.NATS.URL), err)
+	}
+	ledger, err := grant.EnsureStream(ctx, js, grant.LedgerConfig{Grace: s.Grace, Replicas: s.Replicas, MaxAge: s.MaxAge, Log: log})
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", grant.DefaultStream, err)
+	}
+	log.Info("stream ready", "stream", ledger.Config.Name, "replicas", ledger.Config.Replicas,
+		"maxAge", ledger.Config.MaxAge.String(), "duplicates", ledger.Config.Duplicates.String(), "schedules", ledger.Config.AllowMsgSchedules)
+	if ledger.Config.MaxAge != 0 && ledger.Config.MaxAge < s.URLTTL+s.Grace+minOutage {
+		log.Warn("the ledger keeps messages for less than MINTGATE_URL_TTL + MINTGATE_SWEEP_GRACE + a day: an outage that long drops pending grants; set MINTGATE_LEDGER_MAX_AGE",
+			"maxAge", ledger.Config.MaxAge.String())
+	}
+	events, err := uploads.EnsureStream(ctx, js, s.DoneTTL, s.Replicas)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", uploads.Stream, err)
+	}
+	log.Info("stream ready", "stream", events.Config.Name, "replicas", events.Config.Replicas,
+		"maxAge", events.Config.MaxAge.String(), "duplicates", events.Config.Duplicates.String())
+	return nil
+}
+
+// waitConnected waits until nc has connected (it retries a server that
+// is not up yet) or ctx ends.
+func waitConnected(ctx context.Context, nc *nats.Conn) error {
+	for !nc.IsConnected() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/uploads"
+)
+
+// TestRunCreatesThenKeepsTheStreams: the operator step creates both
+// streams shaped by the services' variables, a second run changes
+// nothing, and a ledger then opens on them.
+func TestRunCreatesThenKeepsTheStreams(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	vars := map[string]string{
+		"MINTGATE_NATS_URL":       srv.URL(),
+		"MINTGATE_SWEEP_GRACE":    "30s",
+		"MINTGATE_DONE_TTL":       "20m",
+		"MINTGATE_LEDGER_MAX_AGE": "240h",
+	}
+	getenv := func(k string) string { return vars[k] }
+	for range 2 {
+		var out testenv.Buffer
+		if err := run(context.Background(), []string{"streams"}, getenv, &out); err != nil {
+			t.Fatalf("run: %v\n%s", err, out.String())
+		}
+	}
+	_, js := testenv.JetStream(t, srv.URL())
+	ctx := context.Background()
+	g, err := js.Stream(ctx, grant.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := g.CachedInfo().Config; !c.AllowMsgSchedules || c.MaxAge != 240*time.Hour || c.Replicas != 1 {
+		t.Errorf("ledger stream %+v", c)
+	}
+	u, err := js.Stream(ctx, uploads.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := u.CachedInfo().Config.Duplicates; d != 20*time.Minute {
+		t.Errorf("events window %v, want MINTGATE_DONE_TTL's 20m", d)
+	}
+	// Without MINTGATE_LEDGER_MAX_AGE a later run keeps the 240h.
+	delete(vars, "MINTGATE_LEDGER_MAX_AGE")
+	if err := run(ctx, []string{"streams"}, getenv, &testenv.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ = js.Stream(ctx, grant.DefaultStream); g.CachedInfo().Config.MaxAge != 240*time.Hour {
+		t.Errorf("max age %v after a run without MINTGATE_LEDGER_MAX_AGE, want the stream's 240h", g.CachedInfo().Config.MaxAge)
+	}
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := grant.Open(short, js, grant.LedgerConfig{Grace: 30 * time.Second, Secret: []byte(testenv.GrantSecret)}); err != nil {
+		t.Errorf("a service's Open after the operator step: %v", err)
+	}
+	if _, err := uploads.Open(short, js, 20*time.Minute); err != nil {
+		t.Errorf("the completer's Open after the operator step: %v", err)
+	}
+}
+
+// TestRunRefusesAMaxAgeThatDropsGrants names the variable.
+func TestRunRefusesAMaxAgeThatDropsGrants(t *testing.T) {
+	vars := map[string]string{"MINTGATE_LEDGER_MAX_AGE": "1h", "MINTGATE_STREAM_REPLICAS": "7"}
+	err := run(context.Background(), []string{"streams"}, func(k string) string { return vars[k] }, &testenv.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "MINTGATE_LEDGER_MAX_AGE") || !strings.Contains(err.Error(), "MINTGATE_STREAM_REPLICAS") {
+		t.Fatalf("run: %v; want both variables named", err)
+	}
+}
