@@ -387,8 +387,16 @@ func TestOpenNamesWhatIsMisconfigured(t *testing.T) {
 			sc := LedgerConfig{}.StreamConfig()
 			c.change(&sc)
 			_ = js.DeleteStream(ctx, DefaultStream)
-			if _, err := js.CreateStream(ctx, sc); err != nil {
-				t.Fatal(err)
+			// A stream made again right after its delete can meet the old
+			// one's store still being removed (500, 10049): try again.
+			for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+				_, err := js.CreateStream(ctx, sc)
+				if err == nil {
+					break
+				}
+				if time.Since(start) > 10*time.Second {
+					t.Fatal(err)
+				}
 			}
 			short, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
