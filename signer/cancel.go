@@ -104,6 +104,7 @@ func (c *canceller) add(a quota.Ask) {
 	if !c.closed {
 		select {
 		case c.queue <- pendingCancel{ask: a, until: time.Now().Add(c.deadline)}:
+			c.metrics.cancelPending.Inc()
 			return
 		default:
 		}
@@ -135,6 +136,7 @@ func (c *canceller) run() {
 				c.last(p)
 				return
 			}
+			c.metrics.cancelPending.Dec()
 		case <-c.stop:
 			c.last()
 			return
@@ -173,6 +175,7 @@ func (c *canceller) last(held ...pendingCancel) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.drain)
 	defer cancel()
 	once := func(p pendingCancel) {
+		defer c.metrics.cancelPending.Dec()
 		err := ctx.Err()
 		if err == nil {
 			err = c.try(ctx, p)

@@ -15,6 +15,7 @@ type metrics struct {
 	finishFailed  prometheus.Counter       // URLs issued whose done record could not be stored
 	cancels       *prometheus.CounterVec   // cancels of spends cut short, by result
 	cancelDropped prometheus.Counter       // cancels the full queue could not take
+	cancelPending prometheus.Gauge         // cancels queued or being retried
 	lateSpends    prometheus.Counter       // spends Redis answered Late in time: its clock is ahead of the estimate
 	shadowDenied  *prometheus.CounterVec   // signs a short bucket would have refused, issued in shadow mode, by scope
 }
@@ -54,6 +55,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 				"refunded (it had run: its tokens went back), tombstone (nothing to give back: it had not run, and now never will, or took nothing), " +
 				"gave_up (Redis did not answer before the deadline or the shutdown: a token may be lost).",
 		}, []string{"result"}),
+		cancelPending: factory.NewGauge(prometheus.GaugeOpts{
+			Name: "mintgate_signer_cancels_pending",
+			Help: "Cancels queued or being retried, waiting for Redis to answer: if the signer dies now, each may be a token lost until its bucket refills.",
+		}),
 		cancelDropped: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_signer_cancel_dropped_total",
 			Help: "Cancels not even queued, the canceller's queue being full (or the signer stopping): each may be a token lost.",

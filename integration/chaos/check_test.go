@@ -245,7 +245,7 @@ func check(ctx context.Context, t *testing.T, st *stack, res result, faults []in
 		"0", b.users.minted == 0 && b.tenants.minted == 0)
 	r.add("no refund lost (tokens never given back)",
 		fmt.Sprintf("users %d, tenants %d", b.users.short, b.tenants.short),
-		fmt.Sprintf("≤ %d in flight at signer kills", exposed), b.users.short <= exposed && b.tenants.short <= exposed)
+		fmt.Sprintf("≤ %d at risk at signer kills", exposed), b.users.short <= exposed && b.tenants.short <= exposed)
 	r.checkAnswers(res)
 	r.add("no service exited by itself", strings.Join(append([]string{fmt.Sprint(len(st.crashes))}, st.crashes...), " "), "0", len(st.crashes) == 0)
 	r.checkLateness(res, outs, st.p, lastFault)
@@ -288,7 +288,7 @@ func (r *report) summarize(res result, outs []outcome, faults []injected, expose
 		fmt.Sprintf("signs: %d requests (%d replays), %d URLs received, %d uploaded, %d left unused, %d PUTs refused, %d requests gave up",
 			res.ops, res.replays, len(res.urls), uploaded, len(res.urls)-uploaded, refused, res.abandoned),
 		"answers: "+answers(res.answers),
-		fmt.Sprintf("tokens at risk: %d requests in flight at signer kills; %d answers 503 limiter_unavailable "+
+		fmt.Sprintf("tokens at risk: %d requests in flight or cancels held at signer kills; %d answers 503 limiter_unavailable "+
 			"(a spend that timed out on a paused Redis runs when it resumes, past its deadline: it takes nothing, and a cancel follows)", exposed, res.answers["503 limiter_unavailable"]),
 		fmt.Sprintf("refunded markers: %d of URLs received, %d of grants no client received", refunded, markers-refunded),
 		fmt.Sprintf("slow uploads: %d landed after their grant's due time, %d of them after its refund; %d refunds taken back", late, lateAfter, takenBack),

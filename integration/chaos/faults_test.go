@@ -5,10 +5,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // kind is one sort of fault.
@@ -199,14 +203,38 @@ func (st *stack) inject(ctx context.Context, t *testing.T, ld *load, f fault) (e
 			p.Kill()
 		} else {
 			fl := ld.flights[f.target]
+			// A cancel it still holds (a spend cut by a stalled or killed
+			// Redis, answered 503) dies with it: its token is at risk too.
+			held := st.cancelsPending(t, f.target)
 			before := fl.snapshot()
 			p.Kill()
-			exposed = before.cutBy(fl.snapshot())
+			exposed = before.cutBy(fl.snapshot()) + held
 		}
 		time.Sleep(f.dur)
 		p.Start() // services: until ready; servers: until they answer
 	}
 	return exposed
+}
+
+// cancelsPending reads signer i's held cancels; 0 when it does not answer
+// (it may be down already, or starting).
+func (st *stack) cancelsPending(t *testing.T, i int) int {
+	t.Helper()
+	resp, err := http.Get(st.signers[i].OpsURL + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0
+	}
+	fam, ok := fams["mintgate_signer_cancels_pending"]
+	if !ok || len(fam.GetMetric()) == 0 {
+		return 0
+	}
+	return int(fam.GetMetric()[0].GetGauge().GetValue())
 }
 
 // process is what a fault does to a server or a service.
