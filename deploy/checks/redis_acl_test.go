@@ -383,7 +383,7 @@ func TestRedisACLOnARealServer(t *testing.T) {
 		{"flushall"}, {"flushdb"}, {"config", "get", "*"}, {"config", "set", "appendonly", "no"},
 		{"keys", "*"}, {"scan", "0"}, {"script", "flush"}, {"debug", "object", "x"}, {"acl", "list"},
 		{"client", "list"}, {"monitor"}, {"shutdown"}, {"subscribe", "x"},
-		{"get", keys.TenantBucket("acme")}, {"set", "other:x", "1"}, {"hset", "session:1", "a", "b"},
+		{"hgetall", keys.TenantBucket("acme")}, {"set", "other:x", "1"}, {"hset", "session:1", "a", "b"},
 		{"eval", "return redis.call('SET', KEYS[1], '1')", "1", "other:x"},
 		{"eval", "return redis.call('FLUSHALL')", "0"},
 	} {
