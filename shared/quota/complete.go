@@ -87,6 +87,12 @@ const completeTries = 3
 // landed, takes that refund back: the same buckets, the same shapes, one
 // token each, in the same atomic step. Safe to repeat: the refunded marker
 // records the take-back, and a grant with a done marker is never refunded.
+//
+// A completer SIGKILLed anywhere in it leaves one of three states, each
+// settled by the redelivery of the notification: nothing written; the done
+// marker set and a refund record not yet taken (a kill between the first
+// run, which found the record, and the second, which takes it): the next
+// Complete takes it; or done and taken, which no later Complete changes.
 func (s *Store) Complete(ctx context.Context, now time.Time, c Completion) (Completed, error) {
 	if err := checkCompletion(c); err != nil {
 		return Completed{}, err
