@@ -151,7 +151,7 @@ func TestStalledSpendIsLate(t *testing.T) {
 	}
 	now := time.Now()
 	// A first sign opens the connection and loads the script.
-	if d, err := g.decide(ctx, attempt{ask: testAsk("k0")}, now); err != nil || d.outcome != allowed {
+	if d, err := g.decide(ctx, attempt{ask: testAsk("k0")}, now); err != nil || d.outcome != quota.Allowed {
 		t.Fatalf("first sign: %+v %v", d, err)
 	}
 	a := testAsk("k1")
@@ -196,7 +196,7 @@ func TestLateReplyRetries(t *testing.T) {
 	g.until = func(dl time.Time) time.Time { return g.clock.Until(dl).Add(-2 * time.Second) } // as if Redis's clock ran 2 s ahead
 	a := testAsk("k1")
 	d, err := g.decide(ctx, attempt{ask: a}, time.Now())
-	if err != nil || d.outcome != allowed {
+	if err != nil || d.outcome != quota.Allowed {
 		t.Fatalf("sign: %+v %v, want allowed", d, err)
 	}
 	if late := testutil.ToFloat64(m.lateSpends); late != 1 {

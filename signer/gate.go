@@ -32,17 +32,6 @@ const inFlightTTL = 30 * time.Second
 // an upload that completed.
 func grantRecordTTL(ttl, grace time.Duration) time.Duration { return 2 * (ttl + grace) }
 
-// outcome is what the sign script decided.
-type outcome int
-
-const (
-	allowed outcome = iota // a token was spent and the key marked in flight
-	denied                 // a bucket is short: 429
-	replay                 // the key completed with the same request: replay its body
-	reused                 // the key belongs to a different request: 422
-	pending                // the key's first request is still in flight: 409
-)
-
 // attempt is one sign request as the scripts see it.
 type attempt struct {
 	who     caller
@@ -108,9 +97,11 @@ func (a attempt) credits() []grant.Credit {
 	return out
 }
 
-// decision is the sign script's answer.
+// decision is the sign script's answer: quota's Outcome (Allowed, Denied,
+// Replay, Reused or Pending; the others are errors, see fromSpend) and what
+// goes with it.
 type decision struct {
-	outcome  outcome
+	outcome  quota.Outcome
 	result   bucket.Result // for allowed and denied
 	body     []byte        // for replay
 	degraded bool          // decided by the in-process buckets: Redis was unavailable
@@ -241,9 +232,9 @@ func (g *gate) degrade(a attempt, now time.Time, err error) decision {
 			"tenant", a.who.Tenant, "err", err, "degradedSignsSinceLastLine", n)
 	}
 	res := g.local.Take(now, 1, g.degradedBuckets(a.buckets)...)
-	dec := decision{outcome: denied, result: res, degraded: true}
+	dec := decision{outcome: quota.Denied, result: res, degraded: true}
 	if res.Allowed {
-		dec.outcome = allowed
+		dec.outcome = quota.Allowed
 	}
 	return dec
 }
@@ -251,16 +242,8 @@ func (g *gate) degrade(a attempt, now time.Time, err error) decision {
 // fromSpend is the gate's decision for what the Spend script answered.
 func fromSpend(d quota.Decision) (decision, error) {
 	switch d.Outcome {
-	case quota.Allowed:
-		return decision{outcome: allowed, result: d.Result}, nil
-	case quota.Denied:
-		return decision{outcome: denied, result: d.Result}, nil
-	case quota.Replay:
-		return decision{outcome: replay, body: d.Body}, nil
-	case quota.Reused:
-		return decision{outcome: reused}, nil
-	case quota.Pending:
-		return decision{outcome: pending}, nil
+	case quota.Allowed, quota.Denied, quota.Replay, quota.Reused, quota.Pending:
+		return decision{outcome: d.Outcome, result: d.Result, body: d.Body}, nil
 	case quota.Cancelled:
 		// Only a Spend that runs after its own request's Cancel answers
 		// this, and that request has had its 503: nobody reads this reply.

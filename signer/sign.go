@@ -13,6 +13,7 @@ import (
 	"github.com/mintgate/mintgate/api"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
 )
 
 // signBudget bounds the work after the decision. It runs detached from the
@@ -125,7 +126,7 @@ func handleSign(d deps) echo.HandlerFunc {
 func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *decision, now time.Time) (bool, error) {
 	r, who := c.Request(), a.who
 	switch dec.outcome {
-	case replay:
+	case quota.Replay:
 		d.count("replayed")
 		h := c.Response().Header()
 		h.Set(hdrReplayed, "true")
@@ -136,13 +137,11 @@ func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *decis
 			d.log.Debug("replay without RateLimit headers: reading the buckets failed", "tenant", who.Tenant, "err", err)
 		}
 		return true, c.JSONBlob(http.StatusOK, dec.body)
-	case reused:
-		d.count("reused")
-		return true, newError(http.StatusUnprocessableEntity, codeKeyReused, "this %s was used for a different request", hdrIdempotencyKey)
-	case pending:
-		d.count("in_progress")
-		return true, newError(http.StatusConflict, codeInProgress, "a request with this %s is still in progress", hdrIdempotencyKey)
-	case denied:
+	case quota.Reused, quota.Pending:
+		k := keyRefusals[dec.outcome]
+		d.count(k.count)
+		return true, newError(k.status, k.code, k.message, hdrIdempotencyKey)
+	case quota.Denied:
 		if a.hard != nil && !dec.degraded {
 			return d.shadow(ctx, c, a, dec, now)
 		}
@@ -152,6 +151,17 @@ func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *decis
 		return true, tooMany(who, a.buckets, dec.result)
 	}
 	return false, nil
+}
+
+// keyRefusals answer the decisions by an Idempotency-Key held by another
+// request: the sign-outcome series counted, the status, the code and the
+// message (%s is the header's name).
+var keyRefusals = map[quota.Outcome]struct {
+	count, code, message string
+	status               int
+}{
+	quota.Reused:  {"reused", codeKeyReused, "this %s was used for a different request", http.StatusUnprocessableEntity},
+	quota.Pending: {"in_progress", codeInProgress, "a request with this %s is still in progress", http.StatusConflict},
 }
 
 // shadow decides a denial of a shadowed tenant's sign (a.hard is set): it
@@ -171,7 +181,7 @@ func (d deps) shadow(ctx context.Context, c echo.Context, a *attempt, dec *decis
 		d.count("limiter_unavailable")
 		return true, unavailable(codeLimiterDown, "the rate limiter is unavailable; no URL was issued", retryLimiter, err)
 	}
-	if hd.outcome != allowed {
+	if hd.outcome != quota.Allowed {
 		*a, *dec = hard, hd
 		return d.refuse(ctx, c, a, dec, now)
 	}
