@@ -27,7 +27,7 @@ import (
 const (
 	// cancelQueue is how many requests a signer holds for cancelling: a
 	// stall's worth of 503s at full load. Beyond it they are dropped and
-	// counted; each is at most one token lost, as before the canceller.
+	// counted; each is at most one token lost.
 	cancelQueue = 4096
 	// cancelDeadline is how long one request's Cancel is retried. Its
 	// tombstone, written at any time before, outlives a Spend that sat

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mintgate/mintgate/shared/backoff"
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
@@ -320,6 +321,10 @@ func (g *gate) cancel(ctx context.Context, now time.Time, a quota.Ask) (refunded
 // the key after the in-flight mark expires would get a second URL.
 const finishAttempts = 3
 
+// finishBackoff spaces those tries: a failed call fails every Finish in it
+// at once, and their retries should not all land together.
+var finishBackoff = backoff.Policy{Min: 50 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: 0.5}
+
 // finish stores the completed idempotency record with the 201 body and the
 // grant record, in one step, shared with the tenant's concurrent Finishes
 // (quota.FinishCoalescer), retrying a failed write a few times: a failed
@@ -332,10 +337,12 @@ func (g *gate) finish(ctx context.Context, a attempt, urlID string, body []byte,
 	var err error
 	for i := range finishAttempts {
 		if i > 0 {
+			t := time.NewTimer(finishBackoff.Delay(i))
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				return err
-			case <-time.After(time.Duration(i) * 50 * time.Millisecond):
+			case <-t.C:
 			}
 		}
 		if err = g.call(ctx, "complete", func(ctx context.Context) error { return g.finishes.Finish(ctx, a.ask, f) }); err == nil {

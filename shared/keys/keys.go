@@ -52,11 +52,8 @@ func ShadowBucket(tenant, subject string) string { return "rl:" + tag(tenant) + 
 // both hold colons: without it, user "alice:x" with key "y" and user
 // "alice" with key "x:y" would share one record.
 //
-// Migration: records written before the length prefix (format
-// sign:idem:{t:<tenant>}:<subject>:<key>) are simply not found after the
-// upgrade; they expire with their URL. At worst a client that retries a
-// sign across the upgrade, within the URL's lifetime, gets a second URL
-// (and spends a second token) instead of a replay.
+// Records of the older format without the length (docs/production.md,
+// "Upgrading across a key format change") are simply not read.
 func Idempotency(tenant, subject, key string) string {
 	return "sign:idem:" + tag(tenant) + ":" + strconv.Itoa(len(subject)) + ":" + subject + ":" + key
 }
