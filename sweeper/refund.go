@@ -33,53 +33,56 @@ type refunder struct {
 	now   func() time.Time
 }
 
-// refundAll applies gs in as few round trips as their tenants allow and
-// says what it found for each, in order. A grant that names no valid
-// tenant, subject or issuing tier gets outcomeMalformed and is skipped:
-// no retry can apply it, and it must not hold back the others. An error
-// means Redis could not answer; some grants may be applied, and a retry of
-// them all is safe.
-func (r *refunder) refundAll(ctx context.Context, gs []grant.Grant) ([]string, error) {
-	out := make([]string, len(gs))
-	var dues []quota.Due
-	var at []int // index in gs of each due
+// refundAll applies the grants of gs whose outs entry is still empty, in
+// as few round trips as their tenants allow, and writes what it found for
+// each there; the others it leaves as they are. A grant that names no
+// valid tenant, subject or issuing tier gets outcomeMalformed and is
+// skipped: no retry can apply it, and it must not hold back the others. An
+// error means Redis could not answer; some grants may be applied, and a
+// retry of them all is safe.
+func (r *refunder) refundAll(ctx context.Context, gs []grant.Grant, outs []string) error {
+	var (
+		dues []quota.Due
+		at   []int // the index in gs of each due
+	)
 	for i, g := range gs {
-		d, err := r.due(g)
-		if err != nil {
-			out[i] = outcomeMalformed
+		if outs[i] != "" {
 			continue
 		}
-		dues = append(dues, d)
-		at = append(at, i)
+		d, err := r.due(g)
+		if err != nil {
+			outs[i] = outcomeMalformed
+			continue
+		}
+		dues, at = append(dues, d), append(at, i)
+	}
+	if len(dues) == 0 {
+		return nil
 	}
 	res, err := r.store.Refund(ctx, r.now(), dues)
-	if err != nil && !errors.Is(err, quota.ErrUnavailable) {
-		// quota refused an input due() let through: find it, apply the rest.
-		return r.oneByOne(ctx, gs, out, dues, at)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("refund %d grants: %w", len(dues), err)
-	}
-	for j, o := range res {
-		out[at[j]] = string(o)
-	}
-	return out, nil
-}
-
-// oneByOne refunds each due on its own, marking those quota refuses malformed.
-func (r *refunder) oneByOne(ctx context.Context, gs []grant.Grant, out []string, dues []quota.Due, at []int) ([]string, error) {
-	for j, d := range dues {
-		res, err := r.store.Refund(ctx, r.now(), []quota.Due{d})
-		switch {
-		case errors.Is(err, quota.ErrUnavailable):
-			return nil, fmt.Errorf("refund grant %s: %w", gs[at[j]].URLID, err)
-		case err != nil:
-			out[at[j]] = outcomeMalformed
-		default:
-			out[at[j]] = string(res[0])
+	switch {
+	case err != nil && !errors.Is(err, quota.ErrUnavailable):
+		// quota refused an input due() let through: find it, apply the
+		// rest one by one.
+		for j, d := range dues {
+			res, err := r.store.Refund(ctx, r.now(), []quota.Due{d})
+			switch {
+			case errors.Is(err, quota.ErrUnavailable):
+				return fmt.Errorf("refund grant %s: %w", gs[at[j]].URLID, err)
+			case err != nil:
+				outs[at[j]] = outcomeMalformed
+			default:
+				outs[at[j]] = string(res[0])
+			}
+		}
+	case err != nil:
+		return fmt.Errorf("refund %d grants: %w", len(dues), err)
+	default:
+		for j, o := range res {
+			outs[at[j]] = string(o)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // due is what quota needs to refund g: every bucket its sign spent from,

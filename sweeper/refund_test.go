@@ -188,8 +188,8 @@ func TestRefundOnRedisCluster(t *testing.T) {
 
 // refund applies one grant, as a batch of one would.
 func (r *refunder) refund(ctx context.Context, g grant.Grant) (string, error) {
-	out, err := r.refundAll(ctx, []grant.Grant{g})
-	if err != nil {
+	out := make([]string, 1)
+	if err := r.refundAll(ctx, []grant.Grant{g}, out); err != nil {
 		return "", err
 	}
 	if out[0] == outcomeMalformed {

@@ -47,12 +47,8 @@ const staleAfter = quota.MarkerTTL - time.Hour
 // already find their markers then.
 func (s *sweeper) handle(ctx context.Context, b grant.Batch) error {
 	now := s.refunder.now()
-	outs := make([]string, len(b.Grants))
-	var (
-		live   []grant.Grant
-		at     []int
-		notDue time.Time
-	)
+	outs := make([]string, len(b.Grants)) // "" until decided: refundAll applies those
+	var notDue time.Time
 	for i, g := range b.Grants {
 		switch due := g.Due(s.grace); {
 		case g.Degraded:
@@ -65,19 +61,10 @@ func (s *sweeper) handle(ctx context.Context, b grant.Batch) error {
 		case now.Sub(g.IssuedAt) > staleAfter:
 			s.log.Warn("due grant too old to refund exactly once; skipped", "urlId", g.URLID, "tenant", g.Tenant, "issuedAt", g.IssuedAt)
 			outs[i] = outcomeStale
-		default:
-			live = append(live, g)
-			at = append(at, i)
 		}
 	}
-	if len(live) > 0 {
-		res, err := s.refunder.refundAll(ctx, live)
-		if err != nil {
-			return err
-		}
-		for j, o := range res {
-			outs[at[j]] = o
-		}
+	if err := s.refunder.refundAll(ctx, b.Grants, outs); err != nil {
+		return err
 	}
 	applied := s.refunder.now()
 	for i, g := range b.Grants {
