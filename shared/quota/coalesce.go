@@ -2,7 +2,6 @@ package quota
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -69,8 +68,3 @@ func (c *Coalescer) Spend(ctx context.Context, now time.Time, a Ask, inFlight ti
 // Stats is how many script calls the Coalescer made and how many Spends
 // they carried.
 func (c *Coalescer) Stats() (calls, spends int64) { return c.g.stats() }
-
-// String describes the Coalescer's settings.
-func (c *Coalescer) String() string {
-	return fmt.Sprintf("coalescer window %v, up to %d spends a call", c.g.window, c.g.maxBatch)
-}
