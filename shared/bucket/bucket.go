@@ -16,7 +16,6 @@
 package bucket
 
 import (
-	"context"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -27,12 +26,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed bucket.lua
-	core string
-	//go:embed take.lua
-	takeEntry string
-)
+//go:embed bucket.lua
+var core string
 
 // ErrUnavailable is returned when Redis cannot give a decision: unreachable,
 // slower than the client's timeout, or failing. Callers fail closed on it.
@@ -101,32 +96,6 @@ type Result struct {
 	RetryAfter time.Duration // when denied: until the cost fits, whole seconds
 	Blocked    int           // index of the bucket that denied, -1 when allowed
 	Scarcest   int           // index of the scarcest bucket
-}
-
-// Limiter runs the bucket script on Redis. Any go-redis client fits, a
-// Redis Cluster client included: all keys of one decision must share a hash tag.
-type Limiter struct {
-	rdb    redis.Scripter
-	script *redis.Script
-}
-
-// New returns a Limiter on rdb.
-func New(rdb redis.Scripter) *Limiter {
-	return &Limiter{rdb: rdb, script: NewScript(takeEntry)}
-}
-
-// Take spends cost tokens from every bucket or from none; a negative cost
-// refunds, capped at each bucket's capacity.
-func (l *Limiter) Take(ctx context.Context, now time.Time, cost float64, buckets ...Bucket) (Result, error) {
-	keys := make([]string, len(buckets))
-	for i, b := range buckets {
-		keys[i] = b.Key
-	}
-	vals, err := l.script.Run(ctx, l.rdb, keys, Args(nil, now, cost, buckets)...).Slice()
-	if err != nil {
-		return Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	return ParseResult(vals)
 }
 
 // NewScript composes entry with the bucket core, so a service can guard a

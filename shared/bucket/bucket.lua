@@ -1,5 +1,5 @@
 -- N-tier token bucket, all or nothing. Composed in front of an
--- entry script (take.lua, or a service's own gate) that calls take().
+-- entry script (a service's own gate, or the tests' take.lua) that calls take().
 --
 -- keys[k0 .. k0+n-1]: bucket hashes {t = tokens "%.6f", ts = ms}.
 -- argv[a0] = now (ms, the caller's clock), argv[a0+1] = cost (negative refunds),
