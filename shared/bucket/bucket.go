@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/layout"
 )
 
 //go:embed bucket.lua
@@ -98,22 +100,48 @@ type Result struct {
 	Scarcest   int           // index of the scarcest bucket
 }
 
+// Charge is one decision's input to the core: the caller's clock, the cost
+// (negative refunds) and the buckets, in the order the reply indexes them.
+type Charge struct {
+	Now     time.Time
+	Cost    float64
+	Buckets []Bucket
+}
+
+// The core's layouts: a script that composes it nests Core in its ARGV and
+// CoreKeys in its KEYS, and passes take() where each starts.
+var (
+	// Shape is one bucket's shape in ARGV.
+	Shape = layout.Record("SHAPE",
+		layout.Value("capacity", func(b Bucket) any { return formatFloat(b.Limit.Capacity) }),
+		layout.Value("rate", func(b Bucket) any { return formatFloat(b.Limit.Rate) }),
+		layout.Value("ttl", func(b Bucket) any { return strconv.FormatInt(b.Limit.ttl().Milliseconds(), 10) }),
+	)
+	// Core is the core's ARGV: now (ms), the cost, then a Shape per bucket.
+	Core = layout.Record("CORE",
+		layout.Value("now", func(c Charge) any { return strconv.FormatInt(c.Now.UnixMilli(), 10) }),
+		layout.Value("cost", func(c Charge) any { return formatFloat(c.Cost) }),
+		layout.Each("shapes", Shape, func(c Charge) []Bucket { return c.Buckets }),
+	)
+	// Key is one bucket's key in KEYS.
+	Key = layout.Record("BUCKET_KEY", layout.Value("key", func(b Bucket) string { return b.Key }))
+	// CoreKeys is the core's KEYS: a Key per bucket.
+	CoreKeys = layout.Record("CORE_KEYS", layout.Each("buckets", Key, func(c Charge) []Bucket { return c.Buckets }))
+)
+
 // NewScript composes entry with the bucket core, so a service can guard a
 // spend with its own checks in the same atomic script. The entry calls
-// take(keys, k0, n, argv, a0), whose arguments start at argv[a0] as Args
-// writes them and whose buckets are keys[k0 .. k0+n-1]. Run the result with
+// take(keys, k, n, argv, a), whose buckets' keys (CoreKeys) start at
+// keys[k] and whose arguments (Core) start at argv[a]; ls are the entry's
+// own layouts, whose names it reads (layout.Script). Run the result with
 // Script.Run: it loads itself again after a SCRIPT FLUSH or a failover.
-func NewScript(entry string) *redis.Script {
-	return redis.NewScript(core + "\n" + entry)
+func NewScript(entry string, ls ...layout.Lua) *redis.Script {
+	return layout.Script(core+"\n"+entry, append([]layout.Lua{Core, CoreKeys}, ls...)...)
 }
 
 // Args appends the core's arguments for one decision to args.
 func Args(args []any, now time.Time, cost float64, buckets []Bucket) []any {
-	args = append(args, strconv.FormatInt(now.UnixMilli(), 10), formatFloat(cost))
-	for _, b := range buckets {
-		args = append(args, formatFloat(b.Limit.Capacity), formatFloat(b.Limit.Rate), strconv.FormatInt(b.Limit.ttl().Milliseconds(), 10))
-	}
-	return args
+	return Core.Append(args, Charge{Now: now, Cost: cost, Buckets: buckets})
 }
 
 // ResultLen is how many reply values ParseResult reads.

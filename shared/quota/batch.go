@@ -39,13 +39,15 @@ func (s *Store) SpendBatch(ctx context.Context, ss []Spending) ([]Spent, error) 
 	if err := checkBatch(ss); err != nil || len(ss) == 0 {
 		return nil, err
 	}
-	var (
-		ks   []string
-		args []any
-	)
+	nk, na := 0, 0
 	for _, sp := range ss {
-		ks = append(append(ks, sp.Ask.Idem), bucketKeys(sp.Ask.Buckets)...)
-		args = spendArgs(append(args, len(sp.Ask.Buckets)), sp.Now, sp.Ask, sp.InFlight)
+		nk += spendKeys.Width(len(sp.Ask.Buckets))
+		na += spendBatched.Width(len(sp.Ask.Buckets))
+	}
+	ks, args := make([]string, 0, nk), make([]any, 0, na)
+	for _, sp := range ss {
+		ks = spendKeys.Append(ks, sp)
+		args = spendBatched.Append(args, sp)
 	}
 	vals, err := s.runMany(ctx, s.spendMany, "spend", len(ss), ks, args)
 	if err != nil {

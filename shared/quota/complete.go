@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/keys"
 )
 
 // record is a refund record: what a refund gave back, kept as the refunded
@@ -107,12 +106,8 @@ func (s *Store) Complete(ctx context.Context, now time.Time, c Completion) (Comp
 		if err != nil {
 			return Completed{}, err
 		}
-		ks := append([]string{keys.Done(c.Tenant, c.URLID), keys.Refunded(c.Tenant, c.URLID)}, bucketKeys(bs)...)
-		args := []any{c.Value, completeTTL(c.TTL).Milliseconds(), boolArg(c.First), rec}
-		if len(bs) > 0 {
-			args = bucket.Args(args, now, 1, bs)
-		}
-		vals, err := s.complete.Run(ctx, s.rdb, ks, args...).Slice()
+		in := completing{now: now, c: c, rec: rec, bs: bs}
+		vals, err := s.complete.Run(ctx, s.rdb, completeKeys.Append(nil, in), completeArgs.Append(nil, in)...).Slice()
 		if err != nil {
 			return Completed{}, unavailable("complete", err)
 		}

@@ -15,13 +15,6 @@ type Finishing struct {
 	Finished Finished
 }
 
-// finishArgs appends one Finish's KEYS and ARGV to ks and args.
-func finishArgs(ks []string, args []any, a Ask, f Finished) ([]string, []any) {
-	ks = append(ks, a.Idem, keys.Grant(a.Tenant, f.URLID))
-	args = append(args, a.Fingerprint, a.Nonce, f.Body, f.RecordTTL.Milliseconds(), f.ExpiresAt.UnixMilli(), f.Subject, f.GrantTTL.Milliseconds())
-	return ks, args
-}
-
 // FinishBatch runs Finishes of one tenant in one script call (one round
 // trip, one slot on Redis Cluster), in order: each is exactly Store.Finish,
 // and sees the writes of those before it as if they had run one after
@@ -38,12 +31,10 @@ func (s *Store) FinishBatch(ctx context.Context, fs []Finishing) ([]error, error
 	if err := checkFinishBatch(fs); err != nil || len(fs) == 0 {
 		return nil, err
 	}
-	var (
-		ks   []string
-		args []any
-	)
+	ks := make([]string, 0, len(fs)*finishKeys.Width(0))
+	args := make([]any, 0, len(fs)*finishArgs.Width(0))
 	for _, f := range fs {
-		ks, args = finishArgs(ks, args, f.Ask, f.Finished)
+		ks, args = finishKeys.Append(ks, f), finishArgs.Append(args, f)
 	}
 	vals, err := s.runMany(ctx, s.finishMany, "finish", len(fs), ks, args)
 	if err != nil {

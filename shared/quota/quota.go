@@ -202,15 +202,15 @@ type Store struct {
 func New(rdb redis.UniversalClient) *Store {
 	return &Store{
 		rdb:    rdb,
-		spend:  bucket.NewScript(noncesSrc + "\n" + spendFn + "\n" + spendEntry),
-		undo:   bucket.NewScript(undoEntry),
-		finish: redis.NewScript(finishFn + "\n" + finishEntry),
-		refund: bucket.NewScript(refundEntry),
-		cancel: bucket.NewScript(noncesSrc + "\n" + cancelEntry),
+		spend:  spendScript,
+		undo:   undoScript,
+		finish: finishScript,
+		refund: refundScript,
+		cancel: cancelScript,
 
-		spendMany:  bucket.NewScript(noncesSrc + "\n" + spendFn + "\n" + spendManyEntry),
-		finishMany: redis.NewScript(finishFn + "\n" + finishManyEntry),
-		complete:   bucket.NewScript(completeEntry),
+		spendMany:  spendManyScript,
+		finishMany: finishManyScript,
+		complete:   completeScript,
 	}
 }
 
@@ -224,21 +224,15 @@ func (s *Store) Spend(ctx context.Context, now time.Time, a Ask, inFlight time.D
 	if err := checkSpend(a, inFlight); err != nil {
 		return Decision{}, err
 	}
-	ks := append([]string{a.Idem}, bucketKeys(a.Buckets)...)
-	vals, err := s.spend.Run(ctx, s.rdb, ks, spendArgs(nil, now, a, inFlight)...).Slice()
+	sp := Spending{Now: now, Ask: a, InFlight: inFlight}
+	n := len(a.Buckets)
+	ks := spendKeys.Append(make([]string, 0, spendKeys.Width(n)), sp)
+	args := spendArgs.Append(make([]any, 0, spendArgs.Width(n)), sp)
+	vals, err := s.spend.Run(ctx, s.rdb, ks, args...).Slice()
 	if err != nil {
 		return Decision{}, unavailable("spend", err)
 	}
 	return parseSpend(vals)
-}
-
-// spendArgs appends spend.lua's ARGV for one Spend to args.
-func spendArgs(args []any, now time.Time, a Ask, inFlight time.Duration) []any {
-	until := int64(0)
-	if !a.Until.IsZero() {
-		until = a.Until.UnixMilli()
-	}
-	return bucket.Args(append(args, a.Fingerprint, a.Nonce, inFlight.Milliseconds(), until), now, 1, a.Buckets)
 }
 
 // parseSpend reads spend.lua's reply.
@@ -279,9 +273,8 @@ func (s *Store) Undo(ctx context.Context, now time.Time, a Ask, urlID string) (r
 	if err := checkUndo(a, urlID); err != nil {
 		return false, err
 	}
-	ks := append([]string{a.Idem, keys.Done(a.Tenant, urlID), keys.Refunded(a.Tenant, urlID)}, bucketKeys(a.Buckets)...)
-	args := bucket.Args([]any{a.Fingerprint, a.Nonce, RefundedTTL.Milliseconds(), refundRecord(now, a.Buckets)}, now, -1, a.Buckets)
-	n, err := s.undo.Run(ctx, s.rdb, ks, args...).Int64()
+	u := asked{now: now, a: a, urlID: urlID}
+	n, err := s.undo.Run(ctx, s.rdb, undoKeys.Append(nil, u), undoArgs.Append(nil, u)...).Int64()
 	if err != nil {
 		return false, unavailable("undo", err)
 	}
@@ -297,8 +290,8 @@ func (s *Store) Finish(ctx context.Context, a Ask, f Finished) error {
 	if err := checkFinish(a, f); err != nil {
 		return err
 	}
-	ks, args := finishArgs(nil, nil, a, f)
-	if err := s.finish.Run(ctx, s.rdb, ks, args...).Err(); err != nil {
+	fin := Finishing{Ask: a, Finished: f}
+	if err := s.finish.Run(ctx, s.rdb, finishKeys.Append(nil, fin), finishArgs.Append(nil, fin)...).Err(); err != nil {
 		return unavailable("finish", err)
 	}
 	return nil
@@ -326,9 +319,8 @@ func (s *Store) Cancel(ctx context.Context, now time.Time, a Ask) (refunded bool
 	if err := checkAsk(a, true); err != nil {
 		return false, err
 	}
-	ks := append([]string{a.Idem}, bucketKeys(a.Buckets)...)
-	args := bucket.Args([]any{a.Fingerprint, a.Nonce, CancelTTL.Milliseconds(), maxCancelled}, now, -1, a.Buckets)
-	n, err := s.cancel.Run(ctx, s.rdb, ks, args...).Int64()
+	c := asked{now: now, a: a}
+	n, err := s.cancel.Run(ctx, s.rdb, cancelKeys.Append(nil, c), cancelArgs.Append(nil, c)...).Int64()
 	if err != nil {
 		return false, unavailable("cancel", err)
 	}
@@ -355,14 +347,6 @@ func (s *Store) Status(ctx context.Context, tenant, urlID string) (Status, error
 
 func unavailable(op string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
-}
-
-func bucketKeys(bs []bucket.Bucket) []string {
-	ks := make([]string, len(bs))
-	for i, b := range bs {
-		ks[i] = b.Key
-	}
-	return ks
 }
 
 // The checks below are the Store's and the Twin's alike, so both refuse the

@@ -8,7 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/keys"
 )
 
 // Due is one grant the sweeper found due.
@@ -110,13 +109,13 @@ func byTenant(now time.Time, ds []Due) ([]*call, error) {
 	for i, d := range ds {
 		c := of[d.Tenant]
 		if c == nil || len(c.at) == maxPerCall {
-			c = &call{args: []any{MarkerTTL.Milliseconds()}}
+			c = &call{args: refundArgs.Append(nil, struct{}{})}
 			of[d.Tenant] = c
 			calls = append(calls, c)
 		}
-		c.keys = append(c.keys, keys.Done(d.Tenant, d.URLID), keys.Refunded(d.Tenant, d.URLID))
-		c.keys = append(c.keys, bucketKeys(d.Buckets)...)
-		c.args = bucket.Args(append(c.args, len(d.Buckets), refundRecord(now, d.Buckets)), now, -1, d.Buckets)
+		g := dueAt{now: now, d: d}
+		c.keys = grantKeys.Append(c.keys, g)
+		c.args = grantArgs.Append(c.args, g)
 		c.at = append(c.at, i)
 	}
 	return calls, nil
