@@ -58,7 +58,7 @@ func NewCoalescer(store *Store, window time.Duration, maxBatch int) *Coalescer {
 // was not sent; once it left, the Spend may run as a single Spend that
 // timed out may.
 func (c *Coalescer) Spend(ctx context.Context, now time.Time, a Ask, inFlight time.Duration) (Decision, error) {
-	if err := checkSpend(a, inFlight); err != nil {
+	if err := CheckSpend(a, inFlight); err != nil {
 		return Decision{}, err
 	}
 	r := c.g.do(ctx, a.Tenant, Spending{Now: now, Ask: a, InFlight: inFlight})

@@ -3,10 +3,7 @@ package quota
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
-
-	"github.com/mintgate/mintgate/shared/keys"
 )
 
 // Finishing is one Finish of a batch: Store.Finish's arguments.
@@ -28,7 +25,7 @@ type Finishing struct {
 // then any, all or none of the Finishes may have run, exactly as for a
 // single Finish that failed so; each is idempotent and may be retried.
 func (s *Store) FinishBatch(ctx context.Context, fs []Finishing) ([]error, error) {
-	if err := checkFinishBatch(fs); err != nil || len(fs) == 0 {
+	if err := CheckFinishBatch(fs); err != nil || len(fs) == 0 {
 		return nil, err
 	}
 	ks := make([]string, 0, len(fs)*finishKeys.Width(0))
@@ -53,32 +50,6 @@ func (s *Store) FinishBatch(ctx context.Context, fs []Finishing) ([]error, error
 		}
 	}
 	return out, nil
-}
-
-// FinishBatch is Store.FinishBatch: the Finishes one after another,
-// atomically.
-func (t *Twin) FinishBatch(_ context.Context, fs []Finishing) ([]error, error) {
-	if err := checkFinishBatch(fs); err != nil || len(fs) == 0 {
-		return nil, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, f := range fs {
-		t.finish(f.Ask, f.Finished)
-	}
-	return make([]error, len(fs)), nil
-}
-
-// finish is one Finish on t; under t.mu.
-func (t *Twin) finish(a Ask, f Finished) {
-	if state, _ := t.field(a.Idem, "state"); state != "cancelled" {
-		t.hset(a.Idem, f.RecordTTL, "state", "done", "fp", a.Fingerprint, "nonce", a.Nonce, "body", string(f.Body))
-	}
-	t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "expiresAt", strconv.FormatInt(f.ExpiresAt.UnixMilli(), 10), "subject", f.Subject)
-}
-
-func checkFinishBatch(fs []Finishing) error {
-	return checkEach("finish", fs, func(f Finishing) (string, error) { return f.Ask.Tenant, checkFinish(f.Ask, f.Finished) })
 }
 
 // FinishCoalescer gathers concurrent Finishes of one tenant into one script
@@ -120,7 +91,7 @@ func NewFinishCoalescer(store *Store, window time.Duration, maxBatch int) *Finis
 // Finish is Store.Finish, sharing a script call with the concurrent
 // Finishes of a's tenant.
 func (c *FinishCoalescer) Finish(ctx context.Context, a Ask, f Finished) error {
-	if err := checkFinish(a, f); err != nil {
+	if err := CheckFinish(a, f); err != nil {
 		return err
 	}
 	return c.g.do(ctx, a.Tenant, Finishing{Ask: a, Finished: f})

@@ -70,7 +70,7 @@ var (
 		layout.Value("fp", func(u asked) any { return u.a.Fingerprint }),
 		layout.Value("nonce", func(u asked) any { return u.a.Nonce }),
 		layout.Value("ttl", func(asked) any { return RefundedTTL.Milliseconds() }), // the refunded marker's, ms
-		layout.Value("record", func(u asked) any { return refundRecord(u.now, u.a.Buckets) }),
+		layout.Value("record", func(u asked) any { return RefundRecord(u.now, u.a.Buckets) }),
 		layout.Nest("core", bucket.Core, func(u asked) bucket.Charge { return charge(u.now, -1, u.a.Buckets) }),
 	)
 )
@@ -85,7 +85,7 @@ var (
 		layout.Value("fp", func(c asked) any { return c.a.Fingerprint }),
 		layout.Value("nonce", func(c asked) any { return c.a.Nonce }),
 		layout.Value("ttl", func(asked) any { return CancelTTL.Milliseconds() }), // the tombstone's, ms
-		layout.Value("max", func(asked) any { return maxCancelled }),             // nonces a tombstone keeps
+		layout.Value("max", func(asked) any { return MaxCancelled }),             // nonces a tombstone keeps
 		layout.Nest("core", bucket.Core, func(c asked) bucket.Charge { return charge(c.now, -1, c.a.Buckets) }),
 	)
 )
@@ -125,7 +125,7 @@ var (
 	)
 	grantArgs = layout.Record("GRANT",
 		layout.Value("n", func(g dueAt) any { return len(g.d.Buckets) }),
-		layout.Value("record", func(g dueAt) any { return refundRecord(g.now, g.d.Buckets) }),
+		layout.Value("record", func(g dueAt) any { return RefundRecord(g.now, g.d.Buckets) }),
 		layout.Nest("core", bucket.Core, func(g dueAt) bucket.Charge { return charge(g.now, -1, g.d.Buckets) }),
 	)
 	refundKeys = layout.Args("REFUND_KEYS", layout.Rest[struct{}]("grants", grantKeys))

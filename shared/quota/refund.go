@@ -101,7 +101,7 @@ const maxPerCall = 256
 // ds. Different tenants' keys never meet, and one tenant's calls go to one
 // node in order, so running the calls is running ds in order.
 func byTenant(now time.Time, ds []Due) ([]*call, error) {
-	if err := checkDues(ds); err != nil {
+	if err := CheckRefund(ds); err != nil {
 		return nil, err
 	}
 	var calls []*call
@@ -137,18 +137,6 @@ func (c *call) read(cmd *redis.Cmd, out []RefundOutcome) error {
 			out[c.at[j]] = RefundOutcome(o)
 		default:
 			return fmt.Errorf("%w: refund replied %v", ErrUnavailable, v)
-		}
-	}
-	return nil
-}
-
-func checkDues(ds []Due) error {
-	for i, d := range ds {
-		if err := checkGrant(d.Tenant, d.URLID); err != nil {
-			return fmt.Errorf("due grant %d: %w", i, err)
-		}
-		if err := checkBuckets(d.Tenant, d.Buckets); err != nil {
-			return fmt.Errorf("due grant %d: %w", i, err)
 		}
 	}
 	return nil
