@@ -139,11 +139,6 @@ func NewScript(entry string, ls ...layout.Lua) *redis.Script {
 	return layout.Script(core+"\n"+entry, append([]layout.Lua{Core, CoreKeys}, ls...)...)
 }
 
-// Args appends the core's arguments for one decision to args.
-func Args(args []any, now time.Time, cost float64, buckets []Bucket) []any {
-	return Core.Append(args, Charge{Now: now, Cost: cost, Buckets: buckets})
-}
-
 // ResultLen is how many reply values ParseResult reads.
 const ResultLen = 7
 

@@ -31,11 +31,8 @@ func New(rdb redis.Scripter) *Limiter {
 // Take spends cost tokens from every bucket or from none; a negative cost
 // refunds, capped at each bucket's capacity.
 func (l *Limiter) Take(ctx context.Context, now time.Time, cost float64, buckets ...Bucket) (Result, error) {
-	keys := make([]string, len(buckets))
-	for i, b := range buckets {
-		keys[i] = b.Key
-	}
-	vals, err := l.script.Run(ctx, l.rdb, keys, Args(nil, now, cost, buckets)...).Slice()
+	c := Charge{Now: now, Cost: cost, Buckets: buckets}
+	vals, err := l.script.Run(ctx, l.rdb, CoreKeys.Append(nil, c), Core.Append(nil, c)...).Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
