@@ -1,14 +1,13 @@
 // Package layout names a Redis script's KEYS and ARGV once, in Go. A Layout
 // lists a script's arguments, or one record of them, by name and in order:
 // the same description appends the values (Append) and gives the Lua its
-// names (Script prepends a prelude of one table per layout), so the Lua
-// reads ARGV[UNDO.fp] or argv[a + SPEND.nonce], never a position counted by
-// hand, and adding an argument is one line here.
+// names, so the Lua reads ARGV[UNDO.fp] or argv[a + SPEND.nonce], never a
+// position counted by hand, and adding an argument is one line here.
 //
-// A name the Lua reads that its layouts lack fails when the script is
-// composed (Script panics, at the service's start and in every test), and a
-// lookup the check could not see fails the call on Redis (the tables raise
-// an error for an unknown field) rather than reading nil.
+// Script resolves the names when it composes a script: each becomes its
+// number in the source Redis runs, so they cost nothing per call, and a
+// name the Lua reads that its layouts lack panics there, at the service's
+// start and in every test, never on Redis.
 package layout
 
 import (
@@ -78,14 +77,14 @@ func Rest[T, U, E any](name string, sub *Layout[U, E]) Field[T, E] {
 	return Field[T, E]{name: name, sub: sub, rest: true, put: func(dst []E, _ T) []E { return dst }}
 }
 
-// Args is a script's whole KEYS or ARGV: its Lua table holds 1-based
+// Args is a script's whole KEYS or ARGV: its names in the Lua are 1-based
 // indices (KEYS[UNDO_KEYS.idem]).
 func Args[T, E any](name string, fs ...Field[T, E]) *Layout[T, E] {
 	return build(name, false, fs)
 }
 
 // Record is one record within KEYS or ARGV, starting wherever its script
-// puts it: its Lua table holds offsets from the record's first index
+// puts it: its names in the Lua are offsets from the record's first index
 // (argv[a + SPEND.nonce]), and width(n), the record's width with n
 // repeated records inside it.
 func Record[T, E any](name string, fs ...Field[T, E]) *Layout[T, E] {
@@ -113,7 +112,7 @@ func build[T, E any](name string, record bool, fs []Field[T, E]) *Layout[T, E] {
 	return l
 }
 
-// reserved are Lua's keywords and the names the prelude itself gives.
+// reserved are Lua's keywords and the names of a layout's arithmetic.
 var reserved = map[string]bool{
 	"and": true, "break": true, "do": true, "else": true, "elseif": true, "end": true, "false": true,
 	"for": true, "function": true, "if": true, "in": true, "local": true, "nil": true, "not": true,
@@ -138,12 +137,21 @@ func (l *Layout[T, E]) Width(n int) int {
 	return l.fixed + l.per*n
 }
 
-// Lua is a layout as the prelude renders it.
+// Lua is a layout as a script's names resolve against it.
 type Lua interface {
 	luaName() string
-	lua() string
-	names() map[string]bool
+	shape() shape
 	subs() []Lua
+}
+
+// shape is what a layout's names resolve to: each field's offset (a
+// record's, from its first index) or index (a whole KEYS or ARGV's), and
+// its width, fixed + per*n.
+type shape struct {
+	at         map[string]int
+	fixed, per int
+	record     bool
+	rest, each bool
 }
 
 func (l *Layout[T, E]) luaName() string { return l.name }
@@ -158,63 +166,22 @@ func (l *Layout[T, E]) subs() []Lua {
 	return out
 }
 
-func (l *Layout[T, E]) names() map[string]bool {
-	out := make(map[string]bool, len(l.fields)+3)
-	for _, f := range l.fields {
-		out[f.name] = true
-	}
-	if l.record && !l.rest {
-		out["width"] = true
-	}
-	if l.per != 0 {
-		out["count"] = true
-	}
-	if l.record && l.each {
-		out["item"] = true
-	}
-	return out
-}
-
-// lua renders the layout's table: each field's offset (a record's) or
-// index (a script's), and the functions of its width.
-func (l *Layout[T, E]) lua() string {
-	var b strings.Builder
-	base := 1
+func (l *Layout[T, E]) shape() shape {
+	sh := shape{at: make(map[string]int, len(l.fields)), fixed: l.fixed, per: l.per, record: l.record, rest: l.rest, each: l.each}
+	at := 1
 	if l.record {
-		base = 0
+		at = 0
 	}
-	at := base
-	fmt.Fprintf(&b, "local %s = layout('%s', {", l.name, l.name)
 	for _, f := range l.fields {
-		fmt.Fprintf(&b, "%s = %d, ", f.name, at)
+		sh.at[f.name] = at
 		at += f.fixed
 	}
-	fixed, per := strconv.Itoa(l.fixed), strconv.Itoa(l.per)
-	switch {
-	case l.record && !l.rest && l.per == 0:
-		fmt.Fprintf(&b, "width = function() return %s end, ", fixed)
-	case l.record && !l.rest:
-		fmt.Fprintf(&b, "width = function(n) return %s + %s * n end, ", fixed, per)
-	}
-	if l.per != 0 {
-		fmt.Fprintf(&b, "count = function(len) return (len - %s) / %s end, ", fixed, per)
-	}
-	if l.record && l.each {
-		fmt.Fprintf(&b, "item = function(a, i) return a + %s + (i - 1) * %s end, ", fixed, per)
-	}
-	b.WriteString("})\n")
-	return b.String()
+	return sh
 }
 
-const preludeHead = `-- The names of KEYS and ARGV, rendered from their Go layouts (shared/layout).
-local function layout(name, t)
-  return setmetatable(t, {__index = function(_, k) error(name .. ' has no field ' .. tostring(k), 2) end})
-end
-`
-
 // all is ls and every layout nested in them, each once, by name.
-func all(ls []Lua) []Lua {
-	var out []Lua
+func all(ls []Lua) map[string]shape {
+	out := map[string]shape{}
 	seen := map[string]Lua{}
 	var walk func(Lua)
 	walk = func(l Lua) {
@@ -225,7 +192,7 @@ func all(ls []Lua) []Lua {
 			return
 		}
 		seen[l.luaName()] = l
-		out = append(out, l)
+		out[l.luaName()] = l.shape()
 		for _, s := range l.subs() {
 			walk(s)
 		}
@@ -236,48 +203,81 @@ func all(ls []Lua) []Lua {
 	return out
 }
 
-// Prelude is the Lua tables of ls and of the layouts nested in them.
-func Prelude(ls ...Lua) string {
-	var b strings.Builder
-	b.WriteString(preludeHead)
-	for _, l := range all(ls) {
-		b.WriteString(l.lua())
-	}
-	return b.String()
-}
-
 var (
-	comment = regexp.MustCompile(`--[^\n]*`)
-	ref     = regexp.MustCompile(`\b([A-Z][A-Z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)`)
+	// NAME.width(n), NAME.count(len): a record's width with n repeated
+	// records in it; how many repeated records len values hold.
+	widthRef = regexp.MustCompile(`\b([A-Z][A-Z0-9_]*)\.(width|count)\(([^(),]*)\)`)
+	// NAME.item(a, i): where the i-th repeated record starts, the layout
+	// starting at a.
+	itemRef = regexp.MustCompile(`\b([A-Z][A-Z0-9_]*)\.item\(([^(),]*),([^(),]*)\)`)
+	// NAME.field: a field's offset or index.
+	fieldRef = regexp.MustCompile(`\b([A-Z][A-Z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)`)
 )
 
-// Check reports every NAME.field src reads (outside comments) that ls and
-// the layouts nested in them do not give.
-func Check(src string, ls ...Lua) error {
-	by := map[string]map[string]bool{}
-	for _, l := range all(ls) {
-		by[l.luaName()] = l.names()
-	}
+// Resolve is src with every name of ls it reads replaced by its number, as
+// Redis will run it: NAME.field by the field's offset (a record's) or index
+// (a whole KEYS or ARGV's), NAME.width(n), NAME.count(len) and
+// NAME.item(a, i) by their arithmetic. Comments are left as they are. It
+// fails on a name that ls and the layouts nested in them lack.
+func Resolve(src string, ls ...Lua) (string, error) {
+	by := all(ls)
 	var bad []string
-	for _, m := range ref.FindAllStringSubmatch(comment.ReplaceAllString(src, ""), -1) {
-		fields, ok := by[m[1]]
-		if !ok || !fields[m[2]] {
-			bad = append(bad, m[0])
+	fail := func(ref string) string { bad = append(bad, ref); return ref }
+	lines := strings.Split(src, "\n")
+	for i, line := range lines {
+		code, comment := line, ""
+		if j := strings.Index(line, "--"); j >= 0 {
+			code, comment = line[:j], line[j:]
 		}
+		code = widthRef.ReplaceAllStringFunc(code, func(ref string) string {
+			m := widthRef.FindStringSubmatch(ref)
+			sh, ok := by[m[1]]
+			arg := strings.TrimSpace(m[3])
+			switch {
+			case !ok || sh.rest:
+				return fail(ref)
+			case m[2] == "width" && sh.record && sh.per == 0 && arg == "":
+				return strconv.Itoa(sh.fixed)
+			case m[2] == "width" && sh.record && sh.per != 0 && arg != "":
+				return fmt.Sprintf("(%d + %d * (%s))", sh.fixed, sh.per, arg)
+			case m[2] == "count" && sh.per != 0 && arg != "":
+				return fmt.Sprintf("((%s) - %d) / %d", arg, sh.fixed, sh.per)
+			}
+			return fail(ref)
+		})
+		code = itemRef.ReplaceAllStringFunc(code, func(ref string) string {
+			m := itemRef.FindStringSubmatch(ref)
+			sh, ok := by[m[1]]
+			if !ok || !sh.record || !sh.each {
+				return fail(ref)
+			}
+			return fmt.Sprintf("(%s + %d + ((%s) - 1) * %d)", strings.TrimSpace(m[2]), sh.fixed, strings.TrimSpace(m[3]), sh.per)
+		})
+		code = fieldRef.ReplaceAllStringFunc(code, func(ref string) string {
+			m := fieldRef.FindStringSubmatch(ref)
+			at, ok := by[m[1]].at[m[2]]
+			if !ok {
+				return fail(ref)
+			}
+			return strconv.Itoa(at)
+		})
+		lines[i] = code + comment
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("layout: the script reads %s, which its layouts lack", strings.Join(bad, ", "))
+		return "", fmt.Errorf("layout: the script reads %s, which its layouts lack", strings.Join(bad, ", "))
 	}
-	return nil
+	return strings.Join(lines, "\n"), nil
 }
 
-// Script is src run with the names of ls: the prelude, then src. It panics
-// if src reads a name they lack (Check), so a mismatch stops the program at
-// its start, never a call in production. Run the result with Script.Run: it
-// loads itself again after a SCRIPT FLUSH or a failover.
+// Script is src with the names of ls resolved (Resolve). It panics if src
+// reads a name they lack, so a mismatch stops the program where the script
+// is composed, at its start, never a call in production. Run the result
+// with Script.Run: it loads itself again after a SCRIPT FLUSH or a
+// failover.
 func Script(src string, ls ...Lua) *redis.Script {
-	if err := Check(src, ls...); err != nil {
+	out, err := Resolve(src, ls...)
+	if err != nil {
 		panic(err)
 	}
-	return redis.NewScript(Prelude(ls...) + src)
+	return redis.NewScript(out)
 }

@@ -27,7 +27,7 @@ var (
 	batchArgs = layout.Args("BATCH", layout.Value("ttl", func(struct{}) any { return 60 }), layout.Rest[struct{}]("orders", orderArgs))
 )
 
-// Append lays the values out in the order the Lua tables name them.
+// Append lays the values out where the Lua's names resolve.
 func TestAppendFollowsTheNames(t *testing.T) {
 	o := order{id: "o1", items: []item{{"a", 1}, {"b", 2}}}
 	got := orderArgs.Append(batchArgs.Append(nil, struct{}{}), o)
@@ -43,26 +43,30 @@ func TestAppendFollowsTheNames(t *testing.T) {
 	if w := orderArgs.Width(2); w != len(want)-1 {
 		t.Fatalf("width %d, want %d", w, len(want)-1)
 	}
-	p := layout.Prelude(batchArgs)
-	for _, s := range []string{
-		"local BATCH = layout('BATCH', {ttl = 1, orders = 2, })",
-		"local ORDER = layout('ORDER', {id = 0, n = 1, items = 2, width = function(n) return 2 + 2 * n end, count = function(len) return (len - 2) / 2 end, item = function(a, i) return a + 2 + (i - 1) * 2 end, })",
-		"local ITEM = layout('ITEM', {name = 0, size = 1, width = function() return 2 end, })",
-	} {
-		if !strings.Contains(p, s) {
-			t.Errorf("prelude lacks %s:\n%s", s, p)
-		}
+	src := strings.Join([]string{
+		"local a = BATCH.orders -- ORDER.bogus in a comment is prose",
+		"local ttl, n = ARGV[BATCH.ttl], ARGV[a + ORDER.n]",
+		"local b = ORDER.item(a, 2)",
+		"local c = ARGV[b + ITEM.size]",
+		"a = a + ORDER.width(n) + ITEM.width()",
+	}, "\n")
+	got2, err := layout.Resolve(src, batchArgs)
+	want2 := strings.Join([]string{
+		"local a = 2 -- ORDER.bogus in a comment is prose",
+		"local ttl, n = ARGV[1], ARGV[a + 1]",
+		"local b = (a + 2 + ((2) - 1) * 2)",
+		"local c = ARGV[b + 1]",
+		"a = a + (2 + 2 * (n)) + 2",
+	}, "\n")
+	if err != nil || got2 != want2 {
+		t.Fatalf("resolved %v:\n%s\nwant:\n%s", err, got2, want2)
 	}
 }
 
 // A script that reads a name its layouts lack does not compose.
 func TestCheckNamesWhatIsMissing(t *testing.T) {
-	ok := "local a = BATCH.orders\nlocal n = ARGV[a + ORDER.n] -- ORDER.bogus in a comment is prose\nlocal b = ORDER.item(a, 1) + ITEM.size + ORDER.width(n)"
-	if err := layout.Check(ok, batchArgs); err != nil {
-		t.Fatal(err)
-	}
-	for bad, name := range map[string]string{"ARGV[a + ORDER.qty]": "ORDER.qty", "ARGV[ORDR.n]": "ORDR.n", "ITEM.item(a, 1)": "ITEM.item", "BATCH.width()": "BATCH.width"} {
-		if err := layout.Check(bad, batchArgs); err == nil || !strings.Contains(err.Error(), name) {
+	for bad, name := range map[string]string{"ARGV[a + ORDER.qty]": "ORDER.qty", "ARGV[ORDR.n]": "ORDR.n", "ITEM.item(a, 1)": "ITEM.item", "BATCH.width()": "BATCH.width", "ORDER.count()": "ORDER.count"} {
+		if _, err := layout.Resolve(bad, batchArgs); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: %v, want an error naming %s", bad, err, name)
 		}
 	}

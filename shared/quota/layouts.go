@@ -10,10 +10,10 @@ import (
 
 // The KEYS and ARGV of every script, each named once: the Go below appends
 // them with Append and the Lua reads them by these names (layout.Script).
-// A record's table holds offsets from where the script puts it; a whole
-// KEYS or ARGV's holds indices.
+// A record's names are offsets from where the script puts it; a whole
+// KEYS or ARGV's are indices.
 
-// charge is the core's input for a's buckets at cost.
+// charge is the core's input for bs at cost.
 func charge(now time.Time, cost float64, bs []bucket.Bucket) bucket.Charge {
 	return bucket.Charge{Now: now, Cost: cost, Buckets: bs}
 }
