@@ -18,7 +18,7 @@ import (
 	"github.com/mintgate/mintgate/shared/quota"
 )
 
-// Twin is the Store in Go, in memory: the same calls give the same replies
+// Twin is quota.Store in Go, in memory: the same calls give the same replies
 // and leave the same stored state as the scripts on Redis — bucket hashes
 // (t, ts) by bucket.Step, idempotency and grant records, markers and their
 // values. Its methods are the Store's, so one can stand in for the other;
