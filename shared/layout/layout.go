@@ -128,6 +128,12 @@ func (l *Layout[T, E]) Append(dst []E, v T) []E {
 	return dst
 }
 
+// Fill is v's values in a slice of their exact size, n the count of the
+// repeated records inside (n buckets): one allocation.
+func (l *Layout[T, E]) Fill(n int, v T) []E {
+	return l.Append(make([]E, 0, l.Width(n)), v)
+}
+
 // Width is how many values Append adds with n repeated records inside
 // (n buckets); a layout that runs to the end has no width.
 func (l *Layout[T, E]) Width(n int) int {

@@ -107,7 +107,7 @@ func (s *Store) Complete(ctx context.Context, now time.Time, c Completion) (Comp
 			return Completed{}, err
 		}
 		in := completing{now: now, c: c, rec: rec, bs: bs}
-		vals, err := s.complete.Run(ctx, s.rdb, completeKeys.Append(nil, in), completeArgs.Append(nil, in)...).Slice()
+		vals, err := s.complete.Run(ctx, s.rdb, completeKeys.Fill(len(bs), in), completeArgs.Fill(len(bs), in)...).Slice()
 		if err != nil {
 			return Completed{}, unavailable("complete", err)
 		}

@@ -224,9 +224,7 @@ func (s *Store) Spend(ctx context.Context, now time.Time, a Ask, inFlight time.D
 	}
 	sp := Spending{Now: now, Ask: a, InFlight: inFlight}
 	n := len(a.Buckets)
-	ks := spendKeys.Append(make([]string, 0, spendKeys.Width(n)), sp)
-	args := spendArgs.Append(make([]any, 0, spendArgs.Width(n)), sp)
-	vals, err := s.spend.Run(ctx, s.rdb, ks, args...).Slice()
+	vals, err := s.spend.Run(ctx, s.rdb, spendKeys.Fill(n, sp), spendArgs.Fill(n, sp)...).Slice()
 	if err != nil {
 		return Decision{}, unavailable("spend", err)
 	}
@@ -272,7 +270,7 @@ func (s *Store) Undo(ctx context.Context, now time.Time, a Ask, urlID string) (r
 		return false, err
 	}
 	u := asked{now: now, a: a, urlID: urlID}
-	n, err := s.undo.Run(ctx, s.rdb, undoKeys.Append(nil, u), undoArgs.Append(nil, u)...).Int64()
+	n, err := s.undo.Run(ctx, s.rdb, undoKeys.Fill(len(a.Buckets), u), undoArgs.Fill(len(a.Buckets), u)...).Int64()
 	if err != nil {
 		return false, unavailable("undo", err)
 	}
@@ -289,7 +287,7 @@ func (s *Store) Finish(ctx context.Context, a Ask, f Finished) error {
 		return err
 	}
 	fin := Finishing{Ask: a, Finished: f}
-	if err := s.finish.Run(ctx, s.rdb, finishKeys.Append(nil, fin), finishArgs.Append(nil, fin)...).Err(); err != nil {
+	if err := s.finish.Run(ctx, s.rdb, finishKeys.Fill(0, fin), finishArgs.Fill(0, fin)...).Err(); err != nil {
 		return unavailable("finish", err)
 	}
 	return nil
@@ -318,7 +316,7 @@ func (s *Store) Cancel(ctx context.Context, now time.Time, a Ask) (refunded bool
 		return false, err
 	}
 	c := asked{now: now, a: a}
-	n, err := s.cancel.Run(ctx, s.rdb, cancelKeys.Append(nil, c), cancelArgs.Append(nil, c)...).Int64()
+	n, err := s.cancel.Run(ctx, s.rdb, cancelKeys.Fill(len(a.Buckets), c), cancelArgs.Fill(len(a.Buckets), c)...).Int64()
 	if err != nil {
 		return false, unavailable("cancel", err)
 	}
