@@ -4,9 +4,9 @@
 // (bucket.NewScript) with its own checks, so a decision and its bookkeeping
 // are one atomic step; the KEYS/ARGV layouts stay private here, each named
 // once (layouts.go), and callers see typed operations. quotatest.Twin is
-// the same in Go, held equal to the scripts by a differential test. SpendBatch runs many Spends of one tenant in one
-// script call, as if one after another; a Coalescer gathers concurrent
-// Spends into such calls.
+// the same in Go, held equal to the scripts by a differential test.
+// SpendBatch runs many Spends of one tenant in one script call, as if one
+// after another; a Coalescer gathers concurrent Spends into such calls.
 //
 // Every key of one call carries the tenant's hash tag {t:<tenant>}, so each
 // script is legal on Redis Cluster. The clock is the caller's (now). A Store
