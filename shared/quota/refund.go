@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -113,9 +114,9 @@ func byTenant(now time.Time, ds []Due) ([]*call, error) {
 			of[d.Tenant] = c
 			calls = append(calls, c)
 		}
-		g := dueAt{now: now, d: d}
-		c.keys = grantKeys.Append(c.keys, g)
-		c.args = grantArgs.Append(c.args, g)
+		g, n := dueAt{now: now, d: d}, len(d.Buckets)
+		c.keys = grantKeys.Append(slices.Grow(c.keys, grantKeys.Width(n)), g)
+		c.args = grantArgs.Append(slices.Grow(c.args, grantArgs.Width(n)), g)
 		c.at = append(c.at, i)
 	}
 	return calls, nil
