@@ -16,7 +16,6 @@
 package bucket
 
 import (
-	"context"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -25,14 +24,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/layout"
 )
 
-var (
-	//go:embed bucket.lua
-	core string
-	//go:embed take.lua
-	takeEntry string
-)
+//go:embed bucket.lua
+var core string
 
 // ErrUnavailable is returned when Redis cannot give a decision: unreachable,
 // slower than the client's timeout, or failing. Callers fail closed on it.
@@ -103,48 +100,43 @@ type Result struct {
 	Scarcest   int           // index of the scarcest bucket
 }
 
-// Limiter runs the bucket script on Redis. Any go-redis client fits, a
-// Redis Cluster client included: all keys of one decision must share a hash tag.
-type Limiter struct {
-	rdb    redis.Scripter
-	script *redis.Script
+// Charge is one decision's input to the core: the caller's clock, the cost
+// (negative refunds) and the buckets, in the order the reply indexes them.
+type Charge struct {
+	Now     time.Time
+	Cost    float64
+	Buckets []Bucket
 }
 
-// New returns a Limiter on rdb.
-func New(rdb redis.Scripter) *Limiter {
-	return &Limiter{rdb: rdb, script: NewScript(takeEntry)}
-}
-
-// Take spends cost tokens from every bucket or from none; a negative cost
-// refunds, capped at each bucket's capacity.
-func (l *Limiter) Take(ctx context.Context, now time.Time, cost float64, buckets ...Bucket) (Result, error) {
-	keys := make([]string, len(buckets))
-	for i, b := range buckets {
-		keys[i] = b.Key
-	}
-	vals, err := l.script.Run(ctx, l.rdb, keys, Args(nil, now, cost, buckets)...).Slice()
-	if err != nil {
-		return Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	return ParseResult(vals)
-}
+// The core's layouts: a script that composes it nests Core in its ARGV and
+// CoreKeys in its KEYS, and passes take() where each starts.
+var (
+	// Shape is one bucket's shape in ARGV.
+	Shape = layout.Record("SHAPE",
+		layout.Value("capacity", func(b Bucket) any { return formatFloat(b.Limit.Capacity) }),
+		layout.Value("rate", func(b Bucket) any { return formatFloat(b.Limit.Rate) }),
+		layout.Value("ttl", func(b Bucket) any { return strconv.FormatInt(b.Limit.ttl().Milliseconds(), 10) }),
+	)
+	// Core is the core's ARGV: now (ms), the cost, then a Shape per bucket.
+	Core = layout.Record("CORE",
+		layout.Value("now", func(c Charge) any { return strconv.FormatInt(c.Now.UnixMilli(), 10) }),
+		layout.Value("cost", func(c Charge) any { return formatFloat(c.Cost) }),
+		layout.Each("shapes", Shape, func(c Charge) []Bucket { return c.Buckets }),
+	)
+	// Key is one bucket's key in KEYS.
+	Key = layout.Record("BUCKET_KEY", layout.Value("key", func(b Bucket) string { return b.Key }))
+	// CoreKeys is the core's KEYS: a Key per bucket.
+	CoreKeys = layout.Record("CORE_KEYS", layout.Each("buckets", Key, func(c Charge) []Bucket { return c.Buckets }))
+)
 
 // NewScript composes entry with the bucket core, so a service can guard a
 // spend with its own checks in the same atomic script. The entry calls
-// take(keys, k0, n, argv, a0), whose arguments start at argv[a0] as Args
-// writes them and whose buckets are keys[k0 .. k0+n-1]. Run the result with
+// take(keys, k, n, argv, a), whose buckets' keys (CoreKeys) start at
+// keys[k] and whose arguments (Core) start at argv[a]; ls are the entry's
+// own layouts, whose names it reads (layout.Script). Run the result with
 // Script.Run: it loads itself again after a SCRIPT FLUSH or a failover.
-func NewScript(entry string) *redis.Script {
-	return redis.NewScript(core + "\n" + entry)
-}
-
-// Args appends the core's arguments for one decision to args.
-func Args(args []any, now time.Time, cost float64, buckets []Bucket) []any {
-	args = append(args, strconv.FormatInt(now.UnixMilli(), 10), formatFloat(cost))
-	for _, b := range buckets {
-		args = append(args, formatFloat(b.Limit.Capacity), formatFloat(b.Limit.Rate), strconv.FormatInt(b.Limit.ttl().Milliseconds(), 10))
-	}
-	return args
+func NewScript(entry string, ls ...layout.Lua) *redis.Script {
+	return layout.Script(core+"\n"+entry, append([]layout.Lua{Core, CoreKeys}, ls...)...)
 }
 
 // ResultLen is how many reply values ParseResult reads.

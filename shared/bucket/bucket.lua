@@ -1,9 +1,9 @@
 -- N-tier token bucket, all or nothing. Composed in front of an
--- entry script (take.lua, or a service's own gate) that calls take().
+-- entry script (a service's own gate, or the tests' take.lua) that calls take().
 --
--- keys[k0 .. k0+n-1]: bucket hashes {t = tokens "%.6f", ts = ms}.
--- argv[a0] = now (ms, the caller's clock), argv[a0+1] = cost (negative refunds),
--- then per bucket: capacity, refill per second, idle ttl (ms).
+-- keys from k (CORE_KEYS): the n bucket hashes {t = tokens "%.6f", ts = ms}.
+-- argv from a (CORE): now (ms, the caller's clock), cost (negative refunds),
+-- then per bucket a SHAPE: capacity, refill per second, idle ttl (ms).
 -- owe (a Lua argument, never ARGV): charge cost > 0 whatever the buckets
 -- hold, below 0 if need be (a refund taken back: the bucket owes and
 -- refills from there).
@@ -14,17 +14,17 @@
 -- shape than the bucket's last spend (the grant's, as it was at issue): it
 -- never lowers the tokens (no refill or cap below what is there) and never
 -- shortens the key's expiry, so it can only give back or take what it says.
-local function take(keys, k0, n, argv, a0, owe)
-  local now = tonumber(argv[a0])
-  local cost = tonumber(argv[a0 + 1])
+local function take(keys, k, n, argv, a, owe)
+  local now = tonumber(argv[a + CORE.now])
+  local cost = tonumber(argv[a + CORE.cost])
   local credit = cost < 0
   local tok, cap, rate, ttl, stamp, missing = {}, {}, {}, {}, {}, {}
   for i = 1, n do
-    local b = a0 + 2 + (i - 1) * 3
-    cap[i], rate[i], ttl[i] = tonumber(argv[b]), tonumber(argv[b + 1]), tonumber(argv[b + 2])
-    local st = redis.call('HMGET', keys[k0 + i - 1], 't', 'ts')
+    local b = CORE.item(a, i)
+    cap[i], rate[i], ttl[i] = tonumber(argv[b + SHAPE.capacity]), tonumber(argv[b + SHAPE.rate]), tonumber(argv[b + SHAPE.ttl])
+    local st = redis.call('HMGET', keys[CORE_KEYS.item(k, i)], 't', 'ts')
     local t, ts = tonumber(st[1]), tonumber(st[2])
-    stamp[i] = argv[a0]
+    stamp[i] = argv[a + CORE.now]
     if t == nil or ts == nil then
       t, missing[i] = cap[i], true
     elseif now > ts then
@@ -62,7 +62,7 @@ local function take(keys, k0, n, argv, a0, owe)
     -- A missing key is a full bucket, of whatever shape: a credit has
     -- nothing to add, and writing this shape's capacity could lower it.
     if not (credit and missing[i]) then
-      local key = keys[k0 + i - 1]
+      local key = keys[CORE_KEYS.item(k, i)]
       -- The key may expire only once the bucket would be full again: a
       -- bucket that owes needs the time to climb back to 0 on top.
       local life = ttl[i]

@@ -27,7 +27,9 @@ func NewLocal() *Local {
 	return &Local{state: make(map[string]localState)}
 }
 
-// Take is Limiter.Take without Redis. It needs at least one bucket.
+// Take spends cost tokens from every bucket or from none, as the core does
+// on Redis; a negative cost refunds, capped at each bucket's capacity. It
+// needs at least one bucket.
 func (l *Local) Take(now time.Time, cost float64, buckets ...Bucket) Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()

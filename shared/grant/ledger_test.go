@@ -89,7 +89,7 @@ func watchDue(t *testing.T, js jetstream.JetStream, stream string) (get func() [
 	var got []delivery
 	cc, err := c.Consume(func(m jetstream.Msg) {
 		now := time.Now()
-		b, err := Unseal(testSecret, m.Data())
+		b, err := UnsealAny(m.Data(), testSecret)
 		if err != nil {
 			t.Errorf("due message body %q: %v", m.Data(), err)
 		}

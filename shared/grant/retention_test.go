@@ -44,7 +44,7 @@ func dueIDs(t *testing.T, js jetstream.JetStream) map[string]bool {
 		if err != nil {
 			return ids
 		}
-		b, err := Unseal(testSecret, m.Data())
+		b, err := UnsealAny(m.Data(), testSecret)
 		if err != nil {
 			ids[string(m.Data())] = true
 		}

@@ -45,13 +45,10 @@ func Seal(secret []byte, b Batch) ([]byte, error) {
 	return json.Marshal(envelope{V: sealVersion, Batch: body, MAC: mac(secret, body)})
 }
 
-// Unseal verifies and decodes a message Seal made. A message it cannot
-// verify wraps ErrForged; a verified one that does not decode wraps
-// ErrMalformed (a signer's bug, never an attacker's).
-func Unseal(secret []byte, data []byte) (Batch, error) { return UnsealAny(data, secret) }
-
-// UnsealAny is Unseal under any of secrets (a rotation's window: the new
-// key and the previous one); empty secrets are skipped.
+// UnsealAny verifies and decodes a message Seal made, under any of secrets
+// (a rotation's window: the new key and the previous one); empty secrets are
+// skipped. A message it cannot verify wraps ErrForged; a verified one that
+// does not decode wraps ErrMalformed (a signer's bug, never an attacker's).
 func UnsealAny(data []byte, secrets ...[]byte) (Batch, error) {
 	var env envelope
 	if err := json.Unmarshal(data, &env); err != nil || env.V != sealVersion || env.MAC == "" || len(env.Batch) == 0 {

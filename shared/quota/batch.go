@@ -2,7 +2,6 @@ package quota
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -36,16 +35,18 @@ type Spent struct {
 // any, all or none of the Spends may have run, exactly as for a single
 // Spend that failed so.
 func (s *Store) SpendBatch(ctx context.Context, ss []Spending) ([]Spent, error) {
-	if err := checkBatch(ss); err != nil || len(ss) == 0 {
+	if err := CheckSpendBatch(ss); err != nil || len(ss) == 0 {
 		return nil, err
 	}
-	var (
-		ks   []string
-		args []any
-	)
+	nk, na := 0, 0
 	for _, sp := range ss {
-		ks = append(append(ks, sp.Ask.Idem), bucketKeys(sp.Ask.Buckets)...)
-		args = spendArgs(append(args, len(sp.Ask.Buckets)), sp.Now, sp.Ask, sp.InFlight)
+		nk += spendKeys.Width(len(sp.Ask.Buckets))
+		na += spendBatched.Width(len(sp.Ask.Buckets))
+	}
+	ks, args := make([]string, 0, nk), make([]any, 0, na)
+	for _, sp := range ss {
+		ks = spendKeys.Append(ks, sp)
+		args = spendBatched.Append(args, sp)
 	}
 	vals, err := s.runMany(ctx, s.spendMany, "spend", len(ss), ks, args)
 	if err != nil {
@@ -98,44 +99,3 @@ func (e scriptError) Error() string { return string(e) }
 
 // RedisError marks scriptError as a reply of Redis (go-redis's redis.Error).
 func (scriptError) RedisError() {}
-
-// SpendBatch is Store.SpendBatch: the Spends one after another, atomically.
-// It reads its clock for each Spend's Until where the script reads Redis's
-// once: the two differ only for an Until within the batch's own run.
-func (t *Twin) SpendBatch(_ context.Context, ss []Spending) ([]Spent, error) {
-	if err := checkBatch(ss); err != nil {
-		return nil, err
-	}
-	if len(ss) == 0 {
-		return nil, nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]Spent, len(ss))
-	for i, sp := range ss {
-		out[i].Decision = t.spend(sp.Now, sp.Ask, sp.InFlight)
-	}
-	return out, nil
-}
-
-func checkBatch(ss []Spending) error {
-	return checkEach("spend", ss, func(sp Spending) (string, error) { return sp.Ask.Tenant, checkSpend(sp.Ask, sp.InFlight) })
-}
-
-// checkEach refuses a batch of op with a request check refuses, or with
-// requests of several tenants.
-func checkEach[Q any](op string, qs []Q, check func(Q) (tenant string, err error)) error {
-	first := ""
-	for i, q := range qs {
-		tn, err := check(q)
-		if err != nil {
-			return fmt.Errorf("%s %d: %w", op, i, err)
-		}
-		if i == 0 {
-			first = tn
-		} else if tn != first {
-			return errors.New("quota: a " + op + " batch holds tenants " + first + " and " + tn)
-		}
-	}
-	return nil
-}

@@ -19,19 +19,19 @@
 -- several nonces because a client's retries with one key may all be cut by
 -- one stall, and their Spends and Cancels then run in any order.
 --
--- KEYS[1] idempotency record, KEYS[2..] the Spend's buckets.
--- ARGV[1] request fingerprint, ARGV[2] request nonce, ARGV[3] tombstone TTL
--- (ms), ARGV[4] most nonces a tombstone keeps, ARGV[5..] the core's
--- arguments for a cost of -1.
+-- KEYS: CANCEL_KEYS, the idempotency record and the Spend's buckets; ARGV:
+-- CANCEL, the tombstone's TTL, the most nonces it keeps and the core's
+-- arguments for a cost of -1 (layouts.go).
 -- Returns 1 when this nonce's token was given back, 0 when not.
-local rec = redis.call('HMGET', KEYS[1], 'state', 'fp', 'nonce', 'refunded')
-local nonce, ttl = ARGV[2], ARGV[3]
+local idem = KEYS[CANCEL_KEYS.idem]
+local rec = redis.call('HMGET', idem, 'state', 'fp', 'nonce', 'refunded')
+local nonce, ttl = ARGV[CANCEL.nonce], ARGV[CANCEL.ttl]
 if rec[1] == 'pending' then
-  if rec[2] ~= ARGV[1] or rec[3] ~= nonce then return 0 end
-  take(KEYS, 2, #KEYS - 1, ARGV, 5)
-  redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], 'state', 'cancelled', 'nonce', nonce, 'refunded', nonce)
-  redis.call('PEXPIRE', KEYS[1], ttl)
+  if rec[2] ~= ARGV[CANCEL.fp] or rec[3] ~= nonce then return 0 end
+  take(KEYS, CANCEL_KEYS.buckets, CANCEL_KEYS.count(#KEYS), ARGV, CANCEL.core)
+  redis.call('DEL', idem)
+  redis.call('HSET', idem, 'state', 'cancelled', 'nonce', nonce, 'refunded', nonce)
+  redis.call('PEXPIRE', idem, ttl)
   return 1
 end
 if rec[1] == 'cancelled' then
@@ -39,11 +39,11 @@ if rec[1] == 'cancelled' then
     if rec[4] == nonce then return 1 end
     return 0
   end
-  redis.call('HSET', KEYS[1], 'nonce', with(rec[3], nonce, tonumber(ARGV[4])))
+  redis.call('HSET', idem, 'nonce', with(rec[3], nonce, tonumber(ARGV[CANCEL.max])))
 elseif rec[1] then
   return 0
 else
-  redis.call('HSET', KEYS[1], 'state', 'cancelled', 'nonce', nonce)
+  redis.call('HSET', idem, 'state', 'cancelled', 'nonce', nonce)
 end
-redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', idem, ttl)
 return 0

@@ -2,7 +2,6 @@ package quota
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -59,7 +58,7 @@ func NewCoalescer(store *Store, window time.Duration, maxBatch int) *Coalescer {
 // was not sent; once it left, the Spend may run as a single Spend that
 // timed out may.
 func (c *Coalescer) Spend(ctx context.Context, now time.Time, a Ask, inFlight time.Duration) (Decision, error) {
-	if err := checkSpend(a, inFlight); err != nil {
+	if err := CheckSpend(a, inFlight); err != nil {
 		return Decision{}, err
 	}
 	r := c.g.do(ctx, a.Tenant, Spending{Now: now, Ask: a, InFlight: inFlight})
@@ -69,8 +68,3 @@ func (c *Coalescer) Spend(ctx context.Context, now time.Time, a Ask, inFlight ti
 // Stats is how many script calls the Coalescer made and how many Spends
 // they carried.
 func (c *Coalescer) Stats() (calls, spends int64) { return c.g.stats() }
-
-// String describes the Coalescer's settings.
-func (c *Coalescer) String() string {
-	return fmt.Sprintf("coalescer window %v, up to %d spends a call", c.g.window, c.g.maxBatch)
-}

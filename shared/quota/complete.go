@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/keys"
 )
 
 // record is a refund record: what a refund gave back, kept as the refunded
@@ -27,9 +26,9 @@ type recordBucket struct {
 	TTL      int64   `json:"ttlMs"`
 }
 
-// refundRecord is the refund record of a refund of bs at now. It starts
+// RefundRecord is the refund record of a refund of bs at now. It starts
 // with '{', which complete.lua tells apart from a taken-back marker.
-func refundRecord(now time.Time, bs []bucket.Bucket) string {
+func RefundRecord(now time.Time, bs []bucket.Bucket) string {
 	r := record{At: now.UnixMilli(), Buckets: make([]recordBucket, len(bs))}
 	for i, b := range bs {
 		r.Buckets[i] = recordBucket{Key: b.Key, Capacity: b.Limit.Capacity, Refill: b.Limit.Rate, TTL: b.Limit.TTL.Milliseconds()}
@@ -38,9 +37,9 @@ func refundRecord(now time.Time, bs []bucket.Bucket) string {
 	return string(out)
 }
 
-// parseRecord reads a refund record back into the buckets it credited,
+// ParseRefundRecord reads a refund record back into the buckets it credited,
 // refusing any outside tenant's hash tag.
-func parseRecord(tenant, s string) ([]bucket.Bucket, error) {
+func ParseRefundRecord(tenant, s string) ([]bucket.Bucket, error) {
 	var r record
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
 		return nil, fmt.Errorf("quota: refund record %q: %w", s, err)
@@ -94,7 +93,7 @@ const completeTries = 3
 // run, which found the record, and the second, which takes it): the next
 // Complete takes it; or done and taken, which no later Complete changes.
 func (s *Store) Complete(ctx context.Context, now time.Time, c Completion) (Completed, error) {
-	if err := checkCompletion(c); err != nil {
+	if err := CheckComplete(c); err != nil {
 		return Completed{}, err
 	}
 	var (
@@ -107,12 +106,8 @@ func (s *Store) Complete(ctx context.Context, now time.Time, c Completion) (Comp
 		if err != nil {
 			return Completed{}, err
 		}
-		ks := append([]string{keys.Done(c.Tenant, c.URLID), keys.Refunded(c.Tenant, c.URLID)}, bucketKeys(bs)...)
-		args := []any{c.Value, completeTTL(c.TTL).Milliseconds(), boolArg(c.First), rec}
-		if len(bs) > 0 {
-			args = bucket.Args(args, now, 1, bs)
-		}
-		vals, err := s.complete.Run(ctx, s.rdb, ks, args...).Slice()
+		in := completing{now: now, c: c, rec: rec, bs: bs}
+		vals, err := s.complete.Run(ctx, s.rdb, completeKeys.Fill(len(bs), in), completeArgs.Fill(len(bs), in)...).Slice()
 		if err != nil {
 			return Completed{}, unavailable("complete", err)
 		}
@@ -143,7 +138,7 @@ func recordBuckets(tenant, rec string) ([]bucket.Bucket, error) {
 	if rec == "" {
 		return nil, nil
 	}
-	return parseRecord(tenant, rec)
+	return ParseRefundRecord(tenant, rec)
 }
 
 type maybe struct {
@@ -180,19 +175,9 @@ func boolArg(b bool) string {
 	return "0"
 }
 
-func checkCompletion(c Completion) error {
-	if err := checkGrant(c.Tenant, c.URLID); err != nil {
-		return err
-	}
-	if c.Value == "" {
-		return fmt.Errorf("quota: done marker of %s: empty value", c.URLID)
-	}
-	return checkTTL("done marker", completeTTL(c.TTL))
-}
-
-// taken is the refunded marker's value once the refund recorded at (ms)
-// was taken back at now.
-func taken(at int64, now time.Time) string {
+// TakenRecord is the refunded marker's value once the refund recorded at
+// (ms) was taken back at now: what complete.lua writes, and TakenBack reads.
+func TakenRecord(at int64, now time.Time) string {
 	return `{"at":` + strconv.FormatInt(at, 10) + `,"taken":` + strconv.FormatInt(now.UnixMilli(), 10) + `}`
 }
 

@@ -3,23 +3,13 @@ package quota
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
-
-	"github.com/mintgate/mintgate/shared/keys"
 )
 
 // Finishing is one Finish of a batch: Store.Finish's arguments.
 type Finishing struct {
 	Ask      Ask
 	Finished Finished
-}
-
-// finishArgs appends one Finish's KEYS and ARGV to ks and args.
-func finishArgs(ks []string, args []any, a Ask, f Finished) ([]string, []any) {
-	ks = append(ks, a.Idem, keys.Grant(a.Tenant, f.URLID))
-	args = append(args, a.Fingerprint, a.Nonce, f.Body, f.RecordTTL.Milliseconds(), f.ExpiresAt.UnixMilli(), f.Subject, f.GrantTTL.Milliseconds())
-	return ks, args
 }
 
 // FinishBatch runs Finishes of one tenant in one script call (one round
@@ -35,15 +25,13 @@ func finishArgs(ks []string, args []any, a Ask, f Finished) ([]string, []any) {
 // then any, all or none of the Finishes may have run, exactly as for a
 // single Finish that failed so; each is idempotent and may be retried.
 func (s *Store) FinishBatch(ctx context.Context, fs []Finishing) ([]error, error) {
-	if err := checkFinishBatch(fs); err != nil || len(fs) == 0 {
+	if err := CheckFinishBatch(fs); err != nil || len(fs) == 0 {
 		return nil, err
 	}
-	var (
-		ks   []string
-		args []any
-	)
+	ks := make([]string, 0, len(fs)*finishKeys.Width(0))
+	args := make([]any, 0, len(fs)*finishArgs.Width(0))
 	for _, f := range fs {
-		ks, args = finishArgs(ks, args, f.Ask, f.Finished)
+		ks, args = finishKeys.Append(ks, f), finishArgs.Append(args, f)
 	}
 	vals, err := s.runMany(ctx, s.finishMany, "finish", len(fs), ks, args)
 	if err != nil {
@@ -62,32 +50,6 @@ func (s *Store) FinishBatch(ctx context.Context, fs []Finishing) ([]error, error
 		}
 	}
 	return out, nil
-}
-
-// FinishBatch is Store.FinishBatch: the Finishes one after another,
-// atomically.
-func (t *Twin) FinishBatch(_ context.Context, fs []Finishing) ([]error, error) {
-	if err := checkFinishBatch(fs); err != nil || len(fs) == 0 {
-		return nil, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, f := range fs {
-		t.finish(f.Ask, f.Finished)
-	}
-	return make([]error, len(fs)), nil
-}
-
-// finish is one Finish on t; under t.mu.
-func (t *Twin) finish(a Ask, f Finished) {
-	if state, _ := t.field(a.Idem, "state"); state != "cancelled" {
-		t.hset(a.Idem, f.RecordTTL, "state", "done", "fp", a.Fingerprint, "nonce", a.Nonce, "body", string(f.Body))
-	}
-	t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "expiresAt", strconv.FormatInt(f.ExpiresAt.UnixMilli(), 10), "subject", f.Subject)
-}
-
-func checkFinishBatch(fs []Finishing) error {
-	return checkEach("finish", fs, func(f Finishing) (string, error) { return f.Ask.Tenant, checkFinish(f.Ask, f.Finished) })
 }
 
 // FinishCoalescer gathers concurrent Finishes of one tenant into one script
@@ -129,7 +91,7 @@ func NewFinishCoalescer(store *Store, window time.Duration, maxBatch int) *Finis
 // Finish is Store.Finish, sharing a script call with the concurrent
 // Finishes of a's tenant.
 func (c *FinishCoalescer) Finish(ctx context.Context, a Ask, f Finished) error {
-	if err := checkFinish(a, f); err != nil {
+	if err := CheckFinish(a, f); err != nil {
 		return err
 	}
 	return c.g.do(ctx, a.Tenant, Finishing{Ask: a, Finished: f})

@@ -9,16 +9,15 @@
 -- another request was cancelled on it since, whose Spend may yet run and
 -- must find the tombstone. The URL still leaves, without a replay record.
 --
--- keys[k0] idempotency record, keys[k0+1] grant record.
--- argv[a0] fingerprint, argv[a0+1] nonce, argv[a0+2] body, argv[a0+3]
--- record TTL (ms), argv[a0+4] expiresAt (ms), argv[a0+5] subject,
--- argv[a0+6] grant record TTL (ms).
-local function finish(keys, k0, argv, a0)
-  if redis.call('HGET', keys[k0], 'state') ~= 'cancelled' then
-    redis.call('HSET', keys[k0], 'state', 'done', 'fp', argv[a0], 'nonce', argv[a0 + 1], 'body', argv[a0 + 2])
-    redis.call('PEXPIRE', keys[k0], argv[a0 + 3])
+-- keys from k: FINISH_KEYS, the idempotency record and the grant record;
+-- argv from a: FINISH (layouts.go).
+local function finish(keys, k, argv, a)
+  local idem, grant = keys[k + FINISH_KEYS.idem], keys[k + FINISH_KEYS.grant]
+  if redis.call('HGET', idem, 'state') ~= 'cancelled' then
+    redis.call('HSET', idem, 'state', 'done', 'fp', argv[a + FINISH.fp], 'nonce', argv[a + FINISH.nonce], 'body', argv[a + FINISH.body])
+    redis.call('PEXPIRE', idem, argv[a + FINISH.record_ttl])
   end
-  redis.call('HSET', keys[k0 + 1], 'expiresAt', argv[a0 + 4], 'subject', argv[a0 + 5])
-  redis.call('PEXPIRE', keys[k0 + 1], argv[a0 + 6])
+  redis.call('HSET', grant, 'expiresAt', argv[a + FINISH.expires_at], 'subject', argv[a + FINISH.subject])
+  redis.call('PEXPIRE', grant, argv[a + FINISH.grant_ttl])
   return 1
 end

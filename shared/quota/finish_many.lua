@@ -3,12 +3,12 @@
 -- each sees the writes of those before it exactly as if they had run one
 -- after another.
 --
--- KEYS, per Finish: its idempotency record, then its grant record.
--- ARGV, per Finish: finish.lua's 7 arguments.
+-- KEYS, per Finish: a FINISH_KEYS record; ARGV, per Finish: a FINISH record
+-- (layouts.go).
 -- Returns one reply per Finish, in order: 1, or {'error', message} for a
 -- Finish whose commands failed (the others keep theirs, as they would have
 -- run alone).
-local out, k, a = {}, 1, 1
+local out, k, a = {}, FINISH_MANY_KEYS.finishes, FINISH_MANY.finishes
 while a <= #ARGV do
   local ok, r = pcall(finish, KEYS, k, ARGV, a)
   if not ok then
@@ -16,6 +16,6 @@ while a <= #ARGV do
     r = {'error', tostring(r)}
   end
   out[#out + 1] = r
-  k, a = k + 2, a + 7
+  k, a = k + FINISH_KEYS.width(), a + FINISH.width()
 end
 return out

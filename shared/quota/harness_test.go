@@ -12,6 +12,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/quota/quotatest"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -32,7 +33,7 @@ type quotas interface {
 
 var (
 	_ quotas = (*quota.Store)(nil)
-	_ quotas = (*quota.Twin)(nil)
+	_ quotas = (*quotatest.Twin)(nil)
 )
 
 // backend is one implementation under test, with a view of what it stores.
@@ -120,7 +121,7 @@ func redisBackend(name string, rdb redis.UniversalClient) backend {
 }
 
 func twinBackend() backend {
-	tw := quota.NewTwin(nil)
+	tw := quotatest.NewTwin(nil)
 	return backend{
 		name:   "twin",
 		quotas: tw,

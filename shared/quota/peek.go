@@ -17,7 +17,7 @@ import (
 // reads go out as one pipeline, and every bucket of a tenant shares its
 // hash tag, so on a Cluster they reach one node.
 func (s *Store) Peek(ctx context.Context, now time.Time, tenant string, bs []bucket.Bucket) ([]bucket.Result, error) {
-	if err := checkBuckets(tenant, bs); err != nil {
+	if err := CheckPeek(tenant, bs); err != nil {
 		return nil, err
 	}
 	cmds := make([]*redis.SliceCmd, len(bs))
@@ -44,14 +44,15 @@ func (s *Store) Peek(ctx context.Context, now time.Time, tenant string, bs []buc
 		}
 		stored[bs[i].Key] = bucket.Stored{T: t, TS: ms}
 	}
-	return peek(now, bs, func(key string) (bucket.Stored, bool) {
+	return Peeked(now, bs, func(key string) (bucket.Stored, bool) {
 		st, ok := stored[key]
 		return st, ok
 	}), nil
 }
 
-// peek is Step for nothing over each bucket alone, saving nothing.
-func peek(now time.Time, bs []bucket.Bucket, load func(string) (bucket.Stored, bool)) []bucket.Result {
+// Peeked is what Peek answers for bs at now, their stored state read by
+// load: bucket.Step for nothing over each bucket alone, saving nothing.
+func Peeked(now time.Time, bs []bucket.Bucket, load func(key string) (bucket.Stored, bool)) []bucket.Result {
 	out := make([]bucket.Result, len(bs))
 	for i, b := range bs {
 		out[i] = bucket.Step(now, 0, []bucket.Bucket{b}, load, func(string, bucket.Stored, time.Duration, bool) {})
@@ -59,36 +60,15 @@ func peek(now time.Time, bs []bucket.Bucket, load func(string) (bucket.Stored, b
 	return out
 }
 
-// Peek is Store.Peek.
-func (t *Twin) Peek(_ context.Context, now time.Time, tenant string, bs []bucket.Bucket) ([]bucket.Result, error) {
-	if err := checkBuckets(tenant, bs); err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return peek(now, bs, t.loadBucket), nil
-}
-
 // Refill fills bucket key of tenant to capacity at once, as an idle bucket
 // would be: it deletes the key (a missing bucket is a full one). For
 // operators (the signer's admin API), never for a sign.
 func (s *Store) Refill(ctx context.Context, tenant, key string) error {
-	if err := inTenant(tenant, key); err != nil {
+	if err := CheckRefill(tenant, key); err != nil {
 		return err
 	}
 	if err := s.rdb.Del(ctx, key).Err(); err != nil {
 		return unavailable("refill", err)
 	}
-	return nil
-}
-
-// Refill is Store.Refill.
-func (t *Twin) Refill(_ context.Context, tenant, key string) error {
-	if err := inTenant(tenant, key); err != nil {
-		return err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.keys, key)
 	return nil
 }

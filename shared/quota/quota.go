@@ -2,11 +2,11 @@
 // signer's Spend, Undo, Finish and Cancel, the sweeper's batched Refund, and
 // the Status read of one grant. Each script composes the bucket core
 // (bucket.NewScript) with its own checks, so a decision and its bookkeeping
-// are one atomic step; the KEYS/ARGV layouts stay private here and callers
-// see typed operations. Twin is the same in Go, held equal to the scripts by
-// a differential test. SpendBatch runs many Spends of one tenant in one
-// script call, as if one after another; a Coalescer gathers concurrent
-// Spends into such calls.
+// are one atomic step; the KEYS/ARGV layouts stay private here, each named
+// once (layouts.go), and callers see typed operations. quotatest.Twin is
+// the same in Go, held equal to the scripts by a differential test.
+// SpendBatch runs many Spends of one tenant in one script call, as if one
+// after another; a Coalescer gathers concurrent Spends into such calls.
 //
 // Every key of one call carries the tenant's hash tag {t:<tenant>}, so each
 // script is legal on Redis Cluster. The clock is the caller's (now). A Store
@@ -26,10 +26,8 @@ package quota
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -81,9 +79,9 @@ const RefundedTTL = MarkerTTL
 // no one meanwhile: any other request on the key passes it.
 const CancelTTL = 5 * time.Minute
 
-// maxCancelled is how many nonces a tombstone keeps, the newest: a client's
+// MaxCancelled is how many nonces a tombstone keeps, the newest: a client's
 // retries with one key cut by one stall, with room to spare.
-const maxCancelled = 32
+const MaxCancelled = 32
 
 // maxNonce is the longest nonce: a UUID fits with room to spare.
 const maxNonce = 64
@@ -202,15 +200,15 @@ type Store struct {
 func New(rdb redis.UniversalClient) *Store {
 	return &Store{
 		rdb:    rdb,
-		spend:  bucket.NewScript(noncesSrc + "\n" + spendFn + "\n" + spendEntry),
-		undo:   bucket.NewScript(undoEntry),
-		finish: redis.NewScript(finishFn + "\n" + finishEntry),
-		refund: bucket.NewScript(refundEntry),
-		cancel: bucket.NewScript(noncesSrc + "\n" + cancelEntry),
+		spend:  spendScript,
+		undo:   undoScript,
+		finish: finishScript,
+		refund: refundScript,
+		cancel: cancelScript,
 
-		spendMany:  bucket.NewScript(noncesSrc + "\n" + spendFn + "\n" + spendManyEntry),
-		finishMany: redis.NewScript(finishFn + "\n" + finishManyEntry),
-		complete:   bucket.NewScript(completeEntry),
+		spendMany:  spendManyScript,
+		finishMany: finishManyScript,
+		complete:   completeScript,
 	}
 }
 
@@ -221,24 +219,16 @@ func New(rdb redis.UniversalClient) *Store {
 // Cancelled and nothing is touched. A Spend that runs after a.Until (by
 // Redis's clock) touches nothing and answers Late.
 func (s *Store) Spend(ctx context.Context, now time.Time, a Ask, inFlight time.Duration) (Decision, error) {
-	if err := checkSpend(a, inFlight); err != nil {
+	if err := CheckSpend(a, inFlight); err != nil {
 		return Decision{}, err
 	}
-	ks := append([]string{a.Idem}, bucketKeys(a.Buckets)...)
-	vals, err := s.spend.Run(ctx, s.rdb, ks, spendArgs(nil, now, a, inFlight)...).Slice()
+	sp := Spending{Now: now, Ask: a, InFlight: inFlight}
+	n := len(a.Buckets)
+	vals, err := s.spend.Run(ctx, s.rdb, spendKeys.Fill(n, sp), spendArgs.Fill(n, sp)...).Slice()
 	if err != nil {
 		return Decision{}, unavailable("spend", err)
 	}
 	return parseSpend(vals)
-}
-
-// spendArgs appends spend.lua's ARGV for one Spend to args.
-func spendArgs(args []any, now time.Time, a Ask, inFlight time.Duration) []any {
-	until := int64(0)
-	if !a.Until.IsZero() {
-		until = a.Until.UnixMilli()
-	}
-	return bucket.Args(append(args, a.Fingerprint, a.Nonce, inFlight.Milliseconds(), until), now, 1, a.Buckets)
 }
 
 // parseSpend reads spend.lua's reply.
@@ -276,12 +266,11 @@ func parseSpend(vals []any) (Decision, error) {
 // refunds nothing (the sweeper got there first, or the upload landed) but
 // still frees the key. It reports whether it refunded.
 func (s *Store) Undo(ctx context.Context, now time.Time, a Ask, urlID string) (refunded bool, err error) {
-	if err := checkUndo(a, urlID); err != nil {
+	if err := CheckUndo(a, urlID); err != nil {
 		return false, err
 	}
-	ks := append([]string{a.Idem, keys.Done(a.Tenant, urlID), keys.Refunded(a.Tenant, urlID)}, bucketKeys(a.Buckets)...)
-	args := bucket.Args([]any{a.Fingerprint, a.Nonce, RefundedTTL.Milliseconds(), refundRecord(now, a.Buckets)}, now, -1, a.Buckets)
-	n, err := s.undo.Run(ctx, s.rdb, ks, args...).Int64()
+	u := asked{now: now, a: a, urlID: urlID}
+	n, err := s.undo.Run(ctx, s.rdb, undoKeys.Fill(len(a.Buckets), u), undoArgs.Fill(len(a.Buckets), u)...).Int64()
 	if err != nil {
 		return false, unavailable("undo", err)
 	}
@@ -294,11 +283,11 @@ func (s *Store) Undo(ctx context.Context, now time.Time, a Ask, urlID string) (r
 // left as it is: Finish follows this request's allowed Spend, so the
 // tombstone is another request's, whose Spend may yet run and must find it.
 func (s *Store) Finish(ctx context.Context, a Ask, f Finished) error {
-	if err := checkFinish(a, f); err != nil {
+	if err := CheckFinish(a, f); err != nil {
 		return err
 	}
-	ks, args := finishArgs(nil, nil, a, f)
-	if err := s.finish.Run(ctx, s.rdb, ks, args...).Err(); err != nil {
+	fin := Finishing{Ask: a, Finished: f}
+	if err := s.finish.Run(ctx, s.rdb, finishKeys.Fill(0, fin), finishArgs.Fill(0, fin)...).Err(); err != nil {
 		return unavailable("finish", err)
 	}
 	return nil
@@ -323,12 +312,11 @@ func (s *Store) Finish(ctx context.Context, a Ask, f Finished) error {
 // A tombstone never blocks a retry: a Spend with another nonce treats it as
 // absent. A retry of a Cancel is safe at any time.
 func (s *Store) Cancel(ctx context.Context, now time.Time, a Ask) (refunded bool, err error) {
-	if err := checkAsk(a, true); err != nil {
+	if err := CheckCancel(a); err != nil {
 		return false, err
 	}
-	ks := append([]string{a.Idem}, bucketKeys(a.Buckets)...)
-	args := bucket.Args([]any{a.Fingerprint, a.Nonce, CancelTTL.Milliseconds(), maxCancelled}, now, -1, a.Buckets)
-	n, err := s.cancel.Run(ctx, s.rdb, ks, args...).Int64()
+	c := asked{now: now, a: a}
+	n, err := s.cancel.Run(ctx, s.rdb, cancelKeys.Fill(len(a.Buckets), c), cancelArgs.Fill(len(a.Buckets), c)...).Int64()
 	if err != nil {
 		return false, unavailable("cancel", err)
 	}
@@ -338,7 +326,7 @@ func (s *Store) Cancel(ctx context.Context, now time.Time, a Ask) (refunded bool
 // Status reads the done marker, the refunded marker and the grant record of
 // one grant in one round trip (they share the tenant's hash tag).
 func (s *Store) Status(ctx context.Context, tenant, urlID string) (Status, error) {
-	if err := checkGrant(tenant, urlID); err != nil {
+	if err := CheckStatus(tenant, urlID); err != nil {
 		return Status{}, err
 	}
 	pipe := s.rdb.Pipeline()
@@ -355,129 +343,4 @@ func (s *Store) Status(ctx context.Context, tenant, urlID string) (Status, error
 
 func unavailable(op string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
-}
-
-func bucketKeys(bs []bucket.Bucket) []string {
-	ks := make([]string, len(bs))
-	for i, b := range bs {
-		ks[i] = b.Key
-	}
-	return ks
-}
-
-// The checks below are the Store's and the Twin's alike, so both refuse the
-// same calls with the same errors before touching anything.
-
-func checkSpend(a Ask, inFlight time.Duration) error {
-	if err := checkTTL("in-flight", inFlight); err != nil {
-		return err
-	}
-	return checkAsk(a, true)
-}
-
-func checkUndo(a Ask, urlID string) error {
-	if err := checkGrant(a.Tenant, urlID); err != nil {
-		return err
-	}
-	return checkAsk(a, true)
-}
-
-func checkFinish(a Ask, f Finished) error {
-	if err := checkGrant(a.Tenant, f.URLID); err != nil {
-		return err
-	}
-	if err := checkTTL("record", f.RecordTTL); err != nil {
-		return err
-	}
-	if err := checkTTL("grant record", f.GrantTTL); err != nil {
-		return err
-	}
-	return checkAsk(a, false)
-}
-
-func checkAsk(a Ask, spends bool) error {
-	if !keys.ValidTenant(a.Tenant) {
-		return fmt.Errorf("quota: tenant %q is not valid", a.Tenant)
-	}
-	if a.Fingerprint == "" {
-		return errors.New("quota: no request fingerprint")
-	}
-	if err := checkNonce(a.Nonce); err != nil {
-		return err
-	}
-	if err := inTenant(a.Tenant, a.Idem); err != nil {
-		return err
-	}
-	if spends {
-		return checkBuckets(a.Tenant, a.Buckets)
-	}
-	return nil
-}
-
-// checkNonce refuses a nonce a tombstone could not list: the scripts keep
-// several, space-separated.
-func checkNonce(n string) error {
-	if n == "" || len(n) > maxNonce {
-		return fmt.Errorf("quota: nonce %q: want 1 to %d characters", n, maxNonce)
-	}
-	for i := range len(n) {
-		if n[i] <= ' ' || n[i] > '~' {
-			return fmt.Errorf("quota: nonce %q: want visible ASCII, no space", n)
-		}
-	}
-	return nil
-}
-
-func checkGrant(tenant, urlID string) error {
-	if !keys.ValidTenant(tenant) {
-		return fmt.Errorf("quota: tenant %q is not valid", tenant)
-	}
-	if urlID == "" {
-		return errors.New("quota: no urlId")
-	}
-	return nil
-}
-
-func checkBuckets(tenant string, bs []bucket.Bucket) error {
-	if len(bs) == 0 {
-		return errors.New("quota: no buckets")
-	}
-	for _, b := range bs {
-		if err := inTenant(tenant, b.Key); err != nil {
-			return err
-		}
-		if err := b.Limit.Validate(); err != nil {
-			return fmt.Errorf("quota: bucket %s: %w", b.Key, err)
-		}
-	}
-	return nil
-}
-
-// checkTTL refuses what PEXPIRE or SET PX would not take as an expiry (under
-// a millisecond), or would take as deleting the key at once.
-func checkTTL(what string, d time.Duration) error {
-	if d < time.Millisecond {
-		return fmt.Errorf("quota: %s TTL %v: must be at least 1ms", what, d)
-	}
-	return nil
-}
-
-// inTenant refuses a key outside the tenant's hash tag: on Redis Cluster
-// the call would fail with CROSSSLOT on every retry.
-func inTenant(tenant, key string) error {
-	if key == "" || hashTag(key) != hashTag(keys.TenantBucket(tenant)) {
-		return fmt.Errorf("quota: key %q is outside tenant %q's hash tag", key, tenant)
-	}
-	return nil
-}
-
-// hashTag is the part of key Redis Cluster hashes: the first {…} that holds
-// something, else the whole key.
-func hashTag(key string) string {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			return key[i+1 : i+1+j]
-		}
-	}
-	return key
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/quota/quotatest"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -1066,7 +1067,7 @@ func TestRefusals(t *testing.T) {
 // server's: an in-flight key frees itself, an idle bucket is full again.
 func TestTwinExpiry(t *testing.T) {
 	clock := time.UnixMilli(1_700_000_000_000)
-	tw := quota.NewTwin(func() time.Time { return clock })
+	tw := quotatest.NewTwin(func() time.Time { return clock })
 	a := (&env{tenant: "exp"}).ask("alice", "k1")
 	if d, _ := tw.Spend(ctx, clock, a, inFlight); d.Outcome != quota.Allowed {
 		t.Fatalf("spend: %+v", d)

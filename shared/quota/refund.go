@@ -3,12 +3,12 @@ package quota
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/keys"
 )
 
 // Due is one grant the sweeper found due.
@@ -102,7 +102,7 @@ const maxPerCall = 256
 // ds. Different tenants' keys never meet, and one tenant's calls go to one
 // node in order, so running the calls is running ds in order.
 func byTenant(now time.Time, ds []Due) ([]*call, error) {
-	if err := checkDues(ds); err != nil {
+	if err := CheckRefund(ds); err != nil {
 		return nil, err
 	}
 	var calls []*call
@@ -110,13 +110,13 @@ func byTenant(now time.Time, ds []Due) ([]*call, error) {
 	for i, d := range ds {
 		c := of[d.Tenant]
 		if c == nil || len(c.at) == maxPerCall {
-			c = &call{args: []any{MarkerTTL.Milliseconds()}}
+			c = &call{args: refundArgs.Append(nil, struct{}{})}
 			of[d.Tenant] = c
 			calls = append(calls, c)
 		}
-		c.keys = append(c.keys, keys.Done(d.Tenant, d.URLID), keys.Refunded(d.Tenant, d.URLID))
-		c.keys = append(c.keys, bucketKeys(d.Buckets)...)
-		c.args = bucket.Args(append(c.args, len(d.Buckets), refundRecord(now, d.Buckets)), now, -1, d.Buckets)
+		g, n := dueAt{now: now, d: d}, len(d.Buckets)
+		c.keys = grantKeys.Append(slices.Grow(c.keys, grantKeys.Width(n)), g)
+		c.args = grantArgs.Append(slices.Grow(c.args, grantArgs.Width(n)), g)
 		c.at = append(c.at, i)
 	}
 	return calls, nil
@@ -138,18 +138,6 @@ func (c *call) read(cmd *redis.Cmd, out []RefundOutcome) error {
 			out[c.at[j]] = RefundOutcome(o)
 		default:
 			return fmt.Errorf("%w: refund replied %v", ErrUnavailable, v)
-		}
-	}
-	return nil
-}
-
-func checkDues(ds []Due) error {
-	for i, d := range ds {
-		if err := checkGrant(d.Tenant, d.URLID); err != nil {
-			return fmt.Errorf("due grant %d: %w", i, err)
-		}
-		if err := checkBuckets(d.Tenant, d.Buckets); err != nil {
-			return fmt.Errorf("due grant %d: %w", i, err)
 		}
 	}
 	return nil

@@ -11,24 +11,26 @@
 -- each step of the loop sees the state the one before left, so that is
 -- exact.
 --
--- KEYS, per grant: done marker, refunded marker, then its n buckets.
--- ARGV[1] marker TTL (ms); then per grant: n, the refund record, and the
--- core's arguments for a cost of -1 (bucket.Args): now (ms), -1, and n
--- shapes.
+-- KEYS, per grant: a GRANT_KEYS record, its done and refunded markers and
+-- its n buckets. ARGV: REFUND, the markers' TTL, then per grant a GRANT
+-- record: n, the refund record, and the core's arguments for a cost of -1
+-- (layouts.go).
 -- Returns the outcome of each grant, in order.
-local out, k, a = {}, 1, 2
+local ttl = ARGV[REFUND.ttl]
+local out, k, a = {}, REFUND_KEYS.grants, REFUND.grants
 while a <= #ARGV do
-  local n = tonumber(ARGV[a])
-  if redis.call('EXISTS', KEYS[k]) == 1 then
-    redis.call('PEXPIRE', KEYS[k], ARGV[1], 'GT')
+  local n = tonumber(ARGV[a + GRANT.n])
+  local done, refunded = KEYS[k + GRANT_KEYS.done], KEYS[k + GRANT_KEYS.refunded]
+  if redis.call('EXISTS', done) == 1 then
+    redis.call('PEXPIRE', done, ttl, 'GT')
     out[#out + 1] = 'done'
-  elseif redis.call('EXISTS', KEYS[k + 1]) == 1 then
+  elseif redis.call('EXISTS', refunded) == 1 then
     out[#out + 1] = 'already'
   else
-    take(KEYS, k + 2, n, ARGV, a + 2)
-    redis.call('SET', KEYS[k + 1], ARGV[a + 1], 'PX', ARGV[1])
+    take(KEYS, k + GRANT_KEYS.buckets, n, ARGV, a + GRANT.core)
+    redis.call('SET', refunded, ARGV[a + GRANT.record], 'PX', ttl)
     out[#out + 1] = 'refunded'
   end
-  k, a = k + 2 + n, a + 4 + 3 * n
+  k, a = k + GRANT_KEYS.width(n), a + GRANT.width(n)
 end
 return out

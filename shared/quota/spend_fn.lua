@@ -3,41 +3,38 @@
 -- in-flight mark are one atomic step. spend.lua calls it once, spend_many.lua
 -- once per spend of a batch, in order.
 --
--- keys[k0] idempotency record (hash: state = pending|done|cancelled, fp,
--- nonce, body; see cancel.lua for a cancelled one), keys[k0+1 .. k0+n] the
--- buckets: the caller's, the tenant's, and for an anonymous caller the
--- tenant's anonymous_all bucket (2 or 3 of them).
--- argv[a0] request fingerprint, argv[a0+1] request nonce, argv[a0+2]
--- in-flight TTL (ms), argv[a0+3] the last Redis time (unix ms) at which this
--- Spend may run, 0 for no limit, argv[a0+4 ..] the core's arguments
--- (bucket.Args) for a cost of 1. clock() is Redis's time in unix ms; it is
--- called only for a Spend with a limit.
+-- keys from k: SPEND_KEYS (layouts.go): the idempotency record (hash: state =
+-- pending|done|cancelled, fp, nonce, body; see cancel.lua for a cancelled
+-- one), then the n buckets: the caller's, the tenant's, and for an
+-- anonymous caller the tenant's anonymous_all bucket (2 or 3 of them).
+-- argv from a: SPEND, its core's arguments for a cost of 1. clock() is
+-- Redis's time in unix ms; it is called only for a Spend with a limit.
 -- Returns {'late'} | {'replay', body} | {'reused'} | {'pending'} |
 -- {'cancelled'} | the core's reply.
-local function spend(keys, k0, n, argv, a0, clock)
-  local last = tonumber(argv[a0 + 3])
+local function spend(keys, k, n, argv, a, clock)
+  local last = tonumber(argv[a + SPEND.last])
   -- Ran after its caller gave up (a stalled Redis running what sat in its
   -- sockets): touch nothing.
   if last > 0 and clock() > last then
     return {'late'}
   end
-  local idem = keys[k0]
+  local idem = keys[k + SPEND_KEYS.idem]
   local rec = redis.call('HMGET', idem, 'state', 'fp', 'body', 'nonce')
   if rec[1] == 'cancelled' then
     -- This very request was cancelled (its signer answered 503 and gave up
     -- on it) before this call ran: spend nothing. Any other request passes, as
     -- if the key were free: a tombstone never blocks a client's retry.
-    if holds(rec[4], argv[a0 + 1]) then return {'cancelled'} end
+    if holds(rec[4], argv[a + SPEND.nonce]) then return {'cancelled'} end
   elseif rec[1] then
-    if rec[2] ~= argv[a0] then return {'reused'} end
+    if rec[2] ~= argv[a + SPEND.fp] then return {'reused'} end
     if rec[1] == 'done' then return {'replay', rec[3]} end
     return {'pending'}
   end
-  local r = take(keys, k0 + 1, n, argv, a0 + 4)
+  local r = take(keys, k + SPEND_KEYS.buckets, n, argv, a + SPEND.core)
   if r[1] == 1 then
     redis.call('DEL', idem)
-    redis.call('HSET', idem, 'state', 'pending', 'fp', argv[a0], 'nonce', argv[a0 + 1])
-    redis.call('PEXPIRE', idem, argv[a0 + 2])
+    redis.call('HSET', idem, 'state', 'pending', 'fp', argv[a + SPEND.fp], 'nonce', argv[a + SPEND.nonce])
+    redis.call('PEXPIRE', idem, argv[a + SPEND.in_flight])
   end
   return r
 end

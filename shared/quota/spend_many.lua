@@ -4,10 +4,8 @@
 -- if they had run one after another. Redis's clock is read once, at the
 -- first Spend with a limit, and each Spend checks its own limit against it.
 --
--- KEYS, per Spend: its idempotency record, then its n buckets.
--- ARGV, per Spend: n, then spend.lua's ARGV (fingerprint, nonce, in-flight
--- TTL, last Redis time or 0, the core's arguments for a cost of 1 and n
--- shapes).
+-- KEYS, per Spend: a SPEND_KEYS record; ARGV, per Spend: a BATCHED_SPEND
+-- record, its bucket count n and then spend.lua's ARGV (layouts.go).
 -- Returns one reply per Spend, in order: spend.lua's reply, or
 -- {'error', message} for a Spend whose commands failed (the others keep
 -- theirs, as they would have run alone).
@@ -16,15 +14,15 @@ local function clock()
   if not at then at = redisMillis() end
   return at
 end
-local out, k, a = {}, 1, 1
+local out, k, a = {}, SPEND_MANY_KEYS.spends, SPEND_MANY.spends
 while a <= #ARGV do
-  local n = tonumber(ARGV[a])
-  local ok, r = pcall(spend, KEYS, k, n, ARGV, a + 1, clock)
+  local n = tonumber(ARGV[a + BATCHED_SPEND.n])
+  local ok, r = pcall(spend, KEYS, k, n, ARGV, a + BATCHED_SPEND.spend, clock)
   if not ok then
     if type(r) == 'table' then r = r.err end
     r = {'error', tostring(r)}
   end
   out[#out + 1] = r
-  k, a = k + 1 + n, a + 7 + 3 * n
+  k, a = k + SPEND_KEYS.width(n), a + BATCHED_SPEND.width(n)
 end
 return out

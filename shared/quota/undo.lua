@@ -5,21 +5,20 @@
 -- credits nothing, in either order. A landed upload (done marker) is never
 -- credited either.
 --
--- KEYS[1] idempotency record, KEYS[2] done marker, KEYS[3] refunded marker,
--- KEYS[4..] the Spend's buckets.
--- ARGV[1] request fingerprint, ARGV[2] request nonce, ARGV[3] refunded
--- marker TTL (ms), ARGV[4] the refund record (the marker's value, see
--- refund.lua), ARGV[5..] the core's arguments for a cost of -1.
+-- KEYS: UNDO_KEYS, the idempotency record, the done and refunded markers,
+-- the Spend's buckets; ARGV: UNDO, the refund record (the refunded marker's
+-- value, see refund.lua) and the core's arguments for a cost of -1
+-- (layouts.go).
 -- Returns 1 when it refunded, 0 when not.
 
 -- The key is freed only while it is still this very request's in-flight
 -- mark: once it expired, another request (a retry of the same request
 -- included, with its own nonce) may own it.
-local rec = redis.call('HMGET', KEYS[1], 'state', 'fp', 'nonce')
-if rec[1] == 'pending' and rec[2] == ARGV[1] and rec[3] == ARGV[2] then
-  redis.call('DEL', KEYS[1])
+local rec = redis.call('HMGET', KEYS[UNDO_KEYS.idem], 'state', 'fp', 'nonce')
+if rec[1] == 'pending' and rec[2] == ARGV[UNDO.fp] and rec[3] == ARGV[UNDO.nonce] then
+  redis.call('DEL', KEYS[UNDO_KEYS.idem])
 end
-if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then return 0 end
-take(KEYS, 4, #KEYS - 3, ARGV, 5)
-redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[3])
+if redis.call('EXISTS', KEYS[UNDO_KEYS.done], KEYS[UNDO_KEYS.refunded]) > 0 then return 0 end
+take(KEYS, UNDO_KEYS.buckets, UNDO_KEYS.count(#KEYS), ARGV, UNDO.core)
+redis.call('SET', KEYS[UNDO_KEYS.refunded], ARGV[UNDO.record], 'PX', ARGV[UNDO.ttl])
 return 1

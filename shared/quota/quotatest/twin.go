@@ -1,7 +1,11 @@
-package quota
+// Package quotatest is a double of quota.Store for tests, in the manner of
+// net/http/httptest: Twin runs every script's logic in Go, in memory, and a
+// differential test (shared/quota's diff_test.go) holds the two equal.
+package quotatest
 
 import (
 	"context"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -11,9 +15,10 @@ import (
 
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
 )
 
-// Twin is the Store in Go, in memory: the same calls give the same replies
+// Twin is quota.Store in Go, in memory: the same calls give the same replies
 // and leave the same stored state as the scripts on Redis — bucket hashes
 // (t, ts) by bucket.Step, idempotency and grant records, markers and their
 // values. Its methods are the Store's, so one can stand in for the other;
@@ -45,9 +50,9 @@ func NewTwin(clock func() time.Time) *Twin {
 }
 
 // Spend is Store.Spend.
-func (t *Twin) Spend(_ context.Context, now time.Time, a Ask, inFlight time.Duration) (Decision, error) {
-	if err := checkSpend(a, inFlight); err != nil {
-		return Decision{}, err
+func (t *Twin) Spend(_ context.Context, now time.Time, a quota.Ask, inFlight time.Duration) (quota.Decision, error) {
+	if err := quota.CheckSpend(a, inFlight); err != nil {
+		return quota.Decision{}, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -55,36 +60,39 @@ func (t *Twin) Spend(_ context.Context, now time.Time, a Ask, inFlight time.Dura
 }
 
 // spend is spend_fn.lua's spend(), under t.mu.
-func (t *Twin) spend(now time.Time, a Ask, inFlight time.Duration) Decision {
+func (t *Twin) spend(now time.Time, a quota.Ask, inFlight time.Duration) quota.Decision {
 	if !a.Until.IsZero() && t.clock().UnixMilli() > a.Until.UnixMilli() {
-		return Decision{Outcome: Late}
+		return quota.Decision{Outcome: quota.Late}
 	}
 	switch state, ok := t.field(a.Idem, "state"); {
 	case state == "cancelled":
 		if t.cancelled(a.Idem, a.Nonce) {
-			return Decision{Outcome: Cancelled}
+			return quota.Decision{Outcome: quota.Cancelled}
 		}
 	case ok:
 		if fp, ok := t.field(a.Idem, "fp"); !ok || fp != a.Fingerprint {
-			return Decision{Outcome: Reused}
+			return quota.Decision{Outcome: quota.Reused}
 		}
 		if state == "done" {
 			body, _ := t.field(a.Idem, "body")
-			return replayed(body)
+			return quota.Decision{Outcome: quota.Replay, Body: []byte(body)}
 		}
-		return Decision{Outcome: Pending}
+		return quota.Decision{Outcome: quota.Pending}
 	}
 	res := bucket.Step(now, 1, a.Buckets, t.loadBucket, t.saveBucket)
 	if res.Allowed {
 		delete(t.keys, a.Idem)
 		t.hset(a.Idem, inFlight, "state", "pending", "fp", a.Fingerprint, "nonce", a.Nonce)
 	}
-	return decided(res)
+	if res.Allowed {
+		return quota.Decision{Outcome: quota.Allowed, Result: res}
+	}
+	return quota.Decision{Outcome: quota.Denied, Result: res}
 }
 
 // Undo is Store.Undo.
-func (t *Twin) Undo(_ context.Context, now time.Time, a Ask, urlID string) (bool, error) {
-	if err := checkUndo(a, urlID); err != nil {
+func (t *Twin) Undo(_ context.Context, now time.Time, a quota.Ask, urlID string) (bool, error) {
+	if err := quota.CheckUndo(a, urlID); err != nil {
 		return false, err
 	}
 	t.mu.Lock()
@@ -92,12 +100,12 @@ func (t *Twin) Undo(_ context.Context, now time.Time, a Ask, urlID string) (bool
 	if t.inFlight(a) {
 		delete(t.keys, a.Idem)
 	}
-	return t.refund(now, Due{Tenant: a.Tenant, URLID: urlID, Buckets: a.Buckets}, false) == Refunded, nil
+	return t.refund(now, quota.Due{Tenant: a.Tenant, URLID: urlID, Buckets: a.Buckets}, false) == quota.Refunded, nil
 }
 
 // Finish is Store.Finish.
-func (t *Twin) Finish(_ context.Context, a Ask, f Finished) error {
-	if err := checkFinish(a, f); err != nil {
+func (t *Twin) Finish(_ context.Context, a quota.Ask, f quota.Finished) error {
+	if err := quota.CheckFinish(a, f); err != nil {
 		return err
 	}
 	t.mu.Lock()
@@ -107,8 +115,8 @@ func (t *Twin) Finish(_ context.Context, a Ask, f Finished) error {
 }
 
 // Cancel is Store.Cancel.
-func (t *Twin) Cancel(_ context.Context, now time.Time, a Ask) (bool, error) {
-	if err := checkAsk(a, true); err != nil {
+func (t *Twin) Cancel(_ context.Context, now time.Time, a quota.Ask) (bool, error) {
+	if err := quota.CheckCancel(a); err != nil {
 		return false, err
 	}
 	t.mu.Lock()
@@ -117,7 +125,7 @@ func (t *Twin) Cancel(_ context.Context, now time.Time, a Ask) (bool, error) {
 	case t.inFlight(a):
 		bucket.Step(now, -1, a.Buckets, t.loadBucket, t.saveBucket)
 		delete(t.keys, a.Idem)
-		t.hset(a.Idem, CancelTTL, "state", "cancelled", "nonce", a.Nonce, "refunded", a.Nonce)
+		t.hset(a.Idem, quota.CancelTTL, "state", "cancelled", "nonce", a.Nonce, "refunded", a.Nonce)
 		return true, nil
 	case state == "cancelled":
 		if t.cancelled(a.Idem, a.Nonce) {
@@ -126,23 +134,23 @@ func (t *Twin) Cancel(_ context.Context, now time.Time, a Ask) (bool, error) {
 		}
 		nonces, _ := t.field(a.Idem, "nonce")
 		list := append(strings.Fields(nonces), a.Nonce)
-		t.hset(a.Idem, CancelTTL, "nonce", strings.Join(list[max(0, len(list)-maxCancelled):], " "))
+		t.hset(a.Idem, quota.CancelTTL, "nonce", strings.Join(list[max(0, len(list)-quota.MaxCancelled):], " "))
 	case ok:
 		// Another request's in-flight mark or done record.
 	default:
-		t.hset(a.Idem, CancelTTL, "state", "cancelled", "nonce", a.Nonce)
+		t.hset(a.Idem, quota.CancelTTL, "state", "cancelled", "nonce", a.Nonce)
 	}
 	return false, nil
 }
 
 // Refund is Store.Refund: the grants one after the other, in order.
-func (t *Twin) Refund(_ context.Context, now time.Time, ds []Due) ([]RefundOutcome, error) {
-	if err := checkDues(ds); err != nil {
+func (t *Twin) Refund(_ context.Context, now time.Time, ds []quota.Due) ([]quota.RefundOutcome, error) {
+	if err := quota.CheckRefund(ds); err != nil {
 		return nil, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]RefundOutcome, len(ds))
+	out := make([]quota.RefundOutcome, len(ds))
 	for i, d := range ds {
 		out[i] = t.refund(now, d, true)
 	}
@@ -150,20 +158,24 @@ func (t *Twin) Refund(_ context.Context, now time.Time, ds []Due) ([]RefundOutco
 }
 
 // Status is Store.Status.
-func (t *Twin) Status(_ context.Context, tenant, urlID string) (Status, error) {
-	if err := checkGrant(tenant, urlID); err != nil {
-		return Status{}, err
+func (t *Twin) Status(_ context.Context, tenant, urlID string) (quota.Status, error) {
+	if err := quota.CheckStatus(tenant, urlID); err != nil {
+		return quota.Status{}, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	expiresAt, _ := t.field(keys.Grant(tenant, urlID), "expiresAt")
 	subject, _ := t.field(keys.Grant(tenant, urlID), "subject")
-	return status(t.live(keys.Done(tenant, urlID)) != nil, t.live(keys.Refunded(tenant, urlID)) != nil, expiresAt, subject), nil
+	st := quota.Status{Done: t.live(keys.Done(tenant, urlID)) != nil, Refunded: t.live(keys.Refunded(tenant, urlID)) != nil, Subject: subject}
+	if ms, err := strconv.ParseInt(expiresAt, 10, 64); err == nil {
+		st.ExpiresAt, st.Found = time.UnixMilli(ms).UTC(), true
+	}
+	return st, nil
 }
 
 // inFlight reports whether a's key holds a's own in-flight mark: pending,
 // with its fingerprint and its nonce.
-func (t *Twin) inFlight(a Ask) bool {
+func (t *Twin) inFlight(a quota.Ask) bool {
 	state, _ := t.field(a.Idem, "state")
 	fp, _ := t.field(a.Idem, "fp")
 	nonce, ok := t.field(a.Idem, "nonce")
@@ -178,19 +190,19 @@ func (t *Twin) cancelled(key, nonce string) bool {
 
 // refund is one grant's step of refund.lua (sweep set: a done marker is
 // made to live MarkerTTL at least), and undo.lua's after the key.
-func (t *Twin) refund(now time.Time, d Due, sweep bool) RefundOutcome {
+func (t *Twin) refund(now time.Time, d quota.Due, sweep bool) quota.RefundOutcome {
 	switch k := t.live(keys.Done(d.Tenant, d.URLID)); {
 	case k != nil:
-		if at := t.clock().UnixMilli() + MarkerTTL.Milliseconds(); sweep && k.expires < at {
+		if at := t.clock().UnixMilli() + quota.MarkerTTL.Milliseconds(); sweep && k.expires < at {
 			k.expires = at
 		}
-		return Done
+		return quota.Done
 	case t.live(keys.Refunded(d.Tenant, d.URLID)) != nil:
-		return Already
+		return quota.Already
 	}
 	bucket.Step(now, -1, d.Buckets, t.loadBucket, t.saveBucket)
-	t.set(keys.Refunded(d.Tenant, d.URLID), refundRecord(now, d.Buckets), RefundedTTL)
-	return Refunded
+	t.set(keys.Refunded(d.Tenant, d.URLID), quota.RefundRecord(now, d.Buckets), quota.RefundedTTL)
+	return quota.Refunded
 }
 
 // recordRE is complete.lua's test for a refund record not taken back.
@@ -198,37 +210,41 @@ var recordRE = regexp.MustCompile(`^\{"at":\d+,"buckets":`)
 
 // Complete is Store.Complete: complete.lua, which never needs a second run
 // here, the Twin reading the refund record under its own lock.
-func (t *Twin) Complete(_ context.Context, now time.Time, c Completion) (Completed, error) {
-	if err := checkCompletion(c); err != nil {
-		return Completed{}, err
+func (t *Twin) Complete(_ context.Context, now time.Time, c quota.Completion) (quota.Completed, error) {
+	if err := quota.CheckComplete(c); err != nil {
+		return quota.Completed{}, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	done := keys.Done(c.Tenant, c.URLID)
-	var got Completed
+	var got quota.Completed
 	if k := t.live(done); k != nil {
 		got.Previous, got.Existed = k.str, true
 	}
 	if !c.First || !got.Existed {
-		t.set(done, c.Value, completeTTL(c.TTL))
-	} else if k := t.keys[done]; k.expires < t.clock().UnixMilli()+completeTTL(c.TTL).Milliseconds() {
-		k.expires = t.clock().UnixMilli() + completeTTL(c.TTL).Milliseconds()
+		t.set(done, c.Value, markerTTL(c))
+	} else if k := t.keys[done]; k.expires < t.clock().UnixMilli()+markerTTL(c).Milliseconds() {
+		k.expires = t.clock().UnixMilli() + markerTTL(c).Milliseconds()
 	}
 	refunded := keys.Refunded(c.Tenant, c.URLID)
 	k := t.live(refunded)
 	if k == nil || !recordRE.MatchString(k.str) {
 		return got, nil
 	}
-	bs, err := parseRecord(c.Tenant, k.str)
+	bs, err := quota.ParseRefundRecord(c.Tenant, k.str)
 	if err != nil {
-		return Completed{}, err
+		return quota.Completed{}, err
 	}
-	at, _ := RefundedAt(k.str)
+	at, _ := quota.RefundedAt(k.str)
 	bucket.StepOwing(now, 1, bs, t.loadBucket, t.saveBucket)
-	k.str = taken(at.UnixMilli(), now)
+	k.str = quota.TakenRecord(at.UnixMilli(), now)
 	got.TookBack = true
 	return got, nil
 }
+
+// markerTTL is the done marker's TTL Complete sets: c.TTL, MarkerTTL at the
+// least.
+func markerTTL(c quota.Completion) time.Duration { return max(c.TTL, quota.MarkerTTL) }
 
 func (t *Twin) loadBucket(key string) (bucket.Stored, bool) {
 	tok, ok := t.field(key, "t")
@@ -287,4 +303,86 @@ func (t *Twin) hset(key string, ttl time.Duration, fields ...string) {
 // set is SET key value PX ttl.
 func (t *Twin) set(key, value string, ttl time.Duration) {
 	t.keys[key] = &twinKey{str: value, expires: t.clock().UnixMilli() + ttl.Milliseconds()}
+}
+
+// SpendBatch is Store.SpendBatch: the Spends one after another, atomically.
+// It reads its clock for each Spend's Until where the script reads Redis's
+// once: the two differ only for an Until within the batch's own run.
+func (t *Twin) SpendBatch(_ context.Context, ss []quota.Spending) ([]quota.Spent, error) {
+	if err := quota.CheckSpendBatch(ss); err != nil {
+		return nil, err
+	}
+	if len(ss) == 0 {
+		return nil, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]quota.Spent, len(ss))
+	for i, sp := range ss {
+		out[i].Decision = t.spend(sp.Now, sp.Ask, sp.InFlight)
+	}
+	return out, nil
+}
+
+// FinishBatch is Store.FinishBatch: the Finishes one after another,
+// atomically.
+func (t *Twin) FinishBatch(_ context.Context, fs []quota.Finishing) ([]error, error) {
+	if err := quota.CheckFinishBatch(fs); err != nil || len(fs) == 0 {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, f := range fs {
+		t.finish(f.Ask, f.Finished)
+	}
+	return make([]error, len(fs)), nil
+}
+
+// finish is one Finish on t; under t.mu.
+func (t *Twin) finish(a quota.Ask, f quota.Finished) {
+	if state, _ := t.field(a.Idem, "state"); state != "cancelled" {
+		t.hset(a.Idem, f.RecordTTL, "state", "done", "fp", a.Fingerprint, "nonce", a.Nonce, "body", string(f.Body))
+	}
+	t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "expiresAt", strconv.FormatInt(f.ExpiresAt.UnixMilli(), 10), "subject", f.Subject)
+}
+
+// Peek is Store.Peek.
+func (t *Twin) Peek(_ context.Context, now time.Time, tenant string, bs []bucket.Bucket) ([]bucket.Result, error) {
+	if err := quota.CheckPeek(tenant, bs); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return quota.Peeked(now, bs, t.loadBucket), nil
+}
+
+// Refill is Store.Refill.
+func (t *Twin) Refill(_ context.Context, tenant, key string) error {
+	if err := quota.CheckRefill(tenant, key); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.keys, key)
+	return nil
+}
+
+// Entry is key's state in t as Redis would hold it — a string's value, or a
+// hash's fields — and its time to live by t's clock; ok is false for a
+// missing or expired key.
+func (t *Twin) Entry(key string) (str string, hash map[string]string, ttl time.Duration, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := t.live(key)
+	if k == nil {
+		return "", nil, 0, false
+	}
+	return k.str, maps.Clone(k.hash), time.Duration(k.expires-t.clock().UnixMilli()) * time.Millisecond, true
+}
+
+// Set is SET key value PX ttl, as the completer sets a done marker.
+func (t *Twin) Set(key, value string, ttl time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.set(key, value, ttl)
 }
