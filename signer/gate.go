@@ -12,10 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // inFlightTTL is how long a request's in-flight mark holds its idempotency
@@ -55,15 +55,15 @@ type attempt struct {
 	hard []bucket.Bucket
 }
 
-// newAttempt is who's sign request req under tiers. shadowCap above 0 puts
+// newAttempt is who's sign request req under set. shadowCap above 0 puts
 // it in shadow mode: a ceiling of shadowCap times the caller's tier is
 // spent by every sign and refuses when short (keys.ShadowBucket).
-func newAttempt(who caller, req signRequest, tiers config.TierSet, shadowCap float64) attempt {
+func newAttempt(who caller, req signRequest, set tiers.Set, shadowCap float64) attempt {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", who.Tenant, who.Subject, req.ContentType, req.ContentLength)
-	// ParseTiers guarantees the caller tiers and the tenant tier exist;
-	// TierSet.For derives anonymous_all when it is not named.
-	buckets, _ := tiers.SignBuckets(who.Tenant, who.Subject, who.Tier)
+	// tiers.Parse guarantees the caller tiers and the tenant tier exist;
+	// tiers.Set.For derives anonymous_all when it is not named.
+	buckets, _ := set.SignBuckets(who.Tenant, who.Subject, who.Tier)
 	var hard []bucket.Bucket
 	if shadowCap > 0 {
 		ceiling := bucket.Bucket{Key: keys.ShadowBucket(who.Tenant, who.Subject), Limit: shadowLimit(buckets[0].Limit, shadowCap)}

@@ -13,6 +13,7 @@ import (
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/service"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // run starts the signer with the environment getenv reads and serves until
@@ -93,7 +94,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 // observe starts what watches the signer from outside or from its files:
 // the metrics (unless a test gave its own), the tenant tiers file, pprof.
 func (d *deps) observe(ctx context.Context) error {
-	live, err := config.NewLiveTiers(d.cfg.Tiers, d.cfg.TiersFile)
+	live, err := tiers.NewLive(d.cfg.Tiers, d.cfg.TiersFile)
 	if err != nil {
 		return err
 	}
@@ -107,7 +108,7 @@ func (d *deps) observe(ctx context.Context) error {
 		d.reg = ops.NewRegistry()
 		d.metrics = newMetrics(d.reg)
 	}
-	ops.WatchTiers(ctx, d.reg, d.log, d.live)
+	d.live.WatchAndLog(ctx, d.reg, d.log)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // settings is the sweeper's configuration (docs/configuration.md), and the knobs tests
@@ -15,7 +16,7 @@ type settings struct {
 	// Limits holds Tiers (MINTGATE_TIERS with MINTGATE_TENANT_TIERS'
 	// overrides: each refund is capped by them) and TiersFile
 	// (MINTGATE_TENANT_TIERS_FILE: more overrides, re-read while running).
-	config.Limits
+	tiers.Limits
 	Grace    time.Duration
 	Secret   []byte // MINTGATE_GRANT_SECRET: only batches it verifies are applied
 	Previous []byte // MINTGATE_GRANT_SECRET_PREVIOUS: also verifies, during a rotation
@@ -39,7 +40,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		Redis:        e.Redis(),
 		NATS:         e.NATS(),
 		HTTPAddr:     e.HTTPAddr(defaultHTTPAddr),
-		Limits:       e.Limits(),
+		Limits:       tiers.ReadLimits(e),
 		Grace:        e.SweepGrace(),
 		Secret:       e.GrantSecret(),
 		TrimInterval: defaultTrimInterval,

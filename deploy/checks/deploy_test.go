@@ -16,6 +16,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // The services of SPEC §5's "used by" column.
@@ -167,7 +168,7 @@ func checkServiceEnv(t *testing.T, where, service string, env map[string]string)
 	urlTTL := e.Duration("MINTGATE_URL_TTL", 120*time.Second)
 	grace := e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second)
 	doneTTL := e.Duration("MINTGATE_DONE_TTL", 15*time.Minute)
-	e.Tiers("MINTGATE_TIERS", config.DefaultTiers)
+	tiers.Read(e, "MINTGATE_TIERS", tiers.Default)
 	e.URL("MINTGATE_NATS_URL", "nats://127.0.0.1:4222", "nats", "tls")
 	e.URL("MINTGATE_S3_ENDPOINT", "", "http", "https")
 	e.URL("MINTGATE_SQS_ENDPOINT", "", "http", "https")

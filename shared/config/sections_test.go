@@ -6,18 +6,19 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // The sections every service shares: their defaults, and a bad value named
 // by its variable.
 func TestSections(t *testing.T) {
 	e := env(map[string]string{"MINTGATE_S3_BUCKET": "uploads"})
-	addr, ttl, grace, limits, s3 := e.HTTPAddr(":8082"), e.URLTTL(), e.SweepGrace(), e.Limits(), e.S3()
+	addr, ttl, grace, limits, s3 := e.HTTPAddr(":8082"), e.URLTTL(), e.SweepGrace(), tiers.ReadLimits(e), e.S3()
 	if err := e.Err(); err != nil {
 		t.Fatal(err)
 	}
 	if addr != ":8082" || ttl != 120*time.Second || grace != 30*time.Second || limits.TiersFile != "" ||
-		limits.Tiers.Default[config.TierTenant].Capacity != 600 || s3 != (config.S3{Bucket: "uploads"}) {
+		limits.Tiers.Default[tiers.Tenant].Capacity != 600 || s3 != (config.S3{Bucket: "uploads"}) {
 		t.Errorf("defaults: %q %v %v %+v %+v", addr, ttl, grace, limits, s3)
 	}
 
@@ -37,7 +38,7 @@ func TestSections(t *testing.T) {
 		e.HTTPAddr(":8082")
 		e.URLTTL()
 		e.SweepGrace()
-		e.Limits()
+		tiers.ReadLimits(e)
 		e.S3()
 		if err := e.Err(); err == nil || !strings.Contains(err.Error(), tc.name) {
 			t.Errorf("%s=%q: error %v does not name it", tc.name, tc.value, err)
