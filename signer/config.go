@@ -6,17 +6,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mintgate/mintgate/shared/auth"
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
 
-// IP trust models of MINTGATE_IP_SOURCE (config.Identity).
+// IP trust models of MINTGATE_IP_SOURCE (auth.Config).
 const (
-	ipRemote = config.IPRemote
-	ipCF     = config.IPCF
-	ipXFF    = config.IPXFF
+	ipRemote = auth.IPRemote
+	ipCF     = auth.IPCF
+	ipXFF    = auth.IPXFF
 )
 
 // Rate-limit header forms of MINTGATE_RATELIMIT_HEADERS.
@@ -49,7 +50,7 @@ type cfg struct {
 	// the signer runs).
 	tiers.Limits
 	// Identity is who may sign: tokens, anonymous tenants, client IPs.
-	config.Identity
+	auth.Config
 
 	URLTTL       time.Duration
 	SweepGrace   time.Duration
@@ -106,7 +107,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		S3:          e.S3(),
 		AWS:         e.AWS(),
 		Limits:      tiers.ReadLimits(e),
-		Identity:    e.Identity(),
+		Config:      auth.Read(e),
 		URLTTL:      e.URLTTL(),
 		SweepGrace:  e.SweepGrace(),
 		GrantSecret: e.GrantSecret(),

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/auth"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/service"
@@ -157,7 +157,7 @@ func warnRisky(log *slog.Logger, c cfg) {
 			"unless clients really connect directly (then set MINTGATE_IP_SOURCE=remote to say so).")
 	}
 	for _, p := range c.TrustedProxies {
-		if config.WideProxyRange(p) {
+		if auth.WideProxyRange(p) {
 			log.Warn("!!! MINTGATE_TRUSTED_PROXIES holds a wide private range: every address in it may write X-Forwarded-For or CF-Connecting-IP, "+
 				"so any workload there can name a fresh client, and get a fresh anonymous bucket, per request. Name your ingress controller's or load balancer's addresses only.",
 				"range", p.String())

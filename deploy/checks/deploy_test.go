@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mintgate/mintgate/shared/auth"
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/tiers"
@@ -220,11 +221,11 @@ const trustedProxiesPlaceholder = "SET-ME-to-the-ingress-controller-addresses"
 // trustProblem says what is wrong with the proxies a signer's environment
 // trusts with its client-IP headers, or "" (issue 17): a header model
 // without proxies named, a placeholder left in, or a range so wide
-// (config.WideProxyRange, the signer's own rule) that any pod or host in it
+// (auth.WideProxyRange, the signer's own rule) that any pod or host in it
 // can spoof X-Forwarded-For and buy a fresh anonymous bucket per request.
 func trustProblem(env map[string]string) string {
 	source := env["MINTGATE_IP_SOURCE"]
-	if source != config.IPXFF && source != config.IPCF {
+	if source != auth.IPXFF && source != auth.IPCF {
 		return ""
 	}
 	proxies := strings.TrimSpace(env["MINTGATE_TRUSTED_PROXIES"])
@@ -241,7 +242,7 @@ func trustProblem(env map[string]string) string {
 			}
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
-		if config.WideProxyRange(p) {
+		if auth.WideProxyRange(p) {
 			return fmt.Sprintf("MINTGATE_TRUSTED_PROXIES trusts %s: every workload in it can spoof X-Forwarded-For; name the ingress controller's addresses", item)
 		}
 	}
