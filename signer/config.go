@@ -9,6 +9,7 @@ import (
 	"github.com/mintgate/mintgate/shared/auth"
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
@@ -110,7 +111,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		Config:      auth.Read(e),
 		URLTTL:      e.URLTTL(),
 		SweepGrace:  e.SweepGrace(),
-		GrantSecret: e.GrantSecret(),
+		GrantSecret: grant.ReadSecret(e),
 	}
 	if c.OpsAddr == c.HTTPAddr {
 		e.Fail("MINTGATE_OPS_ADDR", "%q is MINTGATE_HTTP_ADDR too: /metrics must not be on the public port", c.OpsAddr)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
 
@@ -42,9 +43,9 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		HTTPAddr:     e.HTTPAddr(defaultHTTPAddr),
 		Limits:       tiers.ReadLimits(e),
 		Grace:        e.SweepGrace(),
-		Secret:       e.GrantSecret(),
+		Secret:       grant.ReadSecret(e),
 		TrimInterval: defaultTrimInterval,
 	}
-	s.Previous = e.PreviousGrantSecret(s.Secret)
+	s.Previous = grant.ReadPreviousSecret(e, s.Secret)
 	return s, e.Err()
 }
