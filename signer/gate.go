@@ -23,15 +23,6 @@ import (
 // signer that died mid-request frees the key soon.
 const inFlightTTL = 30 * time.Second
 
-// grantRecordTTL is how long a grant record (what GET /uploads/{urlId}
-// reads) lives: the URL's TTL plus grace past its due time, so the status
-// can say "refunded" or "completed" after the sweeper's check — and no
-// longer than the completer's done marker lives, which its configuration
-// holds at 2 × (TTL + grace) or more from the upload (never before the
-// issue). A record that outlived the done marker would read "expired" for
-// an upload that completed.
-func grantRecordTTL(ttl, grace time.Duration) time.Duration { return 2 * (ttl + grace) }
-
 // outcome is what the sign script decided.
 type outcome int
 
@@ -344,7 +335,7 @@ const finishAttempts = 3
 func (g *gate) finish(ctx context.Context, a attempt, urlID string, body []byte, expiresAt time.Time, ttl, grace time.Duration) error {
 	f := quota.Finished{
 		URLID: urlID, Subject: a.who.Subject, Body: body, ExpiresAt: expiresAt,
-		RecordTTL: ttl, GrantTTL: grantRecordTTL(ttl, grace),
+		RecordTTL: ttl, GrantTTL: quota.GrantRecordTTL(ttl, grace),
 	}
 	var err error
 	for i := range finishAttempts {

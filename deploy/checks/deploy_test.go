@@ -16,6 +16,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/auth"
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
@@ -184,7 +185,7 @@ func checkServiceEnv(t *testing.T, where, service string, env map[string]string)
 	// The completer refuses to start otherwise (SPEC §3): a done marker must
 	// outlive the URL and the sweeper's grace by a wide margin (it asks for
 	// twice), or a finished upload is refunded.
-	if need := 2 * (urlTTL + grace); service == completer && doneTTL < need {
+	if need := quota.GrantRecordTTL(urlTTL, grace); service == completer && doneTTL < need {
 		t.Errorf("%s: MINTGATE_DONE_TTL %v is below 2 × (MINTGATE_URL_TTL + MINTGATE_SWEEP_GRACE) = %v", where, doneTTL, need)
 	}
 	// HS256 keys shorter than 32 bytes are refused by the signer (RFC 7518 §3.2).
