@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/auth"
+	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/service"
@@ -54,7 +55,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	}
 	// Redis connects lazily: a signer started while Redis is down serves
 	// 503 limiter_unavailable (and /readyz says why) until it is back.
-	rdb, err := c.Redis.Client()
+	rdb, err := dial.Redis(c.Redis)
 	if err != nil {
 		return err
 	}
@@ -136,7 +137,7 @@ func (d *deps) startGate(ctx context.Context, rdb redis.UniversalClient) (stop f
 // dialLedger connects to the grant ledger as the signer and opens it in
 // the background (grant.DialPending); the ledger logs through log.
 func dialLedger(ctx context.Context, c cfg, log *slog.Logger) (*grant.Pending, error) {
-	natsOpts, err := c.NATS.Options("signer")
+	natsOpts, err := dial.NATSOptions(c.NATS, "signer")
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/quota"
@@ -48,7 +49,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	for _, o := range opts {
 		o(&cfg)
 	}
-	rdb, err := cfg.Redis.Client()
+	rdb, err := dial.Redis(cfg.Redis)
 	if err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 // the background (grant.DialPending) until ctx ends; the ledger logs
 // through log.
 func dialLedger(ctx context.Context, cfg settings, log *slog.Logger) (*grant.Pending, error) {
-	natsOpts, err := cfg.NATS.Options("sweeper")
+	natsOpts, err := dial.NATSOptions(cfg.NATS, "sweeper")
 	if err != nil {
 		return nil, err
 	}
