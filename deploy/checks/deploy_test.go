@@ -16,6 +16,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/auth"
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/tiers"
@@ -281,8 +282,8 @@ func checkCredentials(t *testing.T, where, service string, env map[string]string
 			t.Errorf("%s: %s: no %s", where, service, name)
 		}
 	}
-	if s := env["MINTGATE_GRANT_SECRET"]; ledger && len(s) < 32 {
-		t.Errorf("%s: %s: MINTGATE_GRANT_SECRET is %d bytes, want at least 32", where, service, len(s))
+	if s := env["MINTGATE_GRANT_SECRET"]; ledger && grant.CheckSecret([]byte(s)) != nil {
+		t.Errorf("%s: %s: MINTGATE_GRANT_SECRET is %d bytes, want at least %d", where, service, len(s), grant.MinSecretLen)
 	}
 }
 
