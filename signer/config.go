@@ -50,7 +50,8 @@ type cfg struct {
 	// overrides) and TiersFile (MINTGATE_TENANT_TIERS_FILE, re-read while
 	// the signer runs).
 	tiers.Limits
-	// Identity is who may sign: tokens, anonymous tenants, client IPs.
+	// Config (shared/auth) is who may sign: tokens, anonymous tenants,
+	// client IPs.
 	auth.Config
 
 	URLTTL       time.Duration
