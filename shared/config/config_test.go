@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/config"
-	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 func env(m map[string]string) *config.Env {
@@ -15,7 +14,6 @@ func env(m map[string]string) *config.Env {
 
 func TestBadValuesNameTheVariable(t *testing.T) {
 	cases := map[string]string{
-		"MINTGATE_TIERS":            "user=30:0.5",
 		"MINTGATE_REDIS_TIMEOUT":    "soon",
 		"MINTGATE_REDIS_URL":        "http://x",
 		"MINTGATE_URL_TTL":          "-1s",
@@ -23,7 +21,6 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 	}
 	for name, val := range cases {
 		e := env(map[string]string{name: val})
-		tiers.Read(e, "MINTGATE_TIERS", tiers.Default)
 		e.Redis()
 		e.Duration("MINTGATE_URL_TTL", 120*time.Second)
 		e.Int("MINTGATE_MAX_OBJECT_BYTES", 1)

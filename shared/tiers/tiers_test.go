@@ -163,3 +163,26 @@ func TestAnonymousAllTier(t *testing.T) {
 		t.Error("anonymous_all with capacity 0 accepted")
 	}
 }
+
+// The tier variables read as one section: their defaults, and a bad value
+// named by its variable.
+func TestLimitsSection(t *testing.T) {
+	e := env(nil)
+	limits := tiers.ReadLimits(e)
+	if err := e.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if limits.TiersFile != "" || limits.Tiers.Default[tiers.Tenant].Capacity != 600 {
+		t.Errorf("defaults: %+v", limits)
+	}
+	for _, tc := range []struct{ name, value string }{
+		{"MINTGATE_TIERS", "user=30:0.5"},
+		{"MINTGATE_TENANT_TIERS", "acme:gold=1:1"},
+	} {
+		e := env(map[string]string{tc.name: tc.value})
+		tiers.ReadLimits(e)
+		if err := e.Err(); err == nil || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%s=%q: error %v does not name it", tc.name, tc.value, err)
+		}
+	}
+}
