@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/uploads"
 )
 
@@ -23,7 +24,7 @@ import (
 // The connection reconnects forever; while it is down, publishes fail at
 // once and the messages they came from are held.
 func openEvents(ctx context.Context, c cfg, log *slog.Logger) (*uploads.Publisher, *nats.Conn, error) {
-	opts, err := c.NATS.Options("completer")
+	opts, err := dial.NATSOptions(c.NATS, "completer")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -65,7 +66,7 @@ func openEvents(ctx context.Context, c cfg, log *slog.Logger) (*uploads.Publishe
 // given to run when set, else the SDK's default chain (shared files, IRSA,
 // IMDS …); the endpoint from MINTGATE_SQS_ENDPOINT when set.
 func newSQS(ctx context.Context, c cfg) (*sqs.Client, error) {
-	ac, err := c.AWS.Load(ctx)
+	ac, err := dial.AWS(ctx, c.AWS)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/quota"
 )
 
 // maxVisibility is the longest visibility timeout SQS accepts.
@@ -76,10 +77,9 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	if v := c.Visibility; v != 0 && (v%time.Second != 0 || v > maxVisibility) {
 		e.Fail("MINTGATE_SQS_VISIBILITY_TIMEOUT", "%s is not whole seconds between 1s and 12h", v)
 	}
-	// The sweeper looks for the done marker at URL expiry + grace, and SQS
-	// may deliver late: a marker that expired first means a refund for an
-	// upload that happened — free quota. Demand a wide margin, not a tie.
-	if need := 2 * (c.URLTTL + c.Grace); c.DoneTTL < need {
+	// A done marker must outlive the sweeper's check by a wide margin
+	// (quota.GrantRecordTTL says why).
+	if need := quota.GrantRecordTTL(c.URLTTL, c.Grace); c.DoneTTL < need {
 		e.Fail("MINTGATE_DONE_TTL", "%s must be at least 2 × (MINTGATE_URL_TTL %s + MINTGATE_SWEEP_GRACE %s) = %s, "+
 			"so a done marker outlives the sweeper's check", c.DoneTTL, c.URLTTL, c.Grace, need)
 	}

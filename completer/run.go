@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/backoff"
+	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/service"
@@ -40,7 +41,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// Redis connects lazily: a completer started while Redis is down holds
 	// what its first receives bring, and receives nothing more, until it
 	// answers (and /readyz says why).
-	rdb, err := c.Redis.Client()
+	rdb, err := dial.Redis(c.Redis)
 	if err != nil {
 		return err
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // The admin API lives on the ops port only (MINTGATE_OPS_ADDR), and only
@@ -87,25 +87,25 @@ func adminAuth(token []byte) echo.MiddlewareFunc {
 // adminTarget reads the tenant of the path and an optional subject
 // ("u:<user>" or "a:<ip hash>"), and names the buckets they mean: the
 // subject's own, or with none the tenant-wide ones (tenant, anonymous_all).
-func adminTarget(tiers config.TierSet, tenant, subject string) ([]bucket.Bucket, []string, *apiError) {
+func adminTarget(set tiers.Set, tenant, subject string) ([]bucket.Bucket, []string, *apiError) {
 	if !keys.ValidTenant(tenant) {
 		return nil, nil, newError(http.StatusBadRequest, codeInvalidRequest, "tenant must match [A-Za-z0-9_-]{1,64}")
 	}
 	tier := ""
 	switch {
 	case subject == "":
-		t, _ := tiers.For(tenant, config.TierTenant)
-		a, _ := tiers.For(tenant, config.TierAnonymousAll)
+		t, _ := set.For(tenant, tiers.Tenant)
+		a, _ := set.For(tenant, tiers.AnonymousAll)
 		return []bucket.Bucket{{Key: keys.TenantBucket(tenant), Limit: t}, {Key: keys.AnonBucket(tenant), Limit: a}},
-			[]string{config.TierTenant, config.TierAnonymousAll}, nil
+			[]string{tiers.Tenant, tiers.AnonymousAll}, nil
 	case strings.HasPrefix(subject, "u:") && keys.ValidUser(subject[2:]):
-		tier = config.TierUser
+		tier = tiers.User
 	case strings.HasPrefix(subject, "a:") && len(subject) > 2 && len(subject) <= 130:
-		tier = config.TierAnonymous
+		tier = tiers.Anonymous
 	default:
 		return nil, nil, newError(http.StatusBadRequest, codeInvalidRequest, "subject must be u:<user id> or a:<ip hash>")
 	}
-	l, _ := tiers.For(tenant, tier)
+	l, _ := set.For(tenant, tier)
 	return []bucket.Bucket{{Key: keys.Bucket(tenant, subject), Limit: l}}, []string{tier}, nil
 }
 
@@ -113,7 +113,7 @@ func adminTarget(tiers config.TierSet, tenant, subject string) ([]bucket.Bucket,
 func adminGetBuckets(d deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		tenant, subject := c.Param("tenant"), c.QueryParam("subject")
-		bs, tiers, aerr := adminTarget(d.tiers(), tenant, subject)
+		bs, names, aerr := adminTarget(d.tiers(), tenant, subject)
 		if aerr != nil {
 			return aerr
 		}
@@ -126,7 +126,7 @@ func adminGetBuckets(d deps) echo.HandlerFunc {
 		out := adminBuckets{Tenant: tenant, Subject: subject}
 		for i, b := range bs {
 			out.Buckets = append(out.Buckets, adminBucket{
-				Key: b.Key, Tier: tiers[i], Capacity: b.Limit.Capacity, RefillPerSecond: b.Limit.Rate,
+				Key: b.Key, Tier: names[i], Capacity: b.Limit.Capacity, RefillPerSecond: b.Limit.Rate,
 				Remaining: res[i].Remaining, ResetSeconds: int64(res[i].Reset.Seconds()),
 			})
 		}

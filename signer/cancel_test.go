@@ -17,6 +17,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
@@ -26,7 +27,7 @@ import (
 // step bounded by timeout), to the server at addr.
 func redisClient(t *testing.T, addr string, timeout time.Duration) redis.UniversalClient {
 	t.Helper()
-	rdb, err := config.Redis{URL: "redis://" + addr + "/0", Timeout: timeout}.Client()
+	rdb, err := dial.Redis(config.Redis{URL: "redis://" + addr + "/0", Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}

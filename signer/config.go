@@ -6,16 +6,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mintgate/mintgate/shared/auth"
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
-// IP trust models of MINTGATE_IP_SOURCE (config.Identity).
+// IP trust models of MINTGATE_IP_SOURCE (auth.Config).
 const (
-	ipRemote = config.IPRemote
-	ipCF     = config.IPCF
-	ipXFF    = config.IPXFF
+	ipRemote = auth.IPRemote
+	ipCF     = auth.IPCF
+	ipXFF    = auth.IPXFF
 )
 
 // Rate-limit header forms of MINTGATE_RATELIMIT_HEADERS.
@@ -46,9 +49,10 @@ type cfg struct {
 	// Limits holds Tiers (MINTGATE_TIERS with MINTGATE_TENANT_TIERS'
 	// overrides) and TiersFile (MINTGATE_TENANT_TIERS_FILE, re-read while
 	// the signer runs).
-	config.Limits
-	// Identity is who may sign: tokens, anonymous tenants, client IPs.
-	config.Identity
+	tiers.Limits
+	// Config (shared/auth) is who may sign: tokens, anonymous tenants,
+	// client IPs.
+	auth.Config
 
 	URLTTL       time.Duration
 	SweepGrace   time.Duration
@@ -104,11 +108,11 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		NATS:        e.NATS(),
 		S3:          e.S3(),
 		AWS:         e.AWS(),
-		Limits:      e.Limits(),
-		Identity:    e.Identity(),
+		Limits:      tiers.ReadLimits(e),
+		Config:      auth.Read(e),
 		URLTTL:      e.URLTTL(),
 		SweepGrace:  e.SweepGrace(),
-		GrantSecret: e.GrantSecret(),
+		GrantSecret: grant.ReadSecret(e),
 	}
 	if c.OpsAddr == c.HTTPAddr {
 		e.Fail("MINTGATE_OPS_ADDR", "%q is MINTGATE_HTTP_ADDR too: /metrics must not be on the public port", c.OpsAddr)
@@ -143,7 +147,7 @@ func operatorSettings(e *config.Env, c *cfg) {
 	c.DegradedShare = share(e, "MINTGATE_DEGRADED_SHARE", defaultDegradedShare)
 	c.RateLimitHeader = e.OneOf("MINTGATE_RATELIMIT_HEADERS", headersLegacy, headersLegacy, headersDraft)
 	c.DemoPage = e.OneOf("MINTGATE_DEMO_PAGE", "off", "off", "on") == "on"
-	c.ReadLimit, c.ReadLimitOn = e.Limit("MINTGATE_READ_LIMIT", defaultReadLimit)
+	c.ReadLimit, c.ReadLimitOn = tiers.ReadShape(e, "MINTGATE_READ_LIMIT", defaultReadLimit)
 	c.PprofAddr = e.String("MINTGATE_PPROF_ADDR", "")
 	if c.PprofAddr != "" && !loopbackAddr(c.PprofAddr) {
 		e.Fail("MINTGATE_PPROF_ADDR", "%q must be a loopback host:port such as 127.0.0.1:6060: profiles are for an operator on the box (or kubectl port-forward), never the network", c.PprofAddr)
@@ -175,13 +179,10 @@ func operatorSettings(e *config.Env, c *cfg) {
 }
 
 // degradedLimit is the share of a tier each signer instance allows on its own
-// while Redis is unavailable: share × capacity and rate, so that instances ×
-// share ≤ 1 keeps them together within the real limit (docs/production.md:
-// the HPA's maxReplicas × MINTGATE_DEGRADED_SHARE ≤ 1). A bucket holds at
-// least one token, or a small tier would refuse everyone.
-func degradedLimit(l bucket.Limit, share float64) bucket.Limit {
-	return bucket.Limit{Capacity: math.Max(1, l.Capacity*share), Rate: l.Rate * share}
-}
+// while Redis is unavailable (tiers.Share), so that instances × share ≤ 1
+// keeps them together within the real limit (docs/production.md: the HPA's
+// maxReplicas × MINTGATE_DEGRADED_SHARE ≤ 1).
+func degradedLimit(l bucket.Limit, share float64) bucket.Limit { return tiers.Share(l, share) }
 
 // minAdminToken is the shortest MINTGATE_ADMIN_TOKEN.
 const minAdminToken = 32

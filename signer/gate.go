@@ -13,25 +13,16 @@ import (
 
 	"github.com/mintgate/mintgate/shared/backoff"
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // inFlightTTL is how long a request's in-flight mark holds its idempotency
 // key: longer than presigning plus the ledger's timeout, short enough that a
 // signer that died mid-request frees the key soon.
 const inFlightTTL = 30 * time.Second
-
-// grantRecordTTL is how long a grant record (what GET /uploads/{urlId}
-// reads) lives: the URL's TTL plus grace past its due time, so the status
-// can say "refunded" or "completed" after the sweeper's check — and no
-// longer than the completer's done marker lives, which its configuration
-// holds at 2 × (TTL + grace) or more from the upload (never before the
-// issue). A record that outlived the done marker would read "expired" for
-// an upload that completed.
-func grantRecordTTL(ttl, grace time.Duration) time.Duration { return 2 * (ttl + grace) }
 
 // attempt is one sign request as the scripts see it.
 type attempt struct {
@@ -45,15 +36,15 @@ type attempt struct {
 	hard []bucket.Bucket
 }
 
-// newAttempt is who's sign request req under tiers. shadowCap above 0 puts
+// newAttempt is who's sign request req under set. shadowCap above 0 puts
 // it in shadow mode: a ceiling of shadowCap times the caller's tier is
 // spent by every sign and refuses when short (keys.ShadowBucket).
-func newAttempt(who caller, req signRequest, tiers config.TierSet, shadowCap float64) attempt {
+func newAttempt(who caller, req signRequest, set tiers.Set, shadowCap float64) attempt {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", who.Tenant, who.Subject, req.ContentType, req.ContentLength)
-	// ParseTiers guarantees the caller tiers and the tenant tier exist;
-	// TierSet.For derives anonymous_all when it is not named.
-	buckets, _ := tiers.SignBuckets(who.Tenant, who.Subject, who.Tier)
+	// tiers.Parse guarantees the caller tiers and the tenant tier exist;
+	// tiers.Set.For derives anonymous_all when it is not named.
+	buckets, _ := set.SignBuckets(who.Tenant, who.Subject, who.Tier)
 	var hard []bucket.Bucket
 	if shadowCap > 0 {
 		ceiling := bucket.Bucket{Key: keys.ShadowBucket(who.Tenant, who.Subject), Limit: shadowLimit(buckets[0].Limit, shadowCap)}
@@ -332,7 +323,7 @@ var finishBackoff = backoff.Policy{Min: 50 * time.Millisecond, Max: 200 * time.M
 func (g *gate) finish(ctx context.Context, a attempt, urlID string, body []byte, expiresAt time.Time, ttl, grace time.Duration) error {
 	f := quota.Finished{
 		URLID: urlID, Subject: a.who.Subject, Body: body, ExpiresAt: expiresAt,
-		RecordTTL: ttl, GrantTTL: grantRecordTTL(ttl, grace),
+		RecordTTL: ttl, GrantTTL: quota.GrantRecordTTL(ttl, grace),
 	}
 	var err error
 	for i := range finishAttempts {

@@ -15,8 +15,8 @@ import (
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // caller is who asks for a URL: the tenant, the bucket subject within it
@@ -24,7 +24,7 @@ import (
 type caller struct {
 	Tenant  string
 	Subject string
-	Tier    string // config.TierUser or config.TierAnonymous
+	Tier    string // tiers.User or tiers.Anonymous
 }
 
 // Bounds on what a bearer token may look like before any parsing.
@@ -93,7 +93,7 @@ func (id *identity) user(r *http.Request, token string) (caller, *apiError) {
 	if h := r.Header.Get(hdrTenant); h != "" && h != tenant {
 		return caller{}, newError(http.StatusForbidden, codeForbiddenTenant, "%s does not match the token's tenant", hdrTenant)
 	}
-	return caller{Tenant: tenant, Subject: keys.UserSubject(sub), Tier: config.TierUser}, nil
+	return caller{Tenant: tenant, Subject: keys.UserSubject(sub), Tier: tiers.User}, nil
 }
 
 func (id *identity) anonymous(r *http.Request) (caller, *apiError) {
@@ -106,7 +106,7 @@ func (id *identity) anonymous(r *http.Request) (caller, *apiError) {
 		return caller{}, newError(http.StatusForbidden, codeForbiddenTenant, "this tenant does not accept anonymous uploads")
 	}
 	hash := ipHash(id.ipSecret, id.now(), id.ip.of(r))
-	return caller{Tenant: tenant, Subject: keys.AnonSubject(hash), Tier: config.TierAnonymous}, nil
+	return caller{Tenant: tenant, Subject: keys.AnonSubject(hash), Tier: tiers.Anonymous}, nil
 }
 
 // ipHash is the anonymous bucket subject: HMAC-SHA256 of the client address

@@ -22,9 +22,9 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
@@ -282,7 +282,7 @@ func TestAnonymousCallersCannotDrainATenant(t *testing.T) {
 func TestAnonymousAllTierIsConfigurable(t *testing.T) {
 	st := newStack(t)
 	env := st.env(t)
-	env["MINTGATE_TIERS"] = config.DefaultTiers + ",anonymous_all=3:3/60s"
+	env["MINTGATE_TIERS"] = tiers.Default + ",anonymous_all=3:3/60s"
 	env["MINTGATE_RATELIMIT_HEADERS"] = "draft"
 	env["MINTGATE_IP_SOURCE"] = "xff"
 	env["MINTGATE_TRUSTED_PROXIES"] = "127.0.0.1/32,::1/128"

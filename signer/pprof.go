@@ -9,7 +9,7 @@ import (
 	"net/http/pprof"
 	"time"
 
-	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/auth"
 )
 
 // startPprof serves the runtime profiles of net/http/pprof on addr
@@ -39,5 +39,5 @@ func startPprof(ctx context.Context, log *slog.Logger, addr string) error {
 // (127.0.0.0/8, ::1 or localhost); ":6060" would listen everywhere.
 func loopbackAddr(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	return err == nil && config.IsLoopbackHost(host)
+	return err == nil && auth.IsLoopbackHost(host)
 }

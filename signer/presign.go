@@ -19,6 +19,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/mintgate/mintgate/api"
+	"github.com/mintgate/mintgate/shared/dial"
 )
 
 // presigner signs create-only PUT URLs for one bucket. Signing is local CPU
@@ -74,7 +75,7 @@ func newPresigner(ctx context.Context, c cfg) (*presigner, error) {
 	opts = append(opts, awsconfig.WithCredentialsCacheOptions(func(o *aws.CredentialsCacheOptions) {
 		o.ExpiryWindow = c.URLTTL + time.Minute
 	}))
-	ac, err := c.AWS.Load(ctx, opts...)
+	ac, err := dial.AWS(ctx, c.AWS, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("s3 presigner (region from MINTGATE_S3_REGION or AWS_REGION): %w", err)
 	}

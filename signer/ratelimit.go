@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // Scopes of a 429: which bucket was short.
@@ -36,9 +36,9 @@ func scope(who caller, bs []bucket.Bucket, res bucket.Result) string {
 func tierOf(who caller, b bucket.Bucket) string {
 	switch b.Key {
 	case keys.TenantBucket(who.Tenant):
-		return config.TierTenant
+		return tiers.Tenant
 	case keys.AnonBucket(who.Tenant):
-		return config.TierAnonymousAll
+		return tiers.AnonymousAll
 	}
 	return who.Tier
 }

@@ -9,10 +9,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/auth"
+	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/service"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // run starts the signer with the environment getenv reads and serves until
@@ -53,7 +55,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	}
 	// Redis connects lazily: a signer started while Redis is down serves
 	// 503 limiter_unavailable (and /readyz says why) until it is back.
-	rdb, err := c.Redis.Client()
+	rdb, err := dial.Redis(c.Redis)
 	if err != nil {
 		return err
 	}
@@ -93,7 +95,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 // observe starts what watches the signer from outside or from its files:
 // the metrics (unless a test gave its own), the tenant tiers file, pprof.
 func (d *deps) observe(ctx context.Context) error {
-	live, err := config.NewLiveTiers(d.cfg.Tiers, d.cfg.TiersFile)
+	live, err := tiers.NewLive(d.cfg.Tiers, d.cfg.TiersFile)
 	if err != nil {
 		return err
 	}
@@ -107,7 +109,7 @@ func (d *deps) observe(ctx context.Context) error {
 		d.reg = ops.NewRegistry()
 		d.metrics = newMetrics(d.reg)
 	}
-	ops.WatchTiers(ctx, d.reg, d.log, d.live)
+	d.live.WatchAndLog(ctx, d.reg, d.log)
 	return nil
 }
 
@@ -135,7 +137,7 @@ func (d *deps) startGate(ctx context.Context, rdb redis.UniversalClient) (stop f
 // dialLedger connects to the grant ledger as the signer and opens it in
 // the background (grant.DialPending); the ledger logs through log.
 func dialLedger(ctx context.Context, c cfg, log *slog.Logger) (*grant.Pending, error) {
-	natsOpts, err := c.NATS.Options("signer")
+	natsOpts, err := dial.NATSOptions(c.NATS, "signer")
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +158,7 @@ func warnRisky(log *slog.Logger, c cfg) {
 			"unless clients really connect directly (then set MINTGATE_IP_SOURCE=remote to say so).")
 	}
 	for _, p := range c.TrustedProxies {
-		if config.WideProxyRange(p) {
+		if auth.WideProxyRange(p) {
 			log.Warn("!!! MINTGATE_TRUSTED_PROXIES holds a wide private range: every address in it may write X-Forwarded-For or CF-Connecting-IP, "+
 				"so any workload there can name a fresh client, and get a fresh anonymous bucket, per request. Name your ingress controller's or load balancer's addresses only.",
 				"range", p.String())

@@ -8,8 +8,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/ops"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // deps is everything the handlers use; run builds it from the
@@ -26,14 +26,14 @@ type deps struct {
 	reg     *prometheus.Registry
 	checks  []ops.Check  // what /readyz pings
 	reads   *readLimiter // per-address limit of the reads that cost Redis; nil: off
-	live    *config.LiveTiers
+	live    *tiers.Live
 
 	noRedisClock bool // tests: never read Redis's clock, so Spends carry no Until and the canceller alone covers a stall
 }
 
 // tiers is the tier set in force now (MINTGATE_TENANT_TIERS_FILE may
 // change it while the signer runs).
-func (d deps) tiers() config.TierSet {
+func (d deps) tiers() tiers.Set {
 	if d.live == nil {
 		return d.cfg.Tiers
 	}

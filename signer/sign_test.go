@@ -17,10 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mintgate/mintgate/api"
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 func TestSequentialSignsStopAtTheUserLimit(t *testing.T) {
@@ -219,7 +219,7 @@ func TestIdempotencyKeysOfDifferentUsersNeverCollide(t *testing.T) {
 func (s *signer) holdInFlight(tenant, user, key string) attempt {
 	s.t.Helper()
 	req := signRequest{Key: key, ContentType: "image/png", ContentLength: 1024}
-	a := newAttempt(caller{Tenant: tenant, Subject: keys.UserSubject(user), Tier: config.TierUser}, req, config.TierSet{}, 0)
+	a := newAttempt(caller{Tenant: tenant, Subject: keys.UserSubject(user), Tier: tiers.User}, req, tiers.Set{}, 0)
 	ctx := context.Background()
 	if err := s.rdb.HSet(ctx, a.ask.Idem, "state", "pending", "fp", a.ask.Fingerprint).Err(); err != nil {
 		s.t.Fatal(err)

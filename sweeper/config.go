@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // settings is the sweeper's configuration (docs/configuration.md), and the knobs tests
@@ -15,7 +17,7 @@ type settings struct {
 	// Limits holds Tiers (MINTGATE_TIERS with MINTGATE_TENANT_TIERS'
 	// overrides: each refund is capped by them) and TiersFile
 	// (MINTGATE_TENANT_TIERS_FILE: more overrides, re-read while running).
-	config.Limits
+	tiers.Limits
 	Grace    time.Duration
 	Secret   []byte // MINTGATE_GRANT_SECRET: only batches it verifies are applied
 	Previous []byte // MINTGATE_GRANT_SECRET_PREVIOUS: also verifies, during a rotation
@@ -39,11 +41,11 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		Redis:        e.Redis(),
 		NATS:         e.NATS(),
 		HTTPAddr:     e.HTTPAddr(defaultHTTPAddr),
-		Limits:       e.Limits(),
+		Limits:       tiers.ReadLimits(e),
 		Grace:        e.SweepGrace(),
-		Secret:       e.GrantSecret(),
+		Secret:       grant.ReadSecret(e),
 		TrimInterval: defaultTrimInterval,
 	}
-	s.Previous = e.PreviousGrantSecret(s.Secret)
+	s.Previous = grant.ReadPreviousSecret(e, s.Secret)
 	return s, e.Err()
 }

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // The sweeper takes the NATS URLs the signer takes (ws:// and wss://
@@ -20,7 +20,7 @@ func TestSettingsShareTheSignersForms(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.HTTPAddr != ":8082" || s.Grace != 30*time.Second || s.TrimInterval != 10*time.Second ||
-		s.Tiers.Default[config.TierUser].Capacity != 30 || s.TiersFile != "" {
+		s.Tiers.Default[tiers.User].Capacity != 30 || s.TiersFile != "" {
 		t.Errorf("defaults %+v", s)
 	}
 }

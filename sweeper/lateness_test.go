@@ -20,12 +20,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 var (
@@ -114,7 +114,7 @@ func testLateness(t *testing.T, ledger string, s *stack) {
 	for range 512 {
 		wg.Go(func() {
 			for i := range jobs {
-				g := newGrant(fmt.Sprintf("late-%06d", i), config.TierUser, fmt.Sprintf("u:%d", i%100), time.Now().Add(time.Second))
+				g := newGrant(fmt.Sprintf("late-%06d", i), tiers.User, fmt.Sprintf("u:%d", i%100), time.Now().Add(time.Second))
 				due[i] = g.ExpiresAt.Add(s.grace)
 				if err := s.ledger.Record(context.Background(), g); err != nil {
 					failed.Add(1)
@@ -193,7 +193,7 @@ func recordThroughput(t *testing.T, syncAlways bool, workers int) {
 					return
 				}
 				t0 := time.Now()
-				if err := l.Record(context.Background(), newGrant(fmt.Sprintf("tp-%07d", i), config.TierUser, "u:x", expires)); err != nil {
+				if err := l.Record(context.Background(), newGrant(fmt.Sprintf("tp-%07d", i), tiers.User, "u:x", expires)); err != nil {
 					failed.Add(1)
 				}
 				lat[i] = time.Since(t0)

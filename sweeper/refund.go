@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // refundedTTL is how long a refunded marker lives (quota owns the script
@@ -28,8 +28,8 @@ const (
 // refunder applies due grants through quota.Store.
 type refunder struct {
 	store *quota.Store
-	tiers config.TierSet
-	live  *config.LiveTiers // when set, its tiers, not tiers
+	tiers tiers.Set
+	live  *tiers.Live // when set, its tiers, not tiers
 	now   func() time.Time
 }
 
@@ -97,7 +97,7 @@ func (r *refunder) due(g grant.Grant) (quota.Due, error) {
 	}
 	// Only the tiers a caller's token comes from: never "tenant", and never
 	// an unknown name defaulting to some other capacity.
-	if g.Tier != config.TierUser && g.Tier != config.TierAnonymous {
+	if g.Tier != tiers.User && g.Tier != tiers.Anonymous {
 		return quota.Due{}, fmt.Errorf("%w: tier %q is not an issuing tier", grant.ErrMalformed, g.Tier)
 	}
 	if len(g.Credits) > 0 {
@@ -107,11 +107,11 @@ func (r *refunder) due(g grant.Grant) (quota.Due, error) {
 		}
 		return quota.Due{Tenant: g.Tenant, URLID: g.URLID, Buckets: buckets}, nil
 	}
-	tiers := r.tiers
+	set := r.tiers
 	if r.live != nil {
-		tiers = r.live.Tiers()
+		set = r.live.Tiers()
 	}
-	buckets, ok := tiers.SignBuckets(g.Tenant, g.Subject, g.Tier)
+	buckets, ok := set.SignBuckets(g.Tenant, g.Subject, g.Tier)
 	if !ok {
 		return quota.Due{}, fmt.Errorf("%w: tier %q is not configured", grant.ErrMalformed, g.Tier)
 	}
@@ -134,7 +134,7 @@ func credited(g grant.Grant) ([]bucket.Bucket, error) {
 		case grant.BucketTenant:
 			key = keys.TenantBucket(g.Tenant)
 		case grant.BucketAnonymousAll:
-			if g.Tier == config.TierAnonymous {
+			if g.Tier == tiers.Anonymous {
 				key = keys.AnonBucket(g.Tenant)
 			}
 		case grant.BucketShadow:

@@ -10,11 +10,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 func newRefunder(t *testing.T) (*refunder, *redis.Client) {
@@ -22,18 +22,18 @@ func newRefunder(t *testing.T) (*refunder, *redis.Client) {
 	srv := testenv.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { rdb.Close() })
-	tiers, err := config.ParseTiers(testTiers)
+	table, err := tiers.Parse(testTiers)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &refunder{store: quota.New(rdb), tiers: config.TierSet{Default: tiers}, now: time.Now}, rdb
+	return &refunder{store: quota.New(rdb), tiers: tiers.Set{Default: table}, now: time.Now}, rdb
 }
 
 func TestRefundScript(t *testing.T) {
 	r, rdb := newRefunder(t)
 	s := &stack{t: t, rdb: rdb}
 	ctx := context.Background()
-	g := newGrant("u1", config.TierUser, "u:alice", time.Now())
+	g := newGrant("u1", tiers.User, "u:alice", time.Now())
 	user, ten := keys.Bucket(tenant, "u:alice"), keys.TenantBucket(tenant)
 	s.setTokens(user, 0)
 	s.setTokens(ten, 10)
@@ -60,7 +60,7 @@ func TestRefundScript(t *testing.T) {
 		t.Errorf("a second delivery changed the bucket: %v", s.tokens(user))
 	}
 
-	up := newGrant("u2", config.TierUser, "u:alice", time.Now())
+	up := newGrant("u2", tiers.User, "u:alice", time.Now())
 	rdb.Set(ctx, keys.Done(tenant, "u2"), "1", time.Minute)
 	if out, err := r.refund(ctx, up); err != nil || out != outcomeDone {
 		t.Errorf("uploaded grant: %q, %v; want done", out, err)
@@ -77,7 +77,7 @@ func TestRefundIsCappedByTheIssuingTier(t *testing.T) {
 	anon := keys.Bucket(tenant, "a:ffee")
 	s.setTokens(anon, 4.5)
 	for _, id := range []string{"a1", "a2", "a3"} {
-		if out, err := r.refund(ctx, newGrant(id, config.TierAnonymous, "a:ffee", time.Now())); err != nil || out != outcomeRefunded {
+		if out, err := r.refund(ctx, newGrant(id, tiers.Anonymous, "a:ffee", time.Now())); err != nil || out != outcomeRefunded {
 			t.Fatalf("%s: %q, %v", id, out, err)
 		}
 		// The user tier holds 1000: the anonymous bucket must stop at its own 5.
@@ -117,7 +117,7 @@ func TestRefundIsCappedByTheTenantOverride(t *testing.T) {
 		s.setTokens(user, 2.5)
 		s.setTokens(ten, 6.5)
 		for _, id := range []string{"o1", "o2"} {
-			g := newGrant(id, config.TierUser, "u:alice", time.Now())
+			g := newGrant(id, tiers.User, "u:alice", time.Now())
 			g.Tenant = tc.tenant
 			if out, err := r.refund(ctx, g); err != nil || out != outcomeRefunded {
 				t.Fatalf("%s %s: %q, %v", tc.tenant, id, out, err)
@@ -132,10 +132,10 @@ func TestRefundIsCappedByTheTenantOverride(t *testing.T) {
 func TestRefundRefusesWhatCanNeverApply(t *testing.T) {
 	r, _ := newRefunder(t)
 	for name, g := range map[string]grant.Grant{
-		"tenant tier":  newGrant("x1", config.TierTenant, "u:alice", time.Now()),
+		"tenant tier":  newGrant("x1", tiers.Tenant, "u:alice", time.Now()),
 		"unknown tier": newGrant("x2", "gold", "u:alice", time.Now()),
-		"no subject":   newGrant("x3", config.TierUser, "", time.Now()),
-		"bad tenant":   {URLID: "x4", Tenant: "a{b}", Tier: config.TierUser, Subject: "u:a", ExpiresAt: time.Now()},
+		"no subject":   newGrant("x3", tiers.User, "", time.Now()),
+		"bad tenant":   {URLID: "x4", Tenant: "a{b}", Tier: tiers.User, Subject: "u:a", ExpiresAt: time.Now()},
 	} {
 		if _, err := r.refund(context.Background(), g); !errors.Is(err, grant.ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", name, err)
@@ -148,7 +148,7 @@ func TestConcurrentDeliveriesRefundOnce(t *testing.T) {
 	s := &stack{t: t, rdb: rdb}
 	user := keys.Bucket(tenant, "u:bob")
 	s.setTokens(user, 0)
-	g := newGrant("c1", config.TierUser, "u:bob", time.Now())
+	g := newGrant("c1", tiers.User, "u:bob", time.Now())
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	outs := map[string]int{}
@@ -173,10 +173,10 @@ func TestRefundOnRedisCluster(t *testing.T) {
 	addrs := testenv.StartRedisCluster(t)
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { rdb.Close() })
-	tiers, _ := config.ParseTiers(testTiers)
-	r := &refunder{store: quota.New(rdb), tiers: config.TierSet{Default: tiers}, now: time.Now}
+	table, _ := tiers.Parse(testTiers)
+	r := &refunder{store: quota.New(rdb), tiers: tiers.Set{Default: table}, now: time.Now}
 	for _, tn := range []string{"acme", "globex", "initech"} { // different slots
-		g := newGrant("cl-"+tn, config.TierUser, "u:zed", time.Now())
+		g := newGrant("cl-"+tn, tiers.User, "u:zed", time.Now())
 		g.Tenant = tn
 		for _, want := range []string{outcomeRefunded, outcomeAlready} {
 			if out, err := r.refund(context.Background(), g); err != nil || out != want {

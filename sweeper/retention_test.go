@@ -9,9 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // streamMsgs counts the messages in the ledger stream, -1 when it cannot.
@@ -46,7 +46,7 @@ func TestSweptGrantsLeaveTheLedgerEmpty(t *testing.T) {
 	const n = 100
 	expires := time.Now().Add(300 * time.Millisecond)
 	for i := range n {
-		g := newGrant(fmt.Sprintf("ret-%03d", i), config.TierUser, "u:gina", expires)
+		g := newGrant(fmt.Sprintf("ret-%03d", i), tiers.User, "u:gina", expires)
 		if i%10 == 0 { // some uploads landed
 			s.rdb.Set(context.Background(), keys.Done(tenant, g.URLID), "1", time.Minute)
 		}

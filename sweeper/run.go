@@ -10,11 +10,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/service"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // durable is the JetStream consumer every sweeper shares.
@@ -48,7 +49,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	for _, o := range opts {
 		o(&cfg)
 	}
-	rdb, err := cfg.Redis.Client()
+	rdb, err := dial.Redis(cfg.Redis)
 	if err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 // the background (grant.DialPending) until ctx ends; the ledger logs
 // through log.
 func dialLedger(ctx context.Context, cfg settings, log *slog.Logger) (*grant.Pending, error) {
-	natsOpts, err := cfg.NATS.Options("sweeper")
+	natsOpts, err := dial.NATSOptions(cfg.NATS, "sweeper")
 	if err != nil {
 		return nil, err
 	}
@@ -125,11 +126,11 @@ func dialLedger(ctx context.Context, cfg settings, log *slog.Logger) (*grant.Pen
 // newSweeper is the sweeper of cfg's tiers, with the tenant tiers file
 // watched (and its reloads counted on reg) until ctx ends.
 func newSweeper(ctx context.Context, cfg settings, rdb redis.UniversalClient, reg *prometheus.Registry, m *metrics, log *slog.Logger) (*sweeper, error) {
-	live, err := config.NewLiveTiers(cfg.Tiers, cfg.TiersFile)
+	live, err := tiers.NewLive(cfg.Tiers, cfg.TiersFile)
 	if err != nil {
 		return nil, err
 	}
-	ops.WatchTiers(ctx, reg, log, live)
+	live.WatchAndLog(ctx, reg, log)
 	return &sweeper{
 		refunder: &refunder{store: quota.New(rdb), tiers: cfg.Tiers, live: live, now: time.Now},
 		grace:    cfg.Grace,

@@ -13,11 +13,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 func TestUnusedGrantIsRefundedOnceWhenDueNotBefore(t *testing.T) {
@@ -27,7 +27,7 @@ func TestUnusedGrantIsRefundedOnceWhenDueNotBefore(t *testing.T) {
 	s.setTokens(user, 0)
 	s.setTokens(ten, 0)
 
-	g := newGrant("not-uploaded", config.TierUser, "u:alice", time.Now().Add(time.Second))
+	g := newGrant("not-uploaded", tiers.User, "u:alice", time.Now().Add(time.Second))
 	due := g.ExpiresAt.Add(s.grace)
 	s.record(g)
 
@@ -73,7 +73,7 @@ func TestUploadedGrantIsNotRefunded(t *testing.T) {
 	sw := s.start()
 	user := keys.Bucket(tenant, "u:alice")
 	s.setTokens(user, 0)
-	g := newGrant("uploaded", config.TierUser, "u:alice", time.Now())
+	g := newGrant("uploaded", tiers.User, "u:alice", time.Now())
 	s.rdb.Set(context.Background(), keys.Done(tenant, g.URLID), "1", time.Minute) // what the completer does
 	s.record(g)
 	waitFor(t, 10*time.Second, "the grant swept", func() bool { return sw.metric(t, "mintgate_sweeper_grants_swept_total") == 1 })
@@ -87,7 +87,7 @@ func TestDuplicatesRefundOnce(t *testing.T) {
 	sw := s.start()
 	user := keys.Bucket(tenant, "u:carol")
 	s.setTokens(user, 0)
-	g := newGrant("dup", config.TierUser, "u:carol", time.Now().Add(200*time.Millisecond))
+	g := newGrant("dup", tiers.User, "u:carol", time.Now().Add(200*time.Millisecond))
 	s.record(g)
 	s.record(g) // recorded twice: two batches carry it
 
@@ -132,7 +132,7 @@ func TestTwoSweepersManyGrantsEachRefundedOnce(t *testing.T) {
 	expires := time.Now().Add(500 * time.Millisecond)
 	for i := range per {
 		for _, sub := range subjects {
-			s.record(newGrant(fmt.Sprintf("m-%s-%03d", sub[2:], i), config.TierUser, sub, expires.Add(time.Duration(i)*5*time.Millisecond)))
+			s.record(newGrant(fmt.Sprintf("m-%s-%03d", sub[2:], i), tiers.User, sub, expires.Add(time.Duration(i)*5*time.Millisecond)))
 		}
 	}
 	n := per * len(subjects)
@@ -159,7 +159,7 @@ func TestAnonymousRefundsStopAtTheAnonymousCapacity(t *testing.T) {
 	anon := keys.Bucket(tenant, "a:9f86d0")
 	s.setTokens(anon, 3)
 	for i := range 20 {
-		s.record(newGrant(fmt.Sprintf("anon-%02d", i), config.TierAnonymous, "a:9f86d0", time.Now()))
+		s.record(newGrant(fmt.Sprintf("anon-%02d", i), tiers.Anonymous, "a:9f86d0", time.Now()))
 	}
 	waitFor(t, 10*time.Second, "every anonymous grant refunded", func() bool { return s.refunded() == 20 })
 	if got := s.tokens(anon); got != 5 {
@@ -175,7 +175,7 @@ func TestRedisOutageNothingAckedThenRefundedOnce(t *testing.T) {
 	const n = 50
 	expires := time.Now().Add(300 * time.Millisecond)
 	for i := range n {
-		s.record(newGrant(fmt.Sprintf("out-%02d", i), config.TierUser, "u:dave", expires))
+		s.record(newGrant(fmt.Sprintf("out-%02d", i), tiers.User, "u:dave", expires))
 	}
 	s.redis.Stop()
 	waitFor(t, 15*time.Second, "failed attempts", func() bool {
@@ -210,7 +210,7 @@ func TestSweeperStoppedMidBatchAndRestarted(t *testing.T) {
 	// Due one after another over two seconds, so the stop lands mid-stream.
 	start := time.Now().Add(200 * time.Millisecond)
 	for i := range n {
-		s.record(newGrant(fmt.Sprintf("mid-%03d", i), config.TierUser, "u:erin", start.Add(time.Duration(i)*10*time.Millisecond)))
+		s.record(newGrant(fmt.Sprintf("mid-%03d", i), tiers.User, "u:erin", start.Add(time.Duration(i)*10*time.Millisecond)))
 	}
 	waitFor(t, 10*time.Second, "some refunds", func() bool { return s.refunded() >= 30 })
 	s.redis.Stop() // the grants in flight now fail
@@ -249,7 +249,7 @@ func TestNATSKilledWithGrantsPendingLosesNone(t *testing.T) {
 	const n = 300
 	expires := time.Now().Add(1500 * time.Millisecond)
 	for i := range n {
-		s.record(newGrant(fmt.Sprintf("kill-%03d", i), config.TierUser, "u:frank", expires))
+		s.record(newGrant(fmt.Sprintf("kill-%03d", i), tiers.User, "u:frank", expires))
 	}
 	s.nats.Kill() // SIGKILL with every grant pending
 	s.nats.Start()
@@ -346,7 +346,7 @@ func TestForgedGrantsOnAnOpenBusAreNeverApplied(t *testing.T) {
 	}
 	var forged int
 	for i := range 20 { // the proof's 20 grants, in today's and the old format
-		g := newGrant(fmt.Sprintf("forged-%02d", i), config.TierUser, "u:victim", time.Now())
+		g := newGrant(fmt.Sprintf("forged-%02d", i), tiers.User, "u:victim", time.Now())
 		switch i % 3 {
 		case 0: // a plain grant, as before batches
 			body, _ := json.Marshal(g)
@@ -358,7 +358,7 @@ func TestForgedGrantsOnAnOpenBusAreNeverApplied(t *testing.T) {
 			}
 			publish(body)
 		case 2: // a genuine batch of someone else's, redirected to the victim
-			body, err := grant.Seal([]byte(testenv.GrantSecret), grant.Batch{ID: g.URLID, Grants: []grant.Grant{newGrant(g.URLID, config.TierUser, "u:other", time.Now())}})
+			body, err := grant.Seal([]byte(testenv.GrantSecret), grant.Batch{ID: g.URLID, Grants: []grant.Grant{newGrant(g.URLID, tiers.User, "u:other", time.Now())}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -366,7 +366,7 @@ func TestForgedGrantsOnAnOpenBusAreNeverApplied(t *testing.T) {
 		}
 		forged++
 	}
-	genuine := newGrant("genuine", config.TierUser, "u:victim", time.Now())
+	genuine := newGrant("genuine", tiers.User, "u:victim", time.Now())
 	s.record(genuine)
 
 	waitFor(t, 15*time.Second, "the genuine grant swept", func() bool { return sw.metric(t, "mintgate_sweeper_grants_swept_total") == 1 })
@@ -391,13 +391,13 @@ func TestUnchargedGrantsAreNeverRefundedIntoRedis(t *testing.T) {
 	sw := s.start()
 	user := keys.Bucket(tenant, "u:dora")
 	s.setTokens(user, 0)
-	d := newGrant("degraded", config.TierUser, "u:dora", time.Now())
+	d := newGrant("degraded", tiers.User, "u:dora", time.Now())
 	d.Degraded = true
 	s.record(d)
-	sh := newGrant("shadow", config.TierUser, "u:dora", time.Now())
+	sh := newGrant("shadow", tiers.User, "u:dora", time.Now())
 	sh.Shadow = true
 	s.record(sh)
-	s.record(newGrant("normal", config.TierUser, "u:dora", time.Now()))
+	s.record(newGrant("normal", tiers.User, "u:dora", time.Now()))
 	waitFor(t, 15*time.Second, "all three swept", func() bool { return sw.metric(t, "mintgate_sweeper_grants_swept_total") == 3 })
 	if got := floor(s.tokens(user)); got != 1 {
 		t.Errorf("bucket holds %v tokens, want 1 (the normal grant's refund only)", got)
@@ -421,7 +421,7 @@ func TestAnonymousGrantIsRefundedIntoAnonymousAll(t *testing.T) {
 	anonAll := keys.AnonBucket(tenant)
 	s.setTokens(anonAll, 0)
 	s.setTokens(keys.Bucket(tenant, "a:hash"), 0)
-	s.record(newGrant("anon-1", config.TierAnonymous, "a:hash", time.Now()))
+	s.record(newGrant("anon-1", tiers.Anonymous, "a:hash", time.Now()))
 	waitFor(t, 15*time.Second, "the anonymous grant swept", func() bool { return sw.metric(t, "mintgate_sweeper_refunds_total") == 1 })
 	if got := floor(s.tokens(anonAll)); got != 1 {
 		t.Errorf("anonymous_all bucket holds %v tokens after the refund, want 1", got)
@@ -451,7 +451,7 @@ func TestGrantSecretRotation(t *testing.T) {
 			sw := s.startWith(map[string]string{"MINTGATE_GRANT_SECRET": next, "MINTGATE_GRANT_SECRET_PREVIOUS": c.previous})
 			user := keys.Bucket(tenant, "u:rota")
 			s.setTokens(user, 0)
-			s.record(newGrant("sealed-old", config.TierUser, "u:rota", time.Now())) // s.ledger seals with the old key
+			s.record(newGrant("sealed-old", tiers.User, "u:rota", time.Now())) // s.ledger seals with the old key
 			waitFor(t, 15*time.Second, "the old batch handled", func() bool {
 				return sw.metric(t, "mintgate_sweeper_refunds_total")+sw.metric(t, "mintgate_sweeper_forged_total") == 1
 			})
@@ -492,7 +492,7 @@ func TestMissingStreamKeepsTheSweeperUnready(t *testing.T) {
 
 	s.dial(0) // the operator step, then the signer's ledger
 	waitFor(t, 20*time.Second, "the sweeper ready once the stream exists", func() bool { return sw.status("/readyz") == http.StatusOK })
-	g := newGrant("after-operator", config.TierUser, "u:alice", time.Now().Add(time.Second))
+	g := newGrant("after-operator", tiers.User, "u:alice", time.Now().Add(time.Second))
 	s.record(g)
 	waitFor(t, 20*time.Second, "the refund", func() bool {
 		return s.rdb.Exists(context.Background(), keys.Refunded(tenant, g.URLID)).Val() == 1

@@ -125,14 +125,13 @@ func literalNames(n ast.Node) map[string]bool {
 	return names
 }
 
-// calledMethods is the names of the methods called on the selector
-// expressions below n (e.Redis() calls Redis).
-func calledMethods(n ast.Node) map[string]bool {
+// calledMethods is the names of the calls below n, as callNames gives them.
+func calledMethods(n ast.Node, pkg string) map[string]bool {
 	names := map[string]bool{}
 	ast.Inspect(n, func(n ast.Node) bool {
 		if call, ok := n.(*ast.CallExpr); ok {
-			if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
-				names[sel.Sel.Name] = true
+			for _, name := range callNames(call.Fun, pkg) {
+				names[name] = true
 			}
 		}
 		return true
@@ -140,23 +139,67 @@ func calledMethods(n ast.Node) map[string]bool {
 	return names
 }
 
-// envMethods is, for every method of shared/config's Env, the MINTGATE_
-// names it reads: those in its body and those of the Env methods it calls
-// (e.S3() reads MINTGATE_S3_BUCKET through e.S3Bucket()).
+// callNames is what a call of fun, in package pkg, is matched by: a method
+// by its name (e.Redis() calls Redis), a function by package and name
+// (tiers.ReadLimits(e), or ReadLimits(e) in package tiers, calls
+// tiers.ReadLimits).
+func callNames(fun ast.Expr, pkg string) []string {
+	switch fun := fun.(type) {
+	case *ast.SelectorExpr:
+		if x, ok := fun.X.(*ast.Ident); ok {
+			return []string{fun.Sel.Name, x.Name + "." + fun.Sel.Name}
+		}
+		return []string{fun.Sel.Name}
+	case *ast.Ident:
+		return []string{pkg + "." + fun.Name}
+	}
+	return nil
+}
+
+// envReader is the name a call of fn is known by in envMethods: a method of
+// shared/config's Env by its name (e.Redis() is Redis), a function of
+// shared/ that reads through a *config.Env by package and name
+// (tiers.ReadLimits); "" for anything else.
+func envReader(pkg string, fn *ast.FuncDecl) string {
+	if fn.Recv != nil {
+		if len(fn.Recv.List) != 1 || pkg != "config" {
+			return ""
+		}
+		if star, ok := fn.Recv.List[0].Type.(*ast.StarExpr); ok {
+			if id, ok := star.X.(*ast.Ident); ok && id.Name == "Env" {
+				return fn.Name.Name
+			}
+		}
+		return ""
+	}
+	for _, p := range fn.Type.Params.List {
+		if star, ok := p.Type.(*ast.StarExpr); ok {
+			if sel, ok := star.X.(*ast.SelectorExpr); ok && sel.Sel.Name == "Env" {
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "config" {
+					return pkg + "." + fn.Name.Name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// envMethods is, for every method of shared/config's Env and every
+// function of shared/ reading through one, the MINTGATE_ names it reads:
+// those in its body and those of the readers it calls (e.S3() reads
+// MINTGATE_S3_BUCKET through e.S3Bucket()).
 func envMethods(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	reads, calls := map[string]map[string]bool{}, map[string]map[string]bool{}
-	for _, f := range goSources(t, "shared/config") {
+	for _, f := range goSources(t, "shared", "shared/testenv") {
 		for _, d := range f.Decls {
 			fn, ok := d.(*ast.FuncDecl)
-			if !ok || fn.Recv == nil || len(fn.Recv.List) != 1 {
+			if !ok {
 				continue
 			}
-			if star, ok := fn.Recv.List[0].Type.(*ast.StarExpr); ok {
-				if id, ok := star.X.(*ast.Ident); ok && id.Name == "Env" {
-					reads[fn.Name.Name] = literalNames(fn.Body)
-					calls[fn.Name.Name] = calledMethods(fn.Body)
-				}
+			if name := envReader(f.Name.Name, fn); name != "" {
+				reads[name] = literalNames(fn.Body)
+				calls[name] = calledMethods(fn.Body, f.Name.Name)
 			}
 		}
 	}
@@ -177,8 +220,8 @@ func envMethods(t *testing.T) map[string]map[string]bool {
 
 // readByCode is, for every MINTGATE_ name in the Go sources of the services
 // and shared/ (tests and test helpers aside), the services that read it: a
-// service reads the names in its own folder and those of every method of
-// shared/config's Env it calls (e.Redis() reads MINTGATE_REDIS_URL, …).
+// service reads the names in its own folder and those of every reader of
+// envMethods it calls (e.Redis() reads MINTGATE_REDIS_URL, …).
 func readByCode(t *testing.T) map[string][]string {
 	t.Helper()
 	envMethods := envMethods(t)
@@ -196,8 +239,8 @@ func readByCode(t *testing.T) map[string][]string {
 			}
 			ast.Inspect(f, func(n ast.Node) bool {
 				if call, ok := n.(*ast.CallExpr); ok {
-					if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
-						for name := range envMethods[sel.Sel.Name] {
+					for _, callee := range callNames(call.Fun, "main") {
+						for name := range envMethods[callee] {
 							reads[name] = true
 						}
 					}

@@ -14,8 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mintgate/mintgate/shared/auth"
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // The services of SPEC §5's "used by" column.
@@ -167,7 +171,7 @@ func checkServiceEnv(t *testing.T, where, service string, env map[string]string)
 	urlTTL := e.Duration("MINTGATE_URL_TTL", 120*time.Second)
 	grace := e.Duration("MINTGATE_SWEEP_GRACE", 30*time.Second)
 	doneTTL := e.Duration("MINTGATE_DONE_TTL", 15*time.Minute)
-	e.Tiers("MINTGATE_TIERS", config.DefaultTiers)
+	tiers.Read(e, "MINTGATE_TIERS", tiers.Default)
 	e.URL("MINTGATE_NATS_URL", "nats://127.0.0.1:4222", "nats", "tls")
 	e.URL("MINTGATE_S3_ENDPOINT", "", "http", "https")
 	e.URL("MINTGATE_SQS_ENDPOINT", "", "http", "https")
@@ -182,7 +186,7 @@ func checkServiceEnv(t *testing.T, where, service string, env map[string]string)
 	// The completer refuses to start otherwise (SPEC §3): a done marker must
 	// outlive the URL and the sweeper's grace by a wide margin (it asks for
 	// twice), or a finished upload is refunded.
-	if need := 2 * (urlTTL + grace); service == completer && doneTTL < need {
+	if need := quota.GrantRecordTTL(urlTTL, grace); service == completer && doneTTL < need {
 		t.Errorf("%s: MINTGATE_DONE_TTL %v is below 2 × (MINTGATE_URL_TTL + MINTGATE_SWEEP_GRACE) = %v", where, doneTTL, need)
 	}
 	// HS256 keys shorter than 32 bytes are refused by the signer (RFC 7518 §3.2).
@@ -219,11 +223,11 @@ const trustedProxiesPlaceholder = "SET-ME-to-the-ingress-controller-addresses"
 // trustProblem says what is wrong with the proxies a signer's environment
 // trusts with its client-IP headers, or "" (issue 17): a header model
 // without proxies named, a placeholder left in, or a range so wide
-// (config.WideProxyRange, the signer's own rule) that any pod or host in it
+// (auth.WideProxyRange, the signer's own rule) that any pod or host in it
 // can spoof X-Forwarded-For and buy a fresh anonymous bucket per request.
 func trustProblem(env map[string]string) string {
 	source := env["MINTGATE_IP_SOURCE"]
-	if source != config.IPXFF && source != config.IPCF {
+	if source != auth.IPXFF && source != auth.IPCF {
 		return ""
 	}
 	proxies := strings.TrimSpace(env["MINTGATE_TRUSTED_PROXIES"])
@@ -240,7 +244,7 @@ func trustProblem(env map[string]string) string {
 			}
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
-		if config.WideProxyRange(p) {
+		if auth.WideProxyRange(p) {
 			return fmt.Sprintf("MINTGATE_TRUSTED_PROXIES trusts %s: every workload in it can spoof X-Forwarded-For; name the ingress controller's addresses", item)
 		}
 	}
@@ -278,8 +282,8 @@ func checkCredentials(t *testing.T, where, service string, env map[string]string
 			t.Errorf("%s: %s: no %s", where, service, name)
 		}
 	}
-	if s := env["MINTGATE_GRANT_SECRET"]; ledger && len(s) < 32 {
-		t.Errorf("%s: %s: MINTGATE_GRANT_SECRET is %d bytes, want at least 32", where, service, len(s))
+	if s := env["MINTGATE_GRANT_SECRET"]; ledger && grant.CheckSecret([]byte(s)) != nil {
+		t.Errorf("%s: %s: MINTGATE_GRANT_SECRET is %d bytes, want at least %d", where, service, len(s), grant.MinSecretLen)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/mintgate/mintgate/shared/auth"
 	"github.com/mintgate/mintgate/shared/config"
 )
 
@@ -427,7 +428,7 @@ func TestKustomizeTrustsNamedProxiesOnly(t *testing.T) {
 		t.Fatalf("base MINTGATE_TRUSTED_PROXIES = %q, want the placeholder %q an overlay must replace", got, trustedProxiesPlaceholder)
 	}
 	e := config.New(func(name string) string { return env[name] })
-	e.Identity()
+	auth.Read(e)
 	if err := e.Err(); err == nil || !strings.Contains(err.Error(), "MINTGATE_TRUSTED_PROXIES") {
 		t.Errorf("the signer's parser takes the base's placeholder: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/uploads"
@@ -67,7 +68,7 @@ func startShippedNATS(t *testing.T) shippedNATS {
 func (s shippedNATS) options(t *testing.T, service string) []nats.Option {
 	t.Helper()
 	n := config.NATS{URL: s.url, Creds: filepath.Join(s.secrets, "nats-"+service+".nk"), CA: filepath.Join(s.secrets, "ca.crt")}
-	opts, err := n.Options(service)
+	opts, err := dial.NATSOptions(n, service)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
@@ -313,7 +314,7 @@ func TestRedisACLOnARealServer(t *testing.T) {
 		if err := e.Err(); err != nil {
 			t.Fatal(err)
 		}
-		c, err := r.Client()
+		c, err := dial.Redis(r)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/service"
 )
@@ -64,7 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := env.Err(); err != nil {
 		return err
 	}
-	cfg, err := awsEnv.Load(ctx)
+	cfg, err := dial.AWS(ctx, awsEnv)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/service"
 	"github.com/mintgate/mintgate/shared/uploads"
@@ -84,7 +85,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	opts, err := s.NATS.Options("streams")
+	opts, err := dial.NATSOptions(s.NATS, "streams")
 	if err != nil {
 		return err
 	}

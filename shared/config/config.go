@@ -1,6 +1,11 @@
 // Package config reads mintgate's configuration from the environment by the
 // names of docs/configuration.md. Every bad value is collected and reported with the name
 // of its variable, so a service refuses to start with one clear message.
+//
+// It only parses values, and imports no other package of mintgate nor any
+// client: the tiers are read by shared/tiers, the signer's caller trust by
+// shared/auth, the grant secret by shared/grant, and the clients are built
+// from these sections by shared/dial.
 package config
 
 import (

@@ -1,16 +1,9 @@
 package config
 
 import (
-	"bytes"
-	"crypto/x509"
-	"fmt"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 )
 
 // NATS is how a service reaches NATS: the servers, who it is, and whom it
@@ -32,8 +25,8 @@ type NATS struct {
 var natsSchemes = []string{"nats", "tls", "ws", "wss"}
 
 // NATS reads MINTGATE_NATS_URL, MINTGATE_NATS_CREDS and MINTGATE_NATS_CA.
-// The files are read when the service connects (Options), so a missing one
-// stops the service at start, naming its variable.
+// The files are read when the service connects (dial.NATSOptions), so a
+// missing one stops the service at start, naming its variable.
 func (e *Env) NATS() NATS {
 	n := NATS{
 		URL:   e.String("MINTGATE_NATS_URL", "nats://127.0.0.1:4222"),
@@ -52,79 +45,4 @@ func (e *Env) NATS() NATS {
 		}
 	}
 	return n
-}
-
-// Options are the nats.go options for n: the credentials, the CA, and an
-// inbox prefix of the service's own (_INBOX.<service>), so that a server
-// can let each service subscribe to its own replies and no one else's.
-// Errors name the variable and never hold a file's contents.
-func (n NATS) Options(service string) ([]nats.Option, error) {
-	opts := []nats.Option{
-		nats.Name("mintgate-" + service),
-		nats.CustomInboxPrefix(nats.InboxPrefix + service),
-		// nats.go stops reconnecting after the same authorization error
-		// twice. A server restarted mid-way through a credentials rotation
-		// would then leave the service unready until someone restarts it;
-		// keep trying instead (every reconnect wait, as for any outage).
-		nats.IgnoreAuthErrorAbort(),
-	}
-	if n.Creds != "" {
-		opt, err := credsOption(n.Creds)
-		if err != nil {
-			return nil, fmt.Errorf("MINTGATE_NATS_CREDS: %w", err)
-		}
-		opts = append(opts, opt)
-	}
-	if n.CA != "" {
-		// Checked now, so a bad file is reported by its variable; nats.go
-		// rereads it at each connect, which lets a renewed CA bundle in
-		// without a restart.
-		if _, err := readCA(n.CA); err != nil {
-			return nil, fmt.Errorf("MINTGATE_NATS_CA: %w", err)
-		}
-		opts = append(opts, nats.RootCAs(n.CA))
-	}
-	return opts, nil
-}
-
-// credsOption authenticates with a .creds file (user JWT and seed: the
-// server checks the JWT against its operator) or with a bare user nkey
-// seed (the server looks the public key up in its authorization block).
-// nats.go rereads the file at each (re)connect, so a rotated file is used
-// from the next reconnect on.
-func credsOption(path string) (nats.Option, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	defer clear(b)
-	if bytes.Contains(b, []byte("-----BEGIN NATS USER JWT-----")) {
-		return nats.UserCredentials(path), nil
-	}
-	kp, err := nkeys.ParseDecoratedNKey(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s holds neither a user JWT nor an nkey seed", path)
-	}
-	defer kp.Wipe()
-	if pub, err := kp.PublicKey(); err != nil || !nkeys.IsValidPublicUserKey(pub) {
-		return nil, fmt.Errorf("%s: the nkey seed is not a user key (its public key must start with U)", path)
-	}
-	opt, err := nats.NkeyOptionFromSeed(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return opt, nil
-}
-
-// readCA is the pool of the PEM certificates in the file at path.
-func readCA(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", path)
-	}
-	return pool, nil
 }

@@ -94,6 +94,14 @@ func (e *Env) Secret(name string) []byte {
 	return []byte(v)
 }
 
+// ExactSecret is Secret's value as given, not trimmed, for a key that
+// several services must hold byte for byte (the grant MAC key).
+func (e *Env) ExactSecret(name string) []byte {
+	v := e.getenv(name)
+	e.hide(v)
+	return []byte(v)
+}
+
 // scrub replaces every registered secret in msg.
 func (e *Env) scrub(msg string) string {
 	for _, s := range e.secrets {

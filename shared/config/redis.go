@@ -1,13 +1,11 @@
 package config
 
 import (
-	"crypto/tls"
-	"errors"
-	"fmt"
 	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Redis is how a service reaches Redis: one server by URL, or a cluster by
@@ -32,79 +30,35 @@ func (e *Env) Redis() Redis {
 		Timeout:      e.Duration("MINTGATE_REDIS_TIMEOUT", 150*time.Millisecond),
 		CA:           e.String("MINTGATE_REDIS_CA", ""),
 	}
-	opt, err := parseRedisURL(r.URL)
+	u, err := url.Parse(r.URL)
 	switch {
 	case err != nil:
-		e.Fail("MINTGATE_REDIS_URL", "%v", err)
-	case opt.TLSConfig != nil && opt.TLSConfig.InsecureSkipVerify:
+		// e.URL has reported it.
+	case redisDB(u) != "":
+		e.Fail("MINTGATE_REDIS_URL", "%s", redisDB(u))
+	case u.Scheme == "rediss" && slices.Contains([]string{"true", "1"}, u.Query().Get("skip_verify")):
 		e.Fail("MINTGATE_REDIS_URL", "skip_verify turns off the server's certificate check; give its CA in MINTGATE_REDIS_CA instead")
-	case r.CA != "" && opt.TLSConfig == nil:
+	case r.CA != "" && u.Scheme != "rediss":
 		// Someone who names a CA expects TLS: say so rather than talk in clear.
 		e.Fail("MINTGATE_REDIS_CA", "is set, but MINTGATE_REDIS_URL is not a rediss:// URL")
 	}
 	return r
 }
 
-// poolSize is the connections kept per Redis node. go-redis's default (10
-// per CPU) ran dry under 50 concurrent signs on two cores: a sign waiting
-// past the timeout for a connection is a 503 while Redis itself is idle.
-// Connections are cheap next to that.
-const poolSize = 128
-
-// parseRedisURL is redis.ParseURL with errors that never quote the URL,
-// which may hold a password.
-func parseRedisURL(s string) (*redis.Options, error) {
-	opt, err := redis.ParseURL(s)
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		return nil, fmt.Errorf("not a URL: %w", ue.Err)
+// redisDB says what is wrong with the database a Redis URL's path names,
+// or "": the path is empty, "/" or "/<number>". The URL is not quoted: it
+// may hold a password. Every other option of the URL is go-redis's to
+// judge, when shared/dial builds the client at start.
+func redisDB(u *url.URL) string {
+	db := strings.Trim(u.Path, "/")
+	if db == "" {
+		return ""
 	}
-	return opt, err
-}
-
-// Client connects lazily. Every command, dial and pool wait is bounded by
-// the timeout and never retried: a slow Redis must turn into a fast 503,
-// not a request that hangs.
-func (r Redis) Client() (redis.UniversalClient, error) {
-	opt, err := parseRedisURL(r.URL)
-	if err != nil {
-		return nil, fmt.Errorf("MINTGATE_REDIS_URL: %w", err)
+	if strings.Contains(db, "/") {
+		return "the path must be /<database number>, such as /0"
 	}
-	if r.CA != "" && opt.TLSConfig != nil {
-		pool, err := readCA(r.CA)
-		if err != nil {
-			return nil, fmt.Errorf("MINTGATE_REDIS_CA: %w", err)
-		}
-		opt.TLSConfig.RootCAs = pool
+	if _, err := strconv.Atoi(db); err != nil {
+		return "the database " + strconv.Quote(db) + " is not a number"
 	}
-	if len(r.ClusterAddrs) > 0 {
-		var tlsConfig *tls.Config
-		if opt.TLSConfig != nil {
-			// Each node is checked against the name it is dialled by, not
-			// the URL's host.
-			tlsConfig = opt.TLSConfig.Clone()
-			tlsConfig.ServerName = ""
-		}
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:         r.ClusterAddrs,
-			PoolSize:      poolSize,
-			Username:      opt.Username,
-			Password:      opt.Password,
-			TLSConfig:     tlsConfig,
-			DialTimeout:   r.Timeout,
-			ReadTimeout:   r.Timeout,
-			WriteTimeout:  r.Timeout,
-			PoolTimeout:   r.Timeout,
-			MaxRetries:    -1,
-			DialerRetries: 1,
-			// No CLIENT SETINFO on each new connection: one round trip
-			// less, and one command less the ACL user needs.
-			DisableIdentity: true,
-		}), nil
-	}
-	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = r.Timeout, r.Timeout, r.Timeout, r.Timeout
-	opt.PoolSize = max(opt.PoolSize, poolSize)
-	opt.MaxRetries = -1
-	opt.DialerRetries = 1 // a refused dial answers at once, not after five backoffs
-	opt.DisableIdentity = true
-	return redis.NewClient(opt), nil
+	return ""
 }

@@ -55,26 +55,6 @@ func (e *Env) SweepGrace() time.Duration {
 	return e.Duration("MINTGATE_SWEEP_GRACE", DefaultSweepGrace)
 }
 
-// Limits is the bucket shapes of the signer and the sweeper: the default
-// tiers with MINTGATE_TENANT_TIERS' overrides, and the file of more
-// overrides re-read while the service runs.
-type Limits struct {
-	// Tiers is MINTGATE_TIERS with MINTGATE_TENANT_TIERS' overrides.
-	Tiers TierSet
-	// TiersFile is MINTGATE_TENANT_TIERS_FILE (empty: none), read by
-	// NewLiveTiers.
-	TiersFile string
-}
-
-// Limits reads MINTGATE_TIERS (default DefaultTiers),
-// MINTGATE_TENANT_TIERS and MINTGATE_TENANT_TIERS_FILE.
-func (e *Env) Limits() Limits {
-	return Limits{
-		Tiers:     e.TenantTiers("MINTGATE_TENANT_TIERS", e.Tiers("MINTGATE_TIERS", DefaultTiers)),
-		TiersFile: e.String("MINTGATE_TENANT_TIERS_FILE", ""),
-	}
-}
-
 // S3 is where the signer's URLs point: the bucket, and how to reach it.
 type S3 struct {
 	Bucket    string // MINTGATE_S3_BUCKET, required

@@ -12,13 +12,12 @@ import (
 // by its variable.
 func TestSections(t *testing.T) {
 	e := env(map[string]string{"MINTGATE_S3_BUCKET": "uploads"})
-	addr, ttl, grace, limits, s3 := e.HTTPAddr(":8082"), e.URLTTL(), e.SweepGrace(), e.Limits(), e.S3()
+	addr, ttl, grace, s3 := e.HTTPAddr(":8082"), e.URLTTL(), e.SweepGrace(), e.S3()
 	if err := e.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if addr != ":8082" || ttl != 120*time.Second || grace != 30*time.Second || limits.TiersFile != "" ||
-		limits.Tiers.Default[config.TierTenant].Capacity != 600 || s3 != (config.S3{Bucket: "uploads"}) {
-		t.Errorf("defaults: %q %v %v %+v %+v", addr, ttl, grace, limits, s3)
+	if addr != ":8082" || ttl != 120*time.Second || grace != 30*time.Second || s3 != (config.S3{Bucket: "uploads"}) {
+		t.Errorf("defaults: %q %v %v %+v", addr, ttl, grace, s3)
 	}
 
 	for _, tc := range []struct{ name, value string }{
@@ -28,7 +27,6 @@ func TestSections(t *testing.T) {
 		{"MINTGATE_URL_TTL", "500ms"},
 		{"MINTGATE_URL_TTL", "169h"},
 		{"MINTGATE_SWEEP_GRACE", "0s"},
-		{"MINTGATE_TENANT_TIERS", "acme:gold=1:1"},
 		{"MINTGATE_S3_BUCKET", ""},
 		{"MINTGATE_S3_ENDPOINT", "s3.example"},
 		{"MINTGATE_S3_PATH_STYLE", "yes please"},
@@ -37,7 +35,6 @@ func TestSections(t *testing.T) {
 		e.HTTPAddr(":8082")
 		e.URLTTL()
 		e.SweepGrace()
-		e.Limits()
 		e.S3()
 		if err := e.Err(); err == nil || !strings.Contains(err.Error(), tc.name) {
 			t.Errorf("%s=%q: error %v does not name it", tc.name, tc.value, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mintgate/mintgate/shared/backoff"
+	"github.com/mintgate/mintgate/shared/config"
 )
 
 // Subjects of the ledger stream. Each batch of grants is a schedule message
@@ -229,7 +230,7 @@ func dialConn(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nat
 		}),
 	}, opts...)...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: connect %s: %w", ErrUnavailable, redactURL(natsURL), err)
+		return nil, nil, fmt.Errorf("%w: connect %s: %w", ErrUnavailable, config.RedactURL(natsURL), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -263,8 +264,8 @@ func preflight(js jetstream.JetStream, cfg LedgerConfig) error {
 	if cfg.Grace < 0 {
 		return fmt.Errorf("grant: negative grace %v would make grants due before they expire", cfg.Grace)
 	}
-	if len(cfg.Secret) < MinSecretLen {
-		return fmt.Errorf("grant: the MAC secret has %d bytes, want at least %d", len(cfg.Secret), MinSecretLen)
+	if err := CheckSecret(cfg.Secret); err != nil {
+		return fmt.Errorf("grant: the MAC secret %w", err)
 	}
 	return checkVersion(js.Conn().ConnectedServerVersion())
 }
@@ -627,16 +628,3 @@ func (l *Ledger) Close() {
 
 // Config is the ledger's configuration with defaults applied.
 func (l *Ledger) Config() LedgerConfig { return l.cfg }
-
-func redactURL(s string) string {
-	var out []string
-	for u := range strings.SplitSeq(s, ",") {
-		if at := strings.LastIndex(u, "@"); at >= 0 {
-			if scheme := strings.Index(u, "://"); scheme >= 0 && scheme < at {
-				u = u[:scheme+3] + "***" + u[at:]
-			}
-		}
-		out = append(out, u)
-	}
-	return strings.Join(out, ",")
-}

@@ -9,9 +9,6 @@ import (
 	"fmt"
 )
 
-// MinSecretLen is the shortest MAC secret the ledger accepts, in bytes.
-const MinSecretLen = 32
-
 // ErrForged marks a ledger message whose MAC does not verify under the
 // secret (or that carries none, like a grant from before batches): the
 // sweeper never applies it.
@@ -35,8 +32,8 @@ type envelope struct {
 
 // Seal encodes b for the ledger with an HMAC-SHA256 under secret.
 func Seal(secret []byte, b Batch) ([]byte, error) {
-	if len(secret) < MinSecretLen {
-		return nil, fmt.Errorf("grant: MAC secret of %d bytes, want at least %d", len(secret), MinSecretLen)
+	if err := CheckSecret(secret); err != nil {
+		return nil, fmt.Errorf("grant: the MAC secret %w", err)
 	}
 	body, err := json.Marshal(b)
 	if err != nil {

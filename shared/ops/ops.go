@@ -16,8 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/mintgate/mintgate/shared/config"
 )
 
 // Check is one readiness dependency, such as Redis or NATS.
@@ -170,23 +168,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// WatchTiers starts live's watch of MINTGATE_TENANT_TIERS_FILE until ctx
-// ends, logging each reload and counting failed ones in
-// mintgate_config_reload_errors_total, registered on reg.
-func WatchTiers(ctx context.Context, reg *prometheus.Registry, log *slog.Logger, live *config.LiveTiers) {
-	failed := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "mintgate_config_reload_errors_total",
-		Help: "Re-reads of MINTGATE_TENANT_TIERS_FILE that failed (unreadable or invalid): the last good tenant tiers stay in force.",
-	})
-	reg.MustRegister(failed)
-	go live.Watch(ctx, func(set config.TierSet, err error) {
-		if err != nil {
-			failed.Inc()
-			log.Error("tenant tiers file not applied; the last good tiers stay", "err", err)
-			return
-		}
-		log.Info("tenant tiers file applied", "tiers", set.String())
-	})
 }

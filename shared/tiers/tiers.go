@@ -1,4 +1,8 @@
-package config
+// Package tiers is the bucket shapes a sign spends from: the tier names,
+// the default table (MINTGATE_TIERS), the per-tenant overrides
+// (MINTGATE_TENANT_TIERS, and the file MINTGATE_TENANT_TIERS_FILE, re-read
+// while a service runs), and which buckets one sign spends from.
+package tiers
 
 import (
 	"fmt"
@@ -13,37 +17,37 @@ import (
 
 // The tiers every service expects in MINTGATE_TIERS.
 const (
-	TierAnonymous = "anonymous"
-	TierUser      = "user"
-	TierTenant    = "tenant"
+	Anonymous = "anonymous"
+	User      = "user"
+	Tenant    = "tenant"
 )
 
-// TierAnonymousAll is the optional tier of the bucket every anonymous
+// AnonymousAll is the optional tier of the bucket every anonymous
 // caller of a tenant also spends from (docs/api.md), so that no number of
 // addresses drains the tenant. When MINTGATE_TIERS does not name it, it is
 // derived per tenant: a quarter of that tenant's tenant tier.
-const TierAnonymousAll = "anonymous_all"
+const AnonymousAll = "anonymous_all"
 
 // anonymousAllShare is the share of the tenant tier a derived anonymous_all
 // tier holds: anonymous callers can take at most a quarter of a tenant's
 // signing, leaving the rest to its signed-in users.
 const anonymousAllShare = 0.25
 
-// DefaultTiers is the tier table docs/configuration.md gives as the default.
-const DefaultTiers = "anonymous=5:5/60s,user=30:0.5,tenant=600:10"
+// Default is the tier table docs/configuration.md gives as the default.
+const Default = "anonymous=5:5/60s,user=30:0.5,tenant=600:10"
 
-// Tiers maps a tier name to its bucket shape.
-type Tiers map[string]bucket.Limit
+// Table maps a tier name to its bucket shape.
+type Table map[string]bucket.Limit
 
-// ParseTiers reads "name=capacity:refill,…" where refill is tokens per second
+// Parse reads "name=capacity:refill,…" where refill is tokens per second
 // ("0.5") or tokens per duration ("5/60s"). The anonymous, user and tenant
-// tiers must all be present; anonymous_all may be (TierSet.For derives it).
-func ParseTiers(s string) (Tiers, error) {
+// tiers must all be present; anonymous_all may be (Set.For derives it).
+func Parse(s string) (Table, error) {
 	tiers, err := parseTierList(s)
 	if err != nil {
 		return nil, err
 	}
-	for _, need := range []string{TierAnonymous, TierUser, TierTenant} {
+	for _, need := range []string{Anonymous, User, Tenant} {
 		if _, ok := tiers[need]; !ok {
 			return nil, fmt.Errorf("tier %q is missing", need)
 		}
@@ -52,8 +56,8 @@ func ParseTiers(s string) (Tiers, error) {
 }
 
 // parseTierList reads a comma-separated list of tier items, each named once.
-func parseTierList(s string) (Tiers, error) {
-	tiers := Tiers{}
+func parseTierList(s string) (Table, error) {
+	tiers := Table{}
 	for item := range strings.SplitSeq(s, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -109,8 +113,8 @@ func parseRate(s string) (float64, error) {
 	return tokens / d.Seconds(), nil
 }
 
-// String writes the tiers back in the form ParseTiers reads.
-func (t Tiers) String() string {
+// String writes the tiers back in the form Parse reads.
+func (t Table) String() string {
 	names := t.sorted()
 	parts := make([]string, len(names))
 	for i, n := range names {
@@ -119,37 +123,35 @@ func (t Tiers) String() string {
 	return strings.Join(parts, ",")
 }
 
-// Tiers reads MINTGATE_TIERS-style variables.
-func (e *Env) Tiers(name, def string) Tiers {
-	t, err := ParseTiers(e.String(name, def))
-	if err != nil {
-		e.Fail(name, "%v", err)
-		t, _ = ParseTiers(DefaultTiers)
-	}
-	return t
-}
-
-// TierSet is the default tiers with per-tenant overrides of some of them
+// Set is the default tiers with per-tenant overrides of some of them
 // (MINTGATE_TIERS and MINTGATE_TENANT_TIERS).
-type TierSet struct {
-	Default Tiers
+type Set struct {
+	Default Table
 	// Tenants holds, per tenant id, only the tiers that tenant overrides.
-	Tenants map[string]Tiers
+	Tenants map[string]Table
 }
 
 // For is the tenant's limit for tier: its override, else the default. It
 // is false when tier is not configured at all. anonymous_all, when neither
 // names it, is a quarter of the tenant's own tenant tier (at least one
 // token), so a tenant whose tenant tier is overridden gets a matching one.
-func (s TierSet) For(tenant, tier string) (bucket.Limit, bool) {
+func (s Set) For(tenant, tier string) (bucket.Limit, bool) {
 	if l, ok := s.Tenants[tenant][tier]; ok {
 		return l, true
 	}
-	if l, ok := s.Default[tier]; ok || tier != TierAnonymousAll {
+	if l, ok := s.Default[tier]; ok || tier != AnonymousAll {
 		return l, ok
 	}
-	t, ok := s.For(tenant, TierTenant)
-	return bucket.Limit{Capacity: max(1, t.Capacity*anonymousAllShare), Rate: t.Rate * anonymousAllShare}, ok
+	t, ok := s.For(tenant, Tenant)
+	return Share(t, anonymousAllShare), ok
+}
+
+// Share is share of l: share × its capacity and its refill, the same
+// window, holding at least one token, or a small tier would refuse every
+// sign. It is how anonymous_all is derived from the tenant tier, and a
+// degraded signer's local slice of each tier.
+func Share(l bucket.Limit, share float64) bucket.Limit {
+	return bucket.Limit{Capacity: max(1, l.Capacity*share), Rate: l.Rate * share}
 }
 
 // SignBuckets are the buckets one sign spends from, all or none, and an
@@ -157,26 +159,26 @@ func (s TierSet) For(tenant, tier string) (bucket.Limit, bool) {
 // an anonymous caller the tenant's anonymous_all, each with this tenant's
 // shape of its tier (a refund is capped by it). ok is false when tier is
 // not a configured tier.
-func (s TierSet) SignBuckets(tenant, subject, tier string) (bs []bucket.Bucket, ok bool) {
+func (s Set) SignBuckets(tenant, subject, tier string) (bs []bucket.Bucket, ok bool) {
 	add := func(key, tier string) bool {
 		l, ok := s.For(tenant, tier)
 		bs = append(bs, bucket.Bucket{Key: key, Limit: l})
 		return ok
 	}
 	ok = add(keys.Bucket(tenant, subject), tier)
-	ok = add(keys.TenantBucket(tenant), TierTenant) && ok
-	if tier == TierAnonymous {
+	ok = add(keys.TenantBucket(tenant), Tenant) && ok
+	if tier == Anonymous {
 		// Every anonymous sign also spends from one bucket per tenant: an
 		// IPv6 caller has a fresh /64, and so a fresh anonymous bucket, for
 		// each of the 256 in a home /56 (65 536 in a tunnel broker's /48).
-		ok = add(keys.AnonBucket(tenant), TierAnonymousAll) && ok
+		ok = add(keys.AnonBucket(tenant), AnonymousAll) && ok
 	}
 	return bs, ok
 }
 
-// String writes the defaults in the form ParseTiers reads, then, after a
-// space, the overrides in the form ParseTenantTiers reads.
-func (s TierSet) String() string {
+// String writes the defaults in the form Parse reads, then, after a
+// space, the overrides in the form ParseTenants reads.
+func (s Set) String() string {
 	if len(s.Tenants) == 0 {
 		return s.Default.String()
 	}
@@ -192,11 +194,11 @@ func (s TierSet) String() string {
 	return s.Default.String() + " " + strings.Join(parts, ";")
 }
 
-// ParseTenantTiers reads "tenant:name=capacity:refill[,name=…][;tenant:…]":
-// per tenant, the tiers it overrides, in ParseTiers' item form. Tenant ids
+// ParseTenants reads "tenant:name=capacity:refill[,name=…][;tenant:…]":
+// per tenant, the tiers it overrides, in Parse's item form. Tenant ids
 // must be valid and given once; every tier must be one of defaults.
-func ParseTenantTiers(s string, defaults Tiers) (map[string]Tiers, error) {
-	out := map[string]Tiers{}
+func ParseTenants(s string, defaults Table) (map[string]Table, error) {
+	out := map[string]Table{}
 	for entry := range strings.SplitSeq(s, ";") {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
@@ -221,7 +223,7 @@ func ParseTenantTiers(s string, defaults Tiers) (map[string]Tiers, error) {
 			return nil, fmt.Errorf("tenant %q: no tiers given", id)
 		}
 		for name := range tiers {
-			if _, ok := defaults[name]; !ok && name != TierAnonymousAll {
+			if _, ok := defaults[name]; !ok && name != AnonymousAll {
 				return nil, fmt.Errorf("tenant %q: tier %q is not defined in MINTGATE_TIERS (%s)", id, name, strings.Join(defaults.sorted(), ", "))
 			}
 		}
@@ -231,41 +233,11 @@ func ParseTenantTiers(s string, defaults Tiers) (map[string]Tiers, error) {
 }
 
 // sorted is the tier names in order.
-func (t Tiers) sorted() []string {
+func (t Table) sorted() []string {
 	names := make([]string, 0, len(t))
 	for n := range t {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names
-}
-
-// TenantTiers reads MINTGATE_TENANT_TIERS-style variables (default: no
-// overrides) on top of defaults.
-func (e *Env) TenantTiers(name string, defaults Tiers) TierSet {
-	set := TierSet{Default: defaults}
-	tenants, err := ParseTenantTiers(e.String(name, ""), defaults)
-	if err != nil {
-		e.Fail(name, "%v", err)
-		return set
-	}
-	if len(tenants) > 0 {
-		set.Tenants = tenants
-	}
-	return set
-}
-
-// Limit reads one bucket shape, "capacity:refill" (refill as in
-// MINTGATE_TIERS), or "off"; ok is false for off.
-func (e *Env) Limit(name, def string) (l bucket.Limit, ok bool) {
-	v := e.String(name, def)
-	if v == "off" {
-		return bucket.Limit{}, false
-	}
-	_, l, err := parseTierItem(name + "=" + v)
-	if err != nil {
-		e.Fail(name, "%q: want capacity:refill (such as 30:10 or 5/60s as the refill) or off", v)
-		_, l, _ = parseTierItem(name + "=" + def)
-	}
-	return l, true
 }

@@ -1,44 +1,46 @@
-package config
+package tiers
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v3"
 
 	"github.com/mintgate/mintgate/shared/keys"
 )
 
-// TierFilePoll is how often LiveTiers.Watch reads its file again.
+// FilePoll is how often Live.Watch reads its file again.
 //
 // It reads rather than waits for inotify: a Kubernetes ConfigMap volume
 // swaps a symlink to a new directory, an editor renames a new file over
 // the old one, `kubectl cp` writes in place — a read of a small file each
 // second sees every one of them, where a watch on the file misses the
 // renames and a watch on the directory needs each case handled.
-const TierFilePoll = time.Second
+const FilePoll = time.Second
 
-// LiveTiers is MINTGATE_TIERS with MINTGATE_TENANT_TIERS' overrides and,
+// Live is MINTGATE_TIERS with MINTGATE_TENANT_TIERS' overrides and,
 // on top, those of MINTGATE_TENANT_TIERS_FILE, re-read while the service
 // runs. A file that cannot be read or parsed changes nothing: the last
 // good overrides stay. It is safe for concurrent use.
-type LiveTiers struct {
-	base TierSet
+type Live struct {
+	base Set
 	path string
-	cur  atomic.Pointer[TierSet]
+	cur  atomic.Pointer[Set]
 	last []byte // the file's bytes the current set was built from
 }
 
-// NewLiveTiers reads the file at path (none: base alone, never changing).
+// NewLive reads the file at path (none: base alone, never changing).
 // A file that is missing or bad at start is an error: a service must not
 // start on limits other than its operator wrote.
-func NewLiveTiers(base TierSet, path string) (*LiveTiers, error) {
-	l := &LiveTiers{base: base, path: path}
+func NewLive(base Set, path string) (*Live, error) {
+	l := &Live{base: base, path: path}
 	l.cur.Store(&base)
 	if path == "" {
 		return l, nil
@@ -50,16 +52,16 @@ func NewLiveTiers(base TierSet, path string) (*LiveTiers, error) {
 }
 
 // Tiers is the set in force now.
-func (l *LiveTiers) Tiers() TierSet { return *l.cur.Load() }
+func (l *Live) Tiers() Set { return *l.cur.Load() }
 
-// Watch re-reads the file every TierFilePoll until ctx ends. After each
+// Watch re-reads the file every FilePoll until ctx ends. After each
 // read that found the file changed, report gets nil (applied) or why the
 // last good set stays.
-func (l *LiveTiers) Watch(ctx context.Context, report func(TierSet, error)) {
+func (l *Live) Watch(ctx context.Context, report func(Set, error)) {
 	if l.path == "" {
 		return
 	}
-	t := time.NewTicker(TierFilePoll)
+	t := time.NewTicker(FilePoll)
 	defer t.Stop()
 	failing := "" // the last error reported: a file gone for a minute is one error, not sixty
 	for {
@@ -82,7 +84,7 @@ func (l *LiveTiers) Watch(ctx context.Context, report func(TierSet, error)) {
 
 // reload reads the file and, if its bytes changed and parse, puts the new
 // set in force. A bad file is reported once per change, not every poll.
-func (l *LiveTiers) reload() (changed bool, err error) {
+func (l *Live) reload() (changed bool, err error) {
 	b, err := os.ReadFile(l.path)
 	if err != nil {
 		return false, fmt.Errorf("read %s: %w", l.path, err)
@@ -91,18 +93,18 @@ func (l *LiveTiers) reload() (changed bool, err error) {
 		return false, nil
 	}
 	l.last = b
-	over, err := ParseTenantTiersFile(b, l.base.Default)
+	over, err := ParseFile(b, l.base.Default)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", l.path, err)
 	}
-	set := TierSet{Default: l.base.Default, Tenants: maps.Clone(l.base.Tenants)}
+	set := Set{Default: l.base.Default, Tenants: maps.Clone(l.base.Tenants)}
 	if set.Tenants == nil {
-		set.Tenants = map[string]Tiers{}
+		set.Tenants = map[string]Table{}
 	}
 	for tenant, tiers := range over {
 		merged := maps.Clone(set.Tenants[tenant])
 		if merged == nil {
-			merged = Tiers{}
+			merged = Table{}
 		}
 		maps.Copy(merged, tiers)
 		set.Tenants[tenant] = merged
@@ -111,23 +113,23 @@ func (l *LiveTiers) reload() (changed bool, err error) {
 	return true, nil
 }
 
-// ParseTenantTiersFile reads MINTGATE_TENANT_TIERS_FILE's content: a JSON
+// ParseFile reads MINTGATE_TENANT_TIERS_FILE's content: a JSON
 // object (or the same in YAML) of tenant → tier → "<capacity>:<refill>",
 // refill as in MINTGATE_TIERS, e.g. {"acme":{"user":"60:1","tenant":"1200:20"}}.
 // Tiers are those of defaults and anonymous_all.
-func ParseTenantTiersFile(b []byte, defaults Tiers) (map[string]Tiers, error) {
+func ParseFile(b []byte, defaults Table) (map[string]Table, error) {
 	var raw map[string]map[string]string
 	if err := yaml.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("want an object of tenant → tier → \"capacity:refill\": %w", err)
 	}
-	out := make(map[string]Tiers, len(raw))
+	out := make(map[string]Table, len(raw))
 	for tenant, tiers := range raw {
 		if !keys.ValidTenant(tenant) {
 			return nil, fmt.Errorf("%q is not a tenant id ([A-Za-z0-9_-]{1,64})", tenant)
 		}
-		t := Tiers{}
+		t := Table{}
 		for name, spec := range tiers {
-			if _, ok := defaults[name]; !ok && name != TierAnonymousAll {
+			if _, ok := defaults[name]; !ok && name != AnonymousAll {
 				return nil, fmt.Errorf("tenant %q: unknown tier %q", tenant, name)
 			}
 			_, lim, err := parseTierItem(name + "=" + spec)
@@ -139,4 +141,23 @@ func ParseTenantTiersFile(b []byte, defaults Tiers) (map[string]Tiers, error) {
 		out[tenant] = t
 	}
 	return out, nil
+}
+
+// WatchAndLog starts l's watch of MINTGATE_TENANT_TIERS_FILE until ctx
+// ends, logging each reload and counting failed ones in
+// mintgate_config_reload_errors_total, registered on reg.
+func (l *Live) WatchAndLog(ctx context.Context, reg prometheus.Registerer, log *slog.Logger) {
+	failed := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "mintgate_config_reload_errors_total",
+		Help: "Re-reads of MINTGATE_TENANT_TIERS_FILE that failed (unreadable or invalid): the last good tenant tiers stay in force.",
+	})
+	reg.MustRegister(failed)
+	go l.Watch(ctx, func(set Set, err error) {
+		if err != nil {
+			failed.Inc()
+			log.Error("tenant tiers file not applied; the last good tiers stay", "err", err)
+			return
+		}
+		log.Info("tenant tiers file applied", "tiers", set.String())
+	})
 }

@@ -1,4 +1,4 @@
-package config
+package tiers
 
 import (
 	"os"
@@ -10,17 +10,17 @@ import (
 )
 
 func TestLiveTiers(t *testing.T) {
-	defaults, err := ParseTiers(DefaultTiers)
+	defaults, err := Parse(Default)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := ParseTenantTiers("acme:tenant=1000:20;globex:user=10:1", defaults)
+	env, err := ParseTenants("acme:tenant=1000:20;globex:user=10:1", defaults)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := TierSet{Default: defaults, Tenants: env}
+	base := Set{Default: defaults, Tenants: env}
 	path := filepath.Join(t.TempDir(), "tiers.yaml")
-	if _, err := NewLiveTiers(base, path); err == nil {
+	if _, err := NewLive(base, path); err == nil {
 		t.Error("a missing file at start: no error")
 	}
 	write := func(s string) {
@@ -30,7 +30,7 @@ func TestLiveTiers(t *testing.T) {
 		}
 	}
 	write(`{"acme":{"user":"60:1"},"initech":{"anonymous_all":"7:7/60s"}}`)
-	l, err := NewLiveTiers(base, path)
+	l, err := NewLive(base, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,11 +38,11 @@ func TestLiveTiers(t *testing.T) {
 		tenant, tier string
 		want         bucket.Limit
 	}{
-		{"acme", TierUser, bucket.Limit{Capacity: 60, Rate: 1}},      // the file's
-		{"acme", TierTenant, bucket.Limit{Capacity: 1000, Rate: 20}}, // the variable's, kept
-		{"globex", TierUser, bucket.Limit{Capacity: 10, Rate: 1}},    // the variable's
-		{"initech", TierAnonymousAll, bucket.Limit{Capacity: 7, Rate: 7.0 / 60}},
-		{"other", TierUser, defaults[TierUser]},
+		{"acme", User, bucket.Limit{Capacity: 60, Rate: 1}},      // the file's
+		{"acme", Tenant, bucket.Limit{Capacity: 1000, Rate: 20}}, // the variable's, kept
+		{"globex", User, bucket.Limit{Capacity: 10, Rate: 1}},    // the variable's
+		{"initech", AnonymousAll, bucket.Limit{Capacity: 7, Rate: 7.0 / 60}},
+		{"other", User, defaults[User]},
 	} {
 		if got, _ := l.Tiers().For(c.tenant, c.tier); got != c.want {
 			t.Errorf("%s %s: %+v, want %+v", c.tenant, c.tier, got, c.want)
@@ -54,7 +54,7 @@ func TestLiveTiers(t *testing.T) {
 		if changed, err := l.reload(); changed || err == nil {
 			t.Errorf("%s: changed %v, err %v; want an error and no change", bad, changed, err)
 		}
-		if got, _ := l.Tiers().For("acme", TierUser); got.Capacity != 60 {
+		if got, _ := l.Tiers().For("acme", User); got.Capacity != 60 {
 			t.Errorf("%s replaced the last good tiers: acme user %+v", bad, got)
 		}
 	}
@@ -65,7 +65,7 @@ func TestLiveTiers(t *testing.T) {
 	if changed, err := l.reload(); changed || err != nil {
 		t.Errorf("the same file again: changed %v, err %v; want neither", changed, err)
 	}
-	if got, _ := l.Tiers().For("acme", TierUser); got != (bucket.Limit{Capacity: 5, Rate: 0.1}) {
+	if got, _ := l.Tiers().For("acme", User); got != (bucket.Limit{Capacity: 5, Rate: 0.1}) {
 		t.Errorf("acme user %+v after the YAML file", got)
 	}
 	if s := l.Tiers().String(); !strings.Contains(s, "acme") {

@@ -1,4 +1,10 @@
-package config
+// Package auth is how the signer knows its callers: the bearer tokens it
+// believes, the tenants that take anonymous callers, and where an
+// anonymous caller's address comes from (MINTGATE_JWT_*,
+// MINTGATE_ANON_TENANTS, MINTGATE_IP_SOURCE, MINTGATE_TRUSTED_PROXIES,
+// MINTGATE_IP_HASH_SECRET), read once and refused when no one, or anyone,
+// could get in.
+package auth
 
 import (
 	"fmt"
@@ -6,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/keys"
 )
 
@@ -23,10 +30,10 @@ const minHS256Secret = 32
 // minIPHashSecret is the shortest key of the anonymous callers' IP hash.
 const minIPHashSecret = 16
 
-// Identity is how the signer knows its callers: the bearer tokens it
+// Config is how the signer knows its callers: the bearer tokens it
 // believes, and the tenants that take anonymous callers with the address
 // their buckets are keyed by.
-type Identity struct {
+type Config struct {
 	JWTSecret      []byte // MINTGATE_JWT_HS256_SECRET
 	JWKSURL        string // MINTGATE_JWT_JWKS_URL
 	JWTIssuer      string // MINTGATE_JWT_ISSUER; empty: not checked
@@ -42,11 +49,11 @@ type Identity struct {
 	IPHashSecret   []byte         // MINTGATE_IP_HASH_SECRET
 }
 
-// Identity reads the MINTGATE_JWT_* variables, MINTGATE_ANON_TENANTS,
+// Read reads the MINTGATE_JWT_* variables, MINTGATE_ANON_TENANTS,
 // MINTGATE_IP_SOURCE, MINTGATE_TRUSTED_PROXIES and MINTGATE_IP_HASH_SECRET,
 // and refuses the combinations that would let no one in, or anyone.
-func (e *Env) Identity() Identity {
-	id := Identity{
+func Read(e *config.Env) Config {
+	id := Config{
 		JWTSecret:      e.Secret("MINTGATE_JWT_HS256_SECRET"),
 		JWKSURL:        e.URL("MINTGATE_JWT_JWKS_URL", "", "https", "http"),
 		JWTIssuer:      e.String("MINTGATE_JWT_ISSUER", ""),
@@ -72,13 +79,13 @@ func (e *Env) Identity() Identity {
 		}
 		id.TrustedProxies = append(id.TrustedProxies, prefix)
 	}
-	e.checkTokens(id)
-	e.checkAnonymous(id)
+	checkTokens(e, id)
+	checkAnonymous(e, id)
 	return id
 }
 
 // checkTokens refuses a token setup that trusts too much or no one.
-func (e *Env) checkTokens(id Identity) {
+func checkTokens(e *config.Env, id Config) {
 	switch {
 	case len(id.JWTSecret) > 0 && id.JWKSURL != "":
 		e.Fail("MINTGATE_JWT_HS256_SECRET", "set either it or MINTGATE_JWT_JWKS_URL, not both")
@@ -93,7 +100,7 @@ func (e *Env) checkTokens(id Identity) {
 		// apps mints tokens that carry tenant_id for them too: only those
 		// minted for us (aud) may spend our tenants' quota.
 		if u, err := url.Parse(id.JWKSURL); err == nil && u.Scheme != "https" && !IsLoopbackHost(u.Hostname()) {
-			e.Fail("MINTGATE_JWT_JWKS_URL", "%q must be https:// (http:// only on a loopback address)", RedactURL(id.JWKSURL))
+			e.Fail("MINTGATE_JWT_JWKS_URL", "%q must be https:// (http:// only on a loopback address)", config.RedactURL(id.JWKSURL))
 		}
 		if id.JWTAudience == "" {
 			e.Fail("MINTGATE_JWT_AUDIENCE", "required with MINTGATE_JWT_JWKS_URL: the audience our tokens are minted for")
@@ -106,7 +113,7 @@ func (e *Env) checkTokens(id Identity) {
 
 // checkAnonymous refuses anonymous callers whose buckets could not be
 // keyed safely by their address.
-func (e *Env) checkAnonymous(id Identity) {
+func checkAnonymous(e *config.Env, id Config) {
 	if len(id.AnonTenants) > 0 && len(id.IPHashSecret) < minIPHashSecret {
 		e.Fail("MINTGATE_IP_HASH_SECRET", "anonymous tenants need a secret of at least %d bytes to key the IP hash", minIPHashSecret)
 	}

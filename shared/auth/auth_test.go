@@ -1,10 +1,10 @@
-package config_test
+package auth_test
 
 import (
 	"net/netip"
 	"testing"
 
-	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/auth"
 )
 
 // A trusted proxy range wide enough to hold other workloads (a cluster's
@@ -28,7 +28,7 @@ func TestWideProxyRange(t *testing.T) {
 		"104.16.0.0/13":      false,
 		"2400:cb00::/32":     false,
 	} {
-		if got := config.WideProxyRange(netip.MustParsePrefix(p)); got != wide {
+		if got := auth.WideProxyRange(netip.MustParsePrefix(p)); got != wide {
 			t.Errorf("WideProxyRange(%s) = %v, want %v", p, got, wide)
 		}
 	}

@@ -1,4 +1,4 @@
-package config_test
+package dial_test
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -23,7 +24,7 @@ func connect(t *testing.T, env map[string]string) (*nats.Conn, error) {
 	if err := e.Err(); err != nil {
 		t.Fatal(err)
 	}
-	opts, err := n.Options("signer")
+	opts, err := dial.NATSOptions(n, "signer")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestNATSBadValues(t *testing.T) {
 			n := e.NATS()
 			err := e.Err()
 			if err == nil {
-				_, err = n.Options("signer")
+				_, err = dial.NATSOptions(n, "signer")
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.variable) {
 				t.Fatalf("%v; want an error naming %s", err, tc.variable)

@@ -1,4 +1,4 @@
-package config_test
+package dial_test
 
 import (
 	"context"
@@ -8,8 +8,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
+
+func env(m map[string]string) *config.Env {
+	return config.New(func(k string) string { return m[k] })
+}
 
 // Settings that would quietly weaken TLS stop the service at start.
 func TestRedisTLSSettings(t *testing.T) {
@@ -31,7 +37,7 @@ func TestRedisTLSSettings(t *testing.T) {
 	if err := e.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Client(); err == nil || !strings.Contains(err.Error(), "MINTGATE_REDIS_CA") {
+	if _, err := dial.Redis(r); err == nil || !strings.Contains(err.Error(), "MINTGATE_REDIS_CA") {
 		t.Errorf("a missing CA file: %v; want an error naming MINTGATE_REDIS_CA", err)
 	}
 }
@@ -59,7 +65,7 @@ func TestRedisClusterLogsInWithTheURLsUser(t *testing.T) {
 		if err := e.Err(); err != nil {
 			t.Fatal(err)
 		}
-		c, err := r.Client()
+		c, err := dial.Redis(r)
 		if err != nil {
 			t.Fatal(err)
 		}
