@@ -77,8 +77,8 @@ type consumer struct {
 	hold, extendEvery time.Duration
 }
 
-// pending is a parsed message not yet handled.
-type pending struct {
+// parsed is a received message, parsed, not yet handled.
+type parsed struct {
 	msg types.Message
 	n   s3event.Notification
 }
@@ -146,7 +146,7 @@ func (c *consumer) loop(ctx context.Context, id int) {
 // batch in hand is finished even during shutdown: deleting what was
 // handled saves a redelivery.
 func (c *consumer) work(ctx context.Context, log *slog.Logger, msgs []types.Message) {
-	var rest []pending
+	var rest []parsed
 	if c.gate.isDown() {
 		// Another receiver found the store down while this poll was in
 		// flight: trying would only fail; hold the messages instead.
@@ -182,8 +182,8 @@ func (g *gate) up() { g.closed.Store(false) }
 // parse keeps the messages that are S3 event notifications. The others are
 // not deleted: they come back until the redrive policy moves them to the
 // dead-letter queue, where a person can look at them.
-func (c *consumer) parse(log *slog.Logger, msgs []types.Message) []pending {
-	ps := make([]pending, 0, len(msgs))
+func (c *consumer) parse(log *slog.Logger, msgs []types.Message) []parsed {
+	ps := make([]parsed, 0, len(msgs))
 	for _, msg := range msgs {
 		n, err := s3event.Parse([]byte(aws.ToString(msg.Body)))
 		if err != nil {
@@ -194,7 +194,7 @@ func (c *consumer) parse(log *slog.Logger, msgs []types.Message) []pending {
 				"body", truncate(aws.ToString(msg.Body), 512))
 			continue
 		}
-		ps = append(ps, pending{msg: msg, n: n})
+		ps = append(ps, parsed{msg: msg, n: n})
 	}
 	return ps
 }
@@ -202,7 +202,7 @@ func (c *consumer) parse(log *slog.Logger, msgs []types.Message) []pending {
 // batch parses msgs, handles them in order, deletes those fully handled
 // and lets the poison go. It stops at the first outage of handle's store
 // and returns the messages from there on, not handled.
-func (c *consumer) batch(ctx context.Context, log *slog.Logger, msgs []types.Message) []pending {
+func (c *consumer) batch(ctx context.Context, log *slog.Logger, msgs []types.Message) []parsed {
 	handled, poison, rest := c.handleAll(ctx, log, c.parse(log, msgs))
 	c.delete(ctx, log, handled)
 	c.release(ctx, log, poison)
@@ -225,7 +225,7 @@ func (c *consumer) pipeline() pipeline.Handler[s3event.Notification] {
 
 // handleAll handles ps in order up to the first outage: it returns the
 // messages handled, the poison ones and the ones not handled.
-func (c *consumer) handleAll(ctx context.Context, log *slog.Logger, ps []pending) (handled []types.Message, poison, rest []pending) {
+func (c *consumer) handleAll(ctx context.Context, log *slog.Logger, ps []parsed) (handled []types.Message, poison, rest []parsed) {
 	handle := c.pipeline()
 	for i, p := range ps {
 		err := handle(ctx, p.n)
@@ -250,7 +250,7 @@ func (c *consumer) handleAll(ctx context.Context, log *slog.Logger, ps []pending
 // queue's maxReceiveCount, so the redrive policy soon moves them to the
 // dead-letter queue, where a person can look at them. A failed release
 // only means they reappear after their visibility timeout instead.
-func (c *consumer) release(ctx context.Context, log *slog.Logger, ps []pending) {
+func (c *consumer) release(ctx context.Context, log *slog.Logger, ps []parsed) {
 	for chunk := range slices.Chunk(ps, maxMessages) {
 		out, err := c.q.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{
 			QueueUrl: aws.String(c.queueURL), Entries: visibilityEntries(chunk, 0),
@@ -267,7 +267,7 @@ func (c *consumer) release(ctx context.Context, log *slog.Logger, ps []pending) 
 }
 
 // visibilityEntries sets the visibility timeout of each of ps to vis.
-func visibilityEntries(ps []pending, vis time.Duration) []types.ChangeMessageVisibilityBatchRequestEntry {
+func visibilityEntries(ps []parsed, vis time.Duration) []types.ChangeMessageVisibilityBatchRequestEntry {
 	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(ps))
 	for i, p := range ps {
 		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
@@ -280,7 +280,7 @@ func visibilityEntries(ps []pending, vis time.Duration) []types.ChangeMessageVis
 // held is the messages a receiver holds, shared with its extender.
 type held struct {
 	mu sync.Mutex // held across a visibility change, so none races a delete
-	ps []pending
+	ps []parsed
 }
 
 // holdUntilHandled keeps ps, which the store's outage kept from being
@@ -294,7 +294,7 @@ type held struct {
 // outage the extensions fail and the messages reappear; no receiver polls
 // while the gate is down, so they are received again only once the store is
 // back.
-func (c *consumer) holdUntilHandled(ctx context.Context, log *slog.Logger, ps []pending) {
+func (c *consumer) holdUntilHandled(ctx context.Context, log *slog.Logger, ps []parsed) {
 	h := &held{ps: ps}
 	c.m.held.Add(float64(len(ps)))
 	var wg sync.WaitGroup
@@ -375,7 +375,7 @@ func (c *consumer) extendWhileHeld(ctx context.Context, log *slog.Logger, h *hel
 // extend sets the visibility timeout of ps to vis from now, in batches of
 // at most ten. A failed extension is counted and logged; the message stays
 // held (if it reappears and is received again, handling it twice is safe).
-func (c *consumer) extend(ctx context.Context, log *slog.Logger, ps []pending, vis time.Duration) {
+func (c *consumer) extend(ctx context.Context, log *slog.Logger, ps []parsed, vis time.Duration) {
 	for len(ps) > 0 {
 		chunk := ps[:min(len(ps), maxMessages)]
 		ps = ps[len(chunk):]

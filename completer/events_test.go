@@ -105,10 +105,10 @@ func TestEventsOncePerUpload(t *testing.T) {
 
 	// Killed after step 1 (marker pending, nothing published).
 	afterMark := uuid.NewString()
-	s.rdb.Set(ctx, keys.Done("acme", afterMark), markerPending, 15*time.Minute)
+	s.rdb.Set(ctx, keys.Done("acme", afterMark), markerUnpublished, 15*time.Minute)
 	// Killed after step 2 (marker pending, the event stored).
 	afterPublish := uuid.NewString()
-	s.rdb.Set(ctx, keys.Done("acme", afterPublish), markerPending, 15*time.Minute)
+	s.rdb.Set(ctx, keys.Done("acme", afterPublish), markerUnpublished, 15*time.Minute)
 	pub, err := uploads.Open(ctx, es.js, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -149,8 +149,8 @@ func TestEventsHeldWhileNATSDown(t *testing.T) {
 	s.send(t, fixture(t, "direct-put.json", id))
 	eventually(t, "a failed publish", func() bool { return s.metric(t, publishErrs) >= 1 })
 	eventually(t, "/readyz reports nats", func() bool { return s.readyz() == http.StatusServiceUnavailable })
-	if v := s.rdb.Get(context.Background(), keys.Done("acme", id)).Val(); v != markerPending {
-		t.Errorf("marker %q while NATS is down, want %q", v, markerPending)
+	if v := s.rdb.Get(context.Background(), keys.Done("acme", id)).Val(); v != markerUnpublished {
+		t.Errorf("marker %q while NATS is down, want %q", v, markerUnpublished)
 	}
 	if got := s.metric(t, deleted); got != 0 {
 		t.Fatalf("%v messages deleted while NATS was down", got)

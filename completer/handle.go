@@ -32,8 +32,8 @@ const (
 	// markerDone: the upload is done and, with events on, its event is
 	// stored. Also what a completer with events off writes.
 	markerDone = "1"
-	// markerPending: the upload is done, its event may not be stored yet.
-	markerPending = "pending"
+	// markerUnpublished: the upload is done, its event may not be stored yet.
+	markerUnpublished = "pending"
 )
 
 // completer is the service's business: an upload that happened gets its
@@ -158,12 +158,12 @@ func (c *completer) set(ctx context.Context, m quota.Completion) (quota.Complete
 // events (value 1, written with events off) counts as done: an upload
 // completed before events were turned on gets no event.
 func (c *completer) complete(ctx context.Context, r events.S3EventRecord, ev uploads.Event) error {
-	got, err := c.set(ctx, quota.Completion{Tenant: ev.Tenant, URLID: ev.URLID, Value: markerPending, TTL: c.doneTTL, First: true})
+	got, err := c.set(ctx, quota.Completion{Tenant: ev.Tenant, URLID: ev.URLID, Value: markerUnpublished, TTL: c.doneTTL, First: true})
 	switch {
 	case err != nil:
 		return err
 	case !got.Existed: // the first completion
-	case got.Previous != markerPending:
+	case got.Previous != markerUnpublished:
 		return nil // its event is stored
 	}
 	ev.Size, ev.ETag, ev.CompletedAt = r.S3.Object.Size, r.S3.Object.ETag, completedAt(r)

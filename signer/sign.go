@@ -137,7 +137,7 @@ func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *decis
 			d.log.Debug("replay without RateLimit headers: reading the buckets failed", "tenant", who.Tenant, "err", err)
 		}
 		return true, c.JSONBlob(http.StatusOK, dec.body)
-	case quota.Reused, quota.Pending:
+	case quota.Reused, quota.InProgress:
 		k := keyRefusals[dec.outcome]
 		d.count(k.count)
 		return true, newError(k.status, k.code, k.message, hdrIdempotencyKey)
@@ -160,8 +160,8 @@ var keyRefusals = map[quota.Outcome]struct {
 	count, code, message string
 	status               int
 }{
-	quota.Reused:  {"reused", codeKeyReused, "this %s was used for a different request", http.StatusUnprocessableEntity},
-	quota.Pending: {"in_progress", codeInProgress, "a request with this %s is still in progress", http.StatusConflict},
+	quota.Reused:     {"reused", codeKeyReused, "this %s was used for a different request", http.StatusUnprocessableEntity},
+	quota.InProgress: {"in_progress", codeInProgress, "a request with this %s is still in progress", http.StatusConflict},
 }
 
 // shadow decides a denial of a shadowed tenant's sign (a.hard is set): it

@@ -73,7 +73,7 @@ func ExampleNew() {
 		fmt.Println("429, retry after", d.Result.RetryAfter)
 	case d.Outcome == quota.Replay:
 		fmt.Println("200", string(d.Body))
-	default: // Reused, Pending
+	default: // Reused, InProgress
 		fmt.Println("422 or 409:", d.Outcome)
 	}
 }

@@ -120,7 +120,7 @@ const (
 	Denied                       // a bucket is short: nothing was spent (429)
 	Replay                       // the key completed with the same request: Body is its 201 body
 	Reused                       // the key belongs to a different request (422)
-	Pending                      // the key's first request is still in flight (409)
+	InProgress                   // the key's first request is still in flight (409)
 	Cancelled                    // this very request (its nonce) was cancelled before the Spend ran: nothing was spent or marked
 	Late                         // the Spend ran after Ask.Until by Redis's clock: nothing was read, spent or marked
 )
@@ -136,8 +136,8 @@ func (o Outcome) String() string {
 		return "replay"
 	case Reused:
 		return "reused"
-	case Pending:
-		return "pending"
+	case InProgress:
+		return "in progress"
 	case Cancelled:
 		return "cancelled"
 	case Late:
@@ -241,7 +241,7 @@ func parseSpend(vals []any) (Decision, error) {
 		case w == "reused":
 			return Decision{Outcome: Reused}, nil
 		case w == "pending":
-			return Decision{Outcome: Pending}, nil
+			return Decision{Outcome: InProgress}, nil
 		case w == "cancelled":
 			return Decision{Outcome: Cancelled}, nil
 		case w == "late":

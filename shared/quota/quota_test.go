@@ -225,7 +225,7 @@ var cases = []struct {
 		k3 := e.ask("alice", "k3")
 		k3.Until = time.Now().Add(time.Hour)
 		asks := []quota.Ask{k1, retry(k1, "n:again"), retry(done, "n:replay"), e.anon("x1", "a6"), late, other, k3}
-		want := []quota.Outcome{quota.Allowed, quota.Pending, quota.Replay, quota.Denied, quota.Late, quota.Reused, quota.Allowed}
+		want := []quota.Outcome{quota.Allowed, quota.InProgress, quota.Replay, quota.Denied, quota.Late, quota.Reused, quota.Allowed}
 		got := e.batch(asks...)
 		for i, w := range want {
 			if got[i].Err != nil || got[i].Decision.Outcome != w {
@@ -253,7 +253,7 @@ var cases = []struct {
 			e.t.Fatalf("batch of one: %+v", got)
 		}
 		b := e.ask("bob", "k1")
-		if got := e.batch(b, b); got[0].Decision.Outcome != quota.Allowed || got[1].Decision.Outcome != quota.Pending {
+		if got := e.batch(b, b); got[0].Decision.Outcome != quota.Allowed || got[1].Decision.Outcome != quota.InProgress {
 			e.t.Fatalf("the same request twice: %+v", got)
 		}
 		e.wantTokens(b, "29.000000", "598.000000")
@@ -315,7 +315,7 @@ var cases = []struct {
 	{"spend", "pending while the first request is in flight", func(e *env) {
 		a := e.ask("alice", "k1")
 		e.spend(a)
-		if d := e.spend(a); d.Outcome != quota.Pending {
+		if d := e.spend(a); d.Outcome != quota.InProgress {
 			e.t.Fatalf("second spend %+v", d)
 		}
 		e.wantTokens(a, "29.000000", "599.000000")
@@ -515,7 +515,7 @@ var cases = []struct {
 			e.t.Fatalf("retry: %+v", d)
 		}
 		e.wantRecord(a.Idem, map[string]string{"state": "pending", "fp": a.Fingerprint, "nonce": again.Nonce}, inFlight)
-		if d := e.spend(a); d.Outcome != quota.Pending {
+		if d := e.spend(a); d.Outcome != quota.InProgress {
 			e.t.Errorf("first request's spend while the retry is in flight: %+v", d)
 		}
 		e.finish(again, "u1", `{"url":"x"}`)
@@ -1073,7 +1073,7 @@ func TestTwinExpiry(t *testing.T) {
 		t.Fatalf("spend: %+v", d)
 	}
 	clock = clock.Add(inFlight) // Redis keeps a key through its last millisecond
-	if d, _ := tw.Spend(ctx, clock, a, inFlight); d.Outcome != quota.Pending {
+	if d, _ := tw.Spend(ctx, clock, a, inFlight); d.Outcome != quota.InProgress {
 		t.Fatalf("at the TTL: %+v", d)
 	}
 	clock = clock.Add(time.Millisecond)
@@ -1258,7 +1258,7 @@ func TestCoalescerSameKey(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got[quota.Allowed] != 1 || got[quota.Pending] != 49 {
+	if got[quota.Allowed] != 1 || got[quota.InProgress] != 49 {
 		t.Errorf("outcomes %v, want 1 allowed and 49 pending", got)
 	}
 	if tok := redisBackend("redis", rdb).get(t, keys.TenantBucket("same"))[0].hash["t"]; tok != "39.000000" {

@@ -77,7 +77,7 @@ func (t *Twin) spend(now time.Time, a quota.Ask, inFlight time.Duration) quota.D
 			body, _ := t.field(a.Idem, "body")
 			return quota.Decision{Outcome: quota.Replay, Body: []byte(body)}
 		}
-		return quota.Decision{Outcome: quota.Pending}
+		return quota.Decision{Outcome: quota.InProgress}
 	}
 	res := bucket.Step(now, 1, a.Buckets, t.loadBucket, t.saveBucket)
 	if res.Allowed {
