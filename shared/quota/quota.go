@@ -116,13 +116,13 @@ type Outcome int
 
 // The outcomes of Spend. The zero Outcome is none of them.
 const (
-	Allowed   Outcome = iota + 1 // a token was spent from every bucket and the key marked in flight
-	Denied                       // a bucket is short: nothing was spent (429)
-	Replay                       // the key completed with the same request: Body is its 201 body
-	Reused                       // the key belongs to a different request (422)
-	InProgress                   // the key's first request is still in flight (409)
-	Cancelled                    // this very request (its nonce) was cancelled before the Spend ran: nothing was spent or marked
-	Late                         // the Spend ran after Ask.Until by Redis's clock: nothing was read, spent or marked
+	Allowed    Outcome = iota + 1 // a token was spent from every bucket and the key marked in flight
+	Denied                        // a bucket is short: nothing was spent (429)
+	Replay                        // the key completed with the same request: Body is its 201 body
+	Reused                        // the key belongs to a different request (422)
+	InProgress                    // the key's first request is still in flight (409)
+	Cancelled                     // this very request (its nonce) was cancelled before the Spend ran: nothing was spent or marked
+	Late                          // the Spend ran after Ask.Until by Redis's clock: nothing was read, spent or marked
 )
 
 // String names the outcome.
