@@ -538,9 +538,8 @@ func (l *Ledger) Record(ctx context.Context, g Grant) error {
 		return fmt.Errorf("%w: nats connection %s", ErrUnavailable, strings.ToLower(st.String()))
 	}
 	l.commitOnce.Do(func() {
-		l.commit = newCommitter(l.cfg.Window, l.cfg.MaxBatch, l.cfg.MaxInFlight, uuid.NewString, l.publish)
-		l.commit.gap = l.cfg.MinGap
-		go l.commit.run()
+		cfg := commitConfig(l.cfg.Window, l.cfg.MaxBatch, l.cfg.MaxInFlight, l.cfg.MinGap)
+		l.commit = newCommitter(cfg, uuid.NewString, l.publish)
 	})
 	if err := l.commit.record(ctx, g); err != nil {
 		return fmt.Errorf("%w: record grant %s: %w", ErrUnavailable, g.URLID, err)
