@@ -9,6 +9,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// maxRescues bounds the schedules one rescue applies; the next trim
+// interval goes on.
+const maxRescues = 256
+
 // rescue applies, and then deletes, the schedules the server has not
 // fired rescueAfter after their due time, oldest first, up to maxRescues.
 //
