@@ -182,9 +182,8 @@ func (c *consumeLoop) isStopping() bool {
 //
 // While running, one wait on the iterator lasts until a message comes or
 // the loop stops: the iterator checks the server's heartbeats only within
-// one wait, so waits cut short (a second each, as before) never let it
-// notice that its pull was lost, and the sweep stalled for good when the
-// node holding the pull died.
+// one wait, so a wait cut short would never notice that its pull was lost
+// (the node holding it died), and the sweep would stall for good.
 func (c *consumeLoop) read() {
 	defer close(c.jobs)
 	for {

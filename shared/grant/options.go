@@ -40,11 +40,9 @@ func WithWorkers(n int) ConsumeOption { return func(o *consumeOptions) { o.worke
 
 // WithBatch sets how many messages one pull asks for (default 16, each up
 // to a full batch of grants). What one instance pulled and has not acked
-// is what its death delays by the ack wait, so keep it small — but not
-// too small: with 4 (and 4 workers) pulls were the bottleneck, and on an
-// R3 ledger at 5k grants/s refunds landed 1.0 s after their due time at
-// p99 while the schedules had fired 0.26 s after it; with 16 (and 8
-// workers) they land 0.27 s after (sweeper's load report, -r3).
+// is what its death delays by the ack wait, so keep it small — but not so
+// small that the pulls, not the workers, bound the sweep: then refunds
+// land later than their schedules fire (docs/performance.md).
 func WithBatch(n int) ConsumeOption { return func(o *consumeOptions) { o.batch = max(1, n) } }
 
 // WithAckWait sets how long the server waits for an ack before redelivering

@@ -21,8 +21,8 @@ const maxRescues = 256
 // it and forgets the mark only when leadership moves or the schedule is
 // removed; a fire whose proposal is lost leaves the schedule marked on a
 // leader that stays leader, and nothing fires it again. The grants in it
-// would never be refunded. A soak on a three-node ledger ended once with
-// 5,631 such grants.
+// would never be refunded (docs/performance.md tells of a soak that
+// found thousands).
 //
 // Safe in every order: a batch is applied only through the handler, which
 // refunds each grant at most once by its own marker, so a schedule fired

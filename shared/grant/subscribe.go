@@ -18,9 +18,9 @@ import (
 // Not shorter: a server that is only paused (a stall, a long GC) still
 // holds the pull, and answers both it and the new one when it resumes —
 // more than the iterator's buffer of one batch, and nats.go drops the rest
-// as a slow consumer, to come back after the ack wait. With 2 s heartbeats
-// a 3.5 s stall in the chaos soak did exactly that: refunds due after the
-// last fault landed up to 5 s late.
+// as a slow consumer, to come back after the ack wait: the heartbeats
+// must outlast the stalls a healthy server has, or every stall delays
+// refunds by the ack wait.
 const (
 	pullExpiry    = 15 * time.Second
 	pullHeartbeat = 5 * time.Second

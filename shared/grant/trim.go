@@ -39,11 +39,10 @@ type Trim struct {
 // floor, and the messages after it wait for it (at worst until MaxAge).
 //
 // Why not a delete per message after its ack: with sync_interval always,
-// every stream write is fsynced on its own (docs/production.md measures
-// about a thousand a second per stream, shared with the signer's Record),
-// so a delete per grant would take a third of that budget and cap the
-// sweep rate near it; one purge per interval costs one write however many
-// it removes. Why not Nats-Schedule-TTL: the due message is stored when
+// every stream write is fsynced on its own, and a stream's fsyncs a second
+// are a budget shared with the signer's Record (docs/production.md), so a
+// delete per grant would take a third of it and cap the sweep rate near
+// it; one purge per interval costs one write however many it removes. Why not Nats-Schedule-TTL: the due message is stored when
 // the schedule fires and MaxAge ages it from then, so a TTL equal to
 // MaxAge removes nothing sooner, and a shorter one would drop grants no
 // sweeper applied during a long outage; it would also need allow_msg_ttl,
