@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,16 +32,16 @@ type rig struct {
 	g     *gather.Gatherer[string, string]
 	clock *gathertest.Clock
 
-	mu        sync.Mutex
-	handed    int             // requests the batch function got
-	returned  int             // Do calls that returned
-	keys      map[string]bool // the lanes used
-	received  map[string]int  // per lane, batches the batch function got
-	released  map[string]int  // per lane, batches the test replied to
-	batches   chan *call      // every batch, as the batch function gets it
-	held      []*call         // batches not replied to, oldest first
-	results   map[string]chan result
-	cancels   map[string]context.CancelFunc
+	mu       sync.Mutex
+	handed   int             // requests the batch function got
+	returned int             // Do calls that returned
+	keys     map[string]bool // the lanes used
+	received map[string]int  // per lane, batches the batch function got
+	released map[string]int  // per lane, batches the test replied to
+	batches  chan *call      // every batch, as the batch function gets it
+	held     []*call         // batches not replied to, oldest first
+	results  map[string]chan result
+	cancels  map[string]context.CancelFunc
 }
 
 type call struct {
@@ -93,19 +94,10 @@ func newRig(t *testing.T, cfg gather.Config) *rig {
 
 // keyOf is a request's lane: "k2:x" is on lane k2, "x" on lane k.
 func keyOf(q string) string {
-	if k, _, ok := cutKey(q); ok {
+	if k, _, ok := strings.Cut(q, ":"); ok {
 		return k
 	}
 	return "k"
-}
-
-func cutKey(q string) (string, string, bool) {
-	for i := range len(q) {
-		if q[i] == ':' {
-			return q[:i], q[i+1:], true
-		}
-	}
-	return "", q, false
 }
 
 // start begins a Do of q on its lane with ctx; unless it may wait for
@@ -336,7 +328,7 @@ func (r *rig) answered(q, a string, err error) {
 func TestGatherer(t *testing.T) {
 	base := gather.Config{Window: window, MaxBatch: 8}
 	with := func(f func(*gather.Config)) gather.Config { c := base; f(&c); return c }
-	gap := with(func(c *gather.Config) { c.MaxBatch, c.MaxInFlight, c.MinGap, c.GapFrom = 5, 1, 2 * time.Millisecond, 3 })
+	gap := with(func(c *gather.Config) { c.MaxBatch, c.MaxInFlight, c.MinGap, c.GapFrom = 5, 1, 2*time.Millisecond, 3 })
 	done := make(chan struct{})
 	for _, tc := range []struct {
 		name  string
