@@ -41,8 +41,9 @@ type Config struct {
 	MaxBatch int
 	// MaxInFlight caps the batches awaiting their reply; 0: no cap.
 	MaxInFlight int
-	// MaxQueued, when above zero, caps the requests waiting to leave: Do
-	// waits for room beyond it (back pressure on the callers).
+	// MaxQueued, when above zero, caps the requests a batch may be formed
+	// from: past it, requests wait for room, first come first in, without
+	// joining a batch (back pressure on the callers).
 	MaxQueued int
 	// MinGap, when above zero, is the least time between two batches'
 	// starts while the lane is busy: the requests that arrive meanwhile
@@ -88,12 +89,12 @@ type Gatherer[Q, A any] struct {
 type lane[Q, A any] struct {
 	key      string
 	queue    []*waiting[Q, A]
+	blocked  []*waiting[Q, A] // waiting for room in queue, oldest first
 	inFlight int
-	lastSend time.Time     // when the last batch left, read only with a MinGap
-	room     chan struct{} // closed when the queue shrinks; made by a Do waiting for room
-	window   timer         // armed while requests wait behind a batch
-	paced    timer         // armed while only the gap holds a batch back
-	expired  bool          // the oldest waiting request's window is over, or a reply came back
+	lastSend time.Time // when the last batch left, read only with a MinGap
+	window   timer     // armed while requests wait behind a batch
+	paced    timer     // armed while only the gap holds a batch back
+	expired  bool      // the oldest waiting request's window is over, or a reply came back
 }
 
 // timer is one of a lane's timers; gen tells the current arming from a
@@ -130,49 +131,30 @@ func New[Q, A any](cfg Config, run func(ctx context.Context, qs []Q) []A) *Gathe
 // q was then not sent if its batch had not left yet, and may run if it had.
 func (g *Gatherer[Q, A]) Do(ctx context.Context, key string, q Q) (A, error) {
 	w := &waiting[Q, A]{ctx: ctx, q: q, res: make(chan answer[A], 1)}
-	if err := g.enqueue(ctx, key, w); err != nil {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
 		var zero A
-		return zero, err
+		return zero, ErrClosed
 	}
+	l := g.lanes[key]
+	if l == nil {
+		l = &lane[Q, A]{key: key}
+		g.lanes[key] = l
+	}
+	if g.cfg.MaxQueued > 0 && len(l.queue) >= g.cfg.MaxQueued {
+		l.blocked = append(l.blocked, w)
+	} else {
+		l.queue = append(l.queue, w)
+		g.flush(l)
+	}
+	g.mu.Unlock()
 	select {
 	case r := <-w.res:
 		return r.a, r.err
 	case <-ctx.Done():
 		var zero A
 		return zero, ctx.Err()
-	}
-}
-
-// enqueue adds w to key's lane, waiting for room under MaxQueued.
-func (g *Gatherer[Q, A]) enqueue(ctx context.Context, key string, w *waiting[Q, A]) error {
-	g.mu.Lock()
-	for {
-		if g.closed {
-			g.mu.Unlock()
-			return ErrClosed
-		}
-		l := g.lanes[key]
-		if l == nil {
-			l = &lane[Q, A]{key: key}
-			g.lanes[key] = l
-		}
-		if g.cfg.MaxQueued <= 0 || len(l.queue) < g.cfg.MaxQueued {
-			l.queue = append(l.queue, w)
-			g.flush(l)
-			g.mu.Unlock()
-			return nil
-		}
-		if l.room == nil {
-			l.room = make(chan struct{})
-		}
-		room := l.room
-		g.mu.Unlock()
-		select {
-		case <-room:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		g.mu.Lock()
 	}
 }
 
@@ -231,10 +213,7 @@ func (g *Gatherer[Q, A]) leave(l *lane[Q, A]) {
 	}
 	clear(l.queue[:n])
 	l.queue = l.queue[n:]
-	if l.room != nil {
-		close(l.room)
-		l.room = nil
-	}
+	g.admit(l)
 	l.expired = false
 	g.stop(&l.window)
 	g.stop(&l.paced)
@@ -249,6 +228,23 @@ func (g *Gatherer[Q, A]) leave(l *lane[Q, A]) {
 	g.items.Add(int64(len(batch)))
 	g.running.Add(1)
 	go g.send(l, batch)
+}
+
+// admit moves the requests waiting for room into l's queue, as far as
+// MaxQueued lets them (all of them once closed); those whose ctx ended are
+// answered and dropped.
+func (g *Gatherer[Q, A]) admit(l *lane[Q, A]) {
+	i := 0
+	for ; i < len(l.blocked) && (g.closed || len(l.queue) < g.cfg.MaxQueued); i++ {
+		w := l.blocked[i]
+		if err := w.ctx.Err(); err != nil {
+			w.res <- answer[A]{err: err}
+			continue
+		}
+		l.queue = append(l.queue, w)
+	}
+	clear(l.blocked[:i])
+	l.blocked = l.blocked[i:]
 }
 
 // arm starts t to run fired and then flush l after d.
@@ -315,18 +311,15 @@ func batchContext[Q, A any](batch []*waiting[Q, A]) (context.Context, context.Ca
 	return context.WithDeadline(base, first)
 }
 
-// Close sends every request queued, at once (neither Window nor MinGap
-// holds it, MaxInFlight and MaxBatch still do), waits for every batch's
-// reply, and makes Do return ErrClosed from then on, to a Do still waiting
-// for room too. Calling it again waits the same.
+// Close sends every request waiting, at once (neither Window, MinGap nor
+// MaxQueued holds it; MaxInFlight and MaxBatch still do), waits for every
+// batch's reply, and makes Do return ErrClosed from then on. Calling it
+// again waits the same.
 func (g *Gatherer[Q, A]) Close() {
 	g.mu.Lock()
 	g.closed = true
 	for _, l := range g.lanes {
-		if l.room != nil {
-			close(l.room)
-			l.room = nil
-		}
+		g.admit(l)
 		g.flush(l)
 	}
 	g.mu.Unlock()
@@ -337,13 +330,13 @@ func (g *Gatherer[Q, A]) Close() {
 // carried.
 func (g *Gatherer[Q, A]) Stats() (batches, requests int64) { return g.calls.Load(), g.items.Load() }
 
-// Pending is how many requests wait on key's lane and how many of its
-// batches are in flight.
+// Pending is how many requests wait on key's lane (for room too) and how
+// many of its batches are in flight.
 func (g *Gatherer[Q, A]) Pending(key string) (waiting, inFlight int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if l := g.lanes[key]; l != nil {
-		return len(l.queue), l.inFlight
+		return len(l.queue) + len(l.blocked), l.inFlight
 	}
 	return 0, 0
 }

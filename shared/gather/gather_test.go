@@ -100,9 +100,9 @@ func keyOf(q string) string {
 	return "k"
 }
 
-// start begins a Do of q on its lane with ctx; unless it may wait for
-// room, it waits until the Gatherer has taken it.
-func (r *rig) start(ctx context.Context, q string, mayBlock bool) {
+// start begins a Do of q on its lane with ctx and waits until the
+// Gatherer has taken it.
+func (r *rig) start(ctx context.Context, q string) {
 	r.t.Helper()
 	res := make(chan result, 1)
 	before := r.progress()
@@ -117,14 +117,12 @@ func (r *rig) start(ctx context.Context, q string, mayBlock bool) {
 		r.mu.Unlock()
 		res <- result{a, err}
 	}()
-	if !mayBlock {
-		r.until(func() bool { return r.progress() > before })
-	}
+	r.until(func() bool { return r.progress() > before })
 	r.settle()
 }
 
-// progress grows by one with each request the Gatherer takes: it waits,
-// or is handed to the batch function, or its Do returns.
+// progress grows by one with each request the Gatherer takes: it waits
+// (for room too), or is handed to the batch function, or its Do returns.
 func (r *rig) progress() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -172,20 +170,15 @@ type step func(r *rig)
 func do(qs ...string) step {
 	return func(r *rig) {
 		for _, q := range qs {
-			r.start(context.Background(), q, false)
+			r.start(context.Background(), q)
 		}
 	}
-}
-
-// doBlocked starts a Do of q that may wait for room: it does not settle.
-func doBlocked(q string) step {
-	return func(r *rig) { r.start(cancellable(r, q), q, true) }
 }
 
 // doCancellable starts a Do of q that cancel ends.
 func doCancellable(q string) step {
 	return func(r *rig) {
-		r.start(cancellable(r, q), q, false)
+		r.start(cancellable(r, q), q)
 	}
 }
 
@@ -200,7 +193,7 @@ func doUntil(q string, in time.Duration) step {
 	return func(r *rig) {
 		ctx, cancel := context.WithDeadline(context.Background(), future.Add(in))
 		r.t.Cleanup(cancel)
-		r.start(ctx, q, false)
+		r.start(ctx, q)
 	}
 }
 
@@ -304,7 +297,7 @@ func closed(done chan struct{}) step {
 // refused requires a Do after Close to fail with ErrClosed, unsent.
 func refused(q string) step {
 	return func(r *rig) {
-		r.start(context.Background(), q, false)
+		r.start(context.Background(), q)
 		r.answered(q, "", gather.ErrClosed)
 	}
 }
@@ -411,18 +404,18 @@ func TestGatherer(t *testing.T) {
 			reply(),
 			advance(time.Second), do("l"), batch("l"), reply(),
 		}},
-		{"past MaxQueued, Do waits for room, and its ctx can end the wait unsent", with(func(c *gather.Config) { c.MaxBatch, c.MaxInFlight, c.MaxQueued = 2, 1, 2 }), []step{
+		{"past MaxQueued, requests wait for room in order, and a ctx can end the wait unsent", with(func(c *gather.Config) { c.MaxBatch, c.MaxInFlight, c.MaxQueued = 2, 1, 2 }), []step{
 			do("a"), batch("a"),
-			do("b", "c"), doBlocked("d"), cancel("d"),
-			doBlocked("e"),
+			do("b", "c"), doCancellable("d"), cancel("d"),
+			do("e"),
 			reply(), batch("b", "c"), none(),
 			reply(), batch("e"), reply(),
 		}},
-		{"Close sends what waits, past the window, and then refuses", with(func(c *gather.Config) { c.MaxInFlight = 1 }), []step{
+		{"Close sends what waits, past the window and MaxQueued, and then refuses", with(func(c *gather.Config) { c.MaxInFlight, c.MaxQueued = 1, 1 }), []step{
 			do("a"), batch("a"),
-			do("b"), closing(done), none(),
-			reply(), batch("b"), reply(), closed(done),
-			refused("c"),
+			do("b", "c"), closing(done), none(),
+			reply(), batch("b", "c"), reply(), closed(done),
+			refused("d"),
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -198,8 +198,8 @@ func TestInFlightLimitAndMaxBatch(t *testing.T) {
 		rs = append(rs, f.record(at(fmt.Sprintf("q%d", i), now)))
 	}
 	// Two full batches waiting for the slot leave no room: the rest wait
-	// in Record (back pressure).
-	waitWaiting(t, f, func(waiting int) bool { return waiting == 8 })
+	// for it (back pressure).
+	waitWaiting(t, f, func(waiting int) bool { return waiting == 10 })
 	f.tick()
 	f.none() // the window elapsed, but one publish is the limit
 	f.answers <- nil
