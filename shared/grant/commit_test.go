@@ -10,44 +10,55 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/gather"
+	"github.com/mintgate/mintgate/shared/gather/gathertest"
 )
 
 // fakeLedger drives a committer with a clock the test holds: the window
 // elapses only when the test says so, and each publish waits for the test
 // to answer it.
 type fakeLedger struct {
-	t       *testing.T
-	c       *committer
-	window  chan time.Time // the armed window; fired by tick
-	sent    chan Batch     // each batch as it is published
-	answers chan error     // the answer to the oldest publish waiting
-	ids     int
-	mu      sync.Mutex
+	t         *testing.T
+	c         *committer
+	clock     *gathertest.Clock // the committer's clock; tick moves it
+	sent      chan Batch        // each batch as it is published
+	answers   chan error        // the answer to the oldest publish waiting
+	ids       int
+	started   int // Records started by record
+	published int // grants published
+	mu        sync.Mutex
 }
 
-func newFake(t *testing.T, maxBatch, maxInFlight int, opts ...func(*committer)) *fakeLedger {
-	f := &fakeLedger{t: t, window: make(chan time.Time, 1), sent: make(chan Batch, 100), answers: make(chan error)}
-	f.c = newCommitter(time.Millisecond, maxBatch, maxInFlight, f.newID, func(b Batch) error {
+const fakeWindow = time.Millisecond
+
+func newFake(t *testing.T, maxBatch, maxInFlight int, opts ...func(*gather.Config)) *fakeLedger {
+	f := &fakeLedger{t: t, sent: make(chan Batch, 100), answers: make(chan error)}
+	cfg := commitConfig(fakeWindow, maxBatch, maxInFlight, 0)
+	cfg.Clock = gathertest.NewClock(time.Unix(1_700_000_000, 0))
+	for _, o := range opts {
+		o(&cfg)
+	}
+	f.clock = cfg.Clock.(*gathertest.Clock)
+	f.c = newCommitter(cfg, f.newID, func(b Batch) error {
+		f.mu.Lock()
+		f.published += len(b.Grants)
+		f.mu.Unlock()
 		f.sent <- b
 		return <-f.answers
 	})
-	f.c.after = func(time.Duration) <-chan time.Time { return f.window }
-	for _, o := range opts {
-		o(f.c)
-	}
-	go f.c.run()
 	t.Cleanup(func() {
+		closed := make(chan struct{})
 		go func() { // answer whatever close still sends
 			for {
 				select {
 				case f.answers <- nil:
-				case <-f.c.done:
+				case <-closed:
 					return
 				}
 			}
 		}()
 		f.c.close()
+		close(closed)
 	})
 	return f
 }
@@ -61,13 +72,16 @@ func (f *fakeLedger) newID() string {
 
 // record starts a Record of g and returns where its result arrives.
 func (f *fakeLedger) record(g Grant) <-chan error {
+	f.mu.Lock()
+	f.started++
+	f.mu.Unlock()
 	res := make(chan error, 1)
 	go func() { res <- f.c.record(context.Background(), g) }()
 	return res
 }
 
 // tick makes the armed window elapse.
-func (f *fakeLedger) tick() { f.window <- time.Now() }
+func (f *fakeLedger) tick() { f.clock.Add(fakeWindow) }
 
 func (f *fakeLedger) next() Batch {
 	f.t.Helper()
@@ -99,18 +113,31 @@ func ids(b Batch) []string {
 
 func at(id string, exp time.Time) Grant { return testGrant(id, exp) }
 
-// waitQueued waits until the loop holds n grants it has not sent: the
-// channel is drained by the loop, so an empty channel means taken.
-func waitQueued(t *testing.T, c *committer) {
+// waitQueued waits until every grant record started and not yet published
+// waits in the committer.
+func waitQueued(t *testing.T, f *fakeLedger) {
+	t.Helper()
+	waitWaiting(t, f, func(waiting int) bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return waiting+f.published == f.started
+	})
+}
+
+// waitWaiting waits until the committer's count of waiting grants
+// satisfies ok.
+func waitWaiting(t *testing.T, f *fakeLedger, ok func(waiting int) bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for len(c.in) > 0 {
+	for {
+		if waiting, _ := f.c.g.Pending(""); ok(waiting) {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("the loop did not take the queued grants")
+			t.Fatal("the committer did not take the queued grants")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(10 * time.Millisecond)
 }
 
 func TestLoneGrantLeavesAtOnce(t *testing.T) {
@@ -135,7 +162,7 @@ func TestGrantsBehindAPublishShareTheNextOne(t *testing.T) {
 	f.next() // in flight, unanswered
 	r2 := f.record(at("g2", t0.Add(9*time.Second)))
 	r3 := f.record(at("g3", t0.Add(7*time.Second)))
-	waitQueued(t, f.c)
+	waitQueued(t, f)
 	f.none()
 	f.tick()
 	b := f.next()
@@ -170,9 +197,9 @@ func TestInFlightLimitAndMaxBatch(t *testing.T) {
 	for i := range 10 {
 		rs = append(rs, f.record(at(fmt.Sprintf("q%d", i), now)))
 	}
-	// A full batch waiting for the slot stops the loop taking more: the
-	// rest wait in the channel and in Record (back pressure).
-	time.Sleep(50 * time.Millisecond)
+	// Two full batches waiting for the slot leave no room: the rest wait
+	// for it (back pressure).
+	waitWaiting(t, f, func(waiting int) bool { return waiting == 10 })
 	f.tick()
 	f.none() // the window elapsed, but one publish is the limit
 	f.answers <- nil
@@ -229,7 +256,7 @@ func TestCloseFlushesQueuedGrants(t *testing.T) {
 	r0 := f.record(at("a", time.Now()))
 	f.next()
 	r1 := f.record(at("b", time.Now()))
-	waitQueued(t, f.c)
+	waitQueued(t, f)
 	closed := make(chan struct{})
 	go func() { f.c.close(); close(closed) }()
 	f.answers <- nil
@@ -283,9 +310,9 @@ func (f *fakeLedger) batchOf(n int, rs []<-chan error) {
 // grants that come meanwhile share it. Fewer grants, as from one caller
 // signing again and again, leave at once; so does a full batch.
 func TestGapSpacesPublishes(t *testing.T) {
-	clock := testenv.NewClock(time.Unix(1_700_000_000, 0))
+	clock := gathertest.NewClock(time.Unix(1_700_000_000, 0))
 	const gap = 2 * time.Millisecond
-	f := newFake(t, gapFrom+2, 1, func(c *committer) { c.gap, c.now = gap, clock.Now })
+	f := newFake(t, gapFrom+2, 1, func(c *gather.Config) { c.MinGap, c.Clock = gap, clock })
 
 	f.alone("a")
 
@@ -300,14 +327,14 @@ func TestGapSpacesPublishes(t *testing.T) {
 	for i := range gapFrom {
 		rs = append(rs, f.record(at(fmt.Sprintf("c%d", i), time.Now())))
 	}
-	waitQueued(t, f.c)
+	waitQueued(t, f)
 	f.answers <- nil
 	if err := <-one; err != nil {
 		t.Fatal(err)
 	}
 	f.none()
 	rs = append(rs, f.record(at("late", time.Now())))
-	waitQueued(t, f.c)
+	waitQueued(t, f)
 	f.none()
 	clock.Add(gap)
 	f.tick() // the paced timer
@@ -321,7 +348,7 @@ func TestGapSpacesPublishes(t *testing.T) {
 	for i := range gapFrom + 2 {
 		rs = append(rs, f.record(at(fmt.Sprintf("d%d", i), time.Now())))
 	}
-	waitQueued(t, f.c)
+	waitQueued(t, f)
 	f.answers <- nil
 	if err := <-x; err != nil {
 		t.Fatal(err)

@@ -9,6 +9,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// maxRescues bounds the schedules one rescue applies; the next trim
+// interval goes on.
+const maxRescues = 256
+
 // rescue applies, and then deletes, the schedules the server has not
 // fired rescueAfter after their due time, oldest first, up to maxRescues.
 //
@@ -17,8 +21,8 @@ import (
 // it and forgets the mark only when leadership moves or the schedule is
 // removed; a fire whose proposal is lost leaves the schedule marked on a
 // leader that stays leader, and nothing fires it again. The grants in it
-// would never be refunded. A soak on a three-node ledger ended once with
-// 5,631 such grants.
+// would never be refunded (docs/performance.md tells of a soak that
+// found thousands).
 //
 // Safe in every order: a batch is applied only through the handler, which
 // refunds each grant at most once by its own marker, so a schedule fired

@@ -3,6 +3,8 @@ package quota
 import (
 	"context"
 	"time"
+
+	"github.com/mintgate/mintgate/shared/gather"
 )
 
 // Defaults of a Coalescer.
@@ -12,13 +14,12 @@ const (
 )
 
 // Coalescer gathers concurrent Spends of one tenant (one hash tag, one
-// Redis Cluster slot) into one script call, SpendBatch, the way the
-// ledger's committer gathers grants: per tenant, a Spend leaves at once
-// while none of that tenant's is in flight, so a lone Spend waits no
-// longer than it would alone; otherwise it waits for the reply of a call
-// of that tenant's, or until the oldest waiting Spend has waited the
-// window, or until maxBatch wait. Spends of different tenants never share
-// a call.
+// Redis Cluster slot) into one script call, SpendBatch, by the rules of
+// package gather with a lane per tenant: a Spend leaves at once while none
+// of that tenant's is in flight, so a lone Spend waits no longer than it
+// would alone; otherwise it waits for the reply of a call of that
+// tenant's, or until the oldest waiting Spend has waited the window, or
+// until maxBatch wait. Spends of different tenants never share a call.
 //
 // Each caller gets its own Decision, exactly what Store.Spend would have
 // answered had the Spends of its batch run one after another. A call that
@@ -27,7 +28,7 @@ const (
 // A caller whose ctx ended before its batch left is not sent. The call's
 // ctx ends at the earliest deadline among its callers.
 type Coalescer struct {
-	g *gatherer[Spending, Spent]
+	g *gather.Gatherer[Spending, Spent]
 }
 
 // NewCoalescer gathers Spends on store; a window or maxBatch of zero or less
@@ -49,8 +50,20 @@ func NewCoalescer(store *Store, window time.Duration, maxBatch int) *Coalescer {
 		}
 		return out
 	}
-	gaveUp := func(err error) Spent { return Spent{Err: unavailable("spend", err)} }
-	return &Coalescer{g: newGatherer(window, maxBatch, run, gaveUp)}
+	return &Coalescer{g: newGatherer(window, maxBatch, run)}
+}
+
+// newGatherer is the Coalescers' gatherer of run's calls, a lane per
+// tenant; a window or maxBatch of zero or less is the default
+// (DefaultCoalesceWindow, DefaultCoalesceBatch).
+func newGatherer[Q, A any](window time.Duration, maxBatch int, run func(context.Context, []Q) []A) *gather.Gatherer[Q, A] {
+	if window <= 0 {
+		window = DefaultCoalesceWindow
+	}
+	if maxBatch <= 0 {
+		maxBatch = DefaultCoalesceBatch
+	}
+	return gather.New(gather.Config{Window: window, MaxBatch: maxBatch}, run)
 }
 
 // Spend is Store.Spend, sharing a script call with the concurrent Spends
@@ -61,10 +74,14 @@ func (c *Coalescer) Spend(ctx context.Context, now time.Time, a Ask, inFlight ti
 	if err := CheckSpend(a, inFlight); err != nil {
 		return Decision{}, err
 	}
-	r := c.g.do(ctx, a.Tenant, Spending{Now: now, Ask: a, InFlight: inFlight})
+	r, err := c.g.Do(ctx, a.Tenant, Spending{Now: now, Ask: a, InFlight: inFlight})
+	if err != nil {
+		// Sent or not, this caller gives up as on a single call's timeout.
+		return Decision{}, unavailable("spend", err)
+	}
 	return r.Decision, r.Err
 }
 
 // Stats is how many script calls the Coalescer made and how many Spends
 // they carried.
-func (c *Coalescer) Stats() (calls, spends int64) { return c.g.stats() }
+func (c *Coalescer) Stats() (calls, spends int64) { return c.g.Stats() }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/mintgate/mintgate/shared/gather"
 )
 
 // Finishing is one Finish of a batch: Store.Finish's arguments.
@@ -63,7 +65,7 @@ func (s *Store) FinishBatch(ctx context.Context, fs []Finishing) ([]error, error
 // would have had; a Finish is idempotent, so its caller retries as after a
 // single one. A caller whose ctx ended before its batch left is not sent.
 type FinishCoalescer struct {
-	g *gatherer[Finishing, error]
+	g *gather.Gatherer[Finishing, error]
 }
 
 // NewFinishCoalescer gathers Finishes on store; a window or maxBatch of zero
@@ -84,8 +86,7 @@ func NewFinishCoalescer(store *Store, window time.Duration, maxBatch int) *Finis
 		}
 		return out
 	}
-	gaveUp := func(err error) error { return unavailable("finish", err) }
-	return &FinishCoalescer{g: newGatherer(window, maxBatch, run, gaveUp)}
+	return &FinishCoalescer{g: newGatherer(window, maxBatch, run)}
 }
 
 // Finish is Store.Finish, sharing a script call with the concurrent
@@ -94,9 +95,13 @@ func (c *FinishCoalescer) Finish(ctx context.Context, a Ask, f Finished) error {
 	if err := CheckFinish(a, f); err != nil {
 		return err
 	}
-	return c.g.do(ctx, a.Tenant, Finishing{Ask: a, Finished: f})
+	res, gaveUp := c.g.Do(ctx, a.Tenant, Finishing{Ask: a, Finished: f})
+	if gaveUp != nil {
+		return unavailable("finish", gaveUp)
+	}
+	return res
 }
 
 // Stats is how many script calls the FinishCoalescer made and how many
 // Finishes they carried.
-func (c *FinishCoalescer) Stats() (calls, finishes int64) { return c.g.stats() }
+func (c *FinishCoalescer) Stats() (calls, finishes int64) { return c.g.Stats() }
