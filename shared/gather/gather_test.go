@@ -276,10 +276,19 @@ func deadline(in time.Duration) step {
 	}
 }
 
-// closing closes the Gatherer in the background; closed waits for it.
+// closing closes the Gatherer in the background, and waits until it has
+// taken the close: a probe whose ctx is over (never sent) is refused.
+// closed waits for Close to return.
 func closing(done chan struct{}) step {
 	return func(r *rig) {
 		go func() { r.g.Close(); close(done) }()
+		gone, cancel := context.WithCancel(context.Background())
+		cancel()
+		r.until(func() bool {
+			_, err := r.g.Do(gone, "probe", "probe")
+			return errors.Is(err, gather.ErrClosed)
+		})
+		r.settle()
 	}
 }
 
