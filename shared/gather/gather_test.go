@@ -32,16 +32,17 @@ type rig struct {
 	g     *gather.Gatherer[string, string]
 	clock *gathertest.Clock
 
-	mu       sync.Mutex
-	handed   int             // requests the batch function got
-	returned int             // Do calls that returned
-	keys     map[string]bool // the lanes used
-	received map[string]int  // per lane, batches the batch function got
-	released map[string]int  // per lane, batches the test replied to
-	batches  chan *call      // every batch, as the batch function gets it
-	held     []*call         // batches not replied to, oldest first
-	results  map[string]chan result
-	cancels  map[string]context.CancelFunc
+	mu        sync.Mutex
+	handed    int             // requests the batch function got
+	returned  int             // Do calls that returned
+	keys      map[string]bool // the lanes used
+	received  map[string]int  // per lane, batches the batch function got
+	released  map[string]int  // per lane, batches the test replied to
+	batches   chan *call      // every batch, as the batch function gets it
+	held      []*call         // batches not replied to, oldest first
+	closeDone chan struct{}   // closed when the Close of closing returns
+	results   map[string]chan result
+	cancels   map[string]context.CancelFunc
 }
 
 type call struct {
@@ -276,18 +277,29 @@ func deadline(in time.Duration) step {
 	}
 }
 
-// closing closes the Gatherer in the background; closed waits for it.
-func closing(done chan struct{}) step {
+// closing closes the Gatherer in the background, and waits until it has
+// taken the close: a probe whose ctx is over (never sent) is refused.
+// closed waits for Close to return.
+func closing() step {
 	return func(r *rig) {
+		done := make(chan struct{})
+		r.closeDone = done
 		go func() { r.g.Close(); close(done) }()
+		gone, cancel := context.WithCancel(context.Background())
+		cancel()
+		r.until(func() bool {
+			_, err := r.g.Do(gone, "probe", "probe")
+			return errors.Is(err, gather.ErrClosed)
+		})
+		r.settle()
 	}
 }
 
-func closed(done chan struct{}) step {
+func closed() step {
 	return func(r *rig) {
 		r.t.Helper()
 		select {
-		case <-done:
+		case <-r.closeDone:
 		case <-time.After(5 * time.Second):
 			r.t.Fatal("Close did not return")
 		}
@@ -318,106 +330,113 @@ func (r *rig) answered(q, a string, err error) {
 	}
 }
 
+// base is the configuration of most cases; with changes it.
+var base = gather.Config{Window: window, MaxBatch: 8}
+
+func with(f func(*gather.Config)) gather.Config { c := base; f(&c); return c }
+
+// gaps is base with the ledger's kind of gap.
+var gaps = with(func(c *gather.Config) { c.MaxBatch, c.MaxInFlight, c.MinGap, c.GapFrom = 5, 1, 2*time.Millisecond, 3 })
+
+// cases are the Gatherer's rules, each as what a test does and sees.
+var cases = []struct {
+	name  string
+	cfg   gather.Config
+	steps []step
+}{
+	{"a lone request leaves at once", base, []step{
+		do("a"), batch("a"), reply(),
+		do("b"), batch("b"), reply(),
+	}},
+	{"behind a batch, requests wait the window and leave together", base, []step{
+		do("a"), batch("a"),
+		do("b", "c"), none(),
+		advance(window - time.Nanosecond), none(),
+		advance(time.Nanosecond), batch("b", "c"),
+		reply(), reply(),
+	}},
+	{"a reply lets the requests behind it leave", base, []step{
+		do("a"), batch("a"),
+		do("b", "c"), none(),
+		reply(), batch("b", "c"), reply(),
+	}},
+	{"a reply lets them leave with another batch still out", with(func(c *gather.Config) { c.MaxInFlight = 3 }), []step{
+		do("a"), batch("a"),
+		do("b"), advance(window), batch("b"),
+		do("c"), none(),
+		reply(), batch("c"), reply(), reply(),
+	}},
+	{"a full batch leaves at once, and no batch is larger", with(func(c *gather.Config) { c.MaxBatch = 3 }), []step{
+		do("a"), batch("a"),
+		do("b", "c"), none(),
+		do("d"), batch("b", "c", "d"),
+		do("e"), none(),
+		advance(window), batch("e"),
+		reply(), reply(), reply(),
+	}},
+	{"lanes never share a batch nor wait for each other", base, []step{
+		do("a"), batch("a"),
+		do("k2:b"), batch("k2:b"),
+		do("c", "k2:d"), none(),
+		reply(), batch("c"),
+		reply(), batch("k2:d"),
+		reply(), reply(),
+	}},
+	{"the in-flight cap holds a batch past its window until a reply", with(func(c *gather.Config) { c.MaxInFlight = 1 }), []step{
+		do("a"), batch("a"),
+		do("b", "c"), advance(window), none(),
+		do("d", "e", "f", "g", "h", "i"), none(), // a full batch waits for the slot too
+		reply(), batch("b", "c", "d", "e", "f", "g", "h", "i"),
+		reply(),
+	}},
+	{"a caller whose ctx ended before its batch left is not sent", base, []step{
+		do("a"), batch("a"),
+		doCancellable("b"), do("c"),
+		cancel("b"),
+		advance(window), batch("c"),
+		reply(), reply(),
+	}},
+	{"a batch of callers that all gave up is not sent", base, []step{
+		do("a"), batch("a"),
+		doCancellable("b"), cancel("b"),
+		advance(window), none(),
+		reply(),
+	}},
+	{"the batch's ctx ends at its callers' earliest deadline", base, []step{
+		do("a"), batch("a"), deadline(0),
+		doUntil("b", 2*time.Hour), doUntil("c", time.Hour), do("d"),
+		reply(), batch("b", "c", "d"), deadline(time.Hour),
+		reply(),
+	}},
+	{"the gap holds a busy lane's batch, not a lone request or a full batch", gaps, []step{
+		do("a"), batch("a"), reply(),
+		do("b"), batch("b"), // within the gap, alone: at once
+		do("c", "d", "e"), reply(), none(), // the reply came within the gap
+		advance(time.Millisecond), none(),
+		do("f"), none(),
+		advance(time.Millisecond), batch("c", "d", "e", "f"),
+		do("g"), do("h", "i", "j", "k"), none(),
+		reply(), batch("g", "h", "i", "j", "k"), // full: the gap does not hold it
+		reply(),
+		advance(time.Second), do("l"), batch("l"), reply(),
+	}},
+	{"past MaxQueued, requests wait for room in order, and a ctx can end the wait unsent", with(func(c *gather.Config) { c.MaxBatch, c.MaxInFlight, c.MaxQueued = 2, 1, 2 }), []step{
+		do("a"), batch("a"),
+		do("b", "c"), doCancellable("d"), cancel("d"),
+		do("e"),
+		reply(), batch("b", "c"), none(),
+		reply(), batch("e"), reply(),
+	}},
+	{"Close sends what waits, past the window and MaxQueued, and then refuses", with(func(c *gather.Config) { c.MaxInFlight, c.MaxQueued = 1, 1 }), []step{
+		do("a"), batch("a"),
+		do("b", "c"), closing(), none(),
+		reply(), batch("b", "c"), reply(), closed(),
+		refused("d"),
+	}},
+}
+
 func TestGatherer(t *testing.T) {
-	base := gather.Config{Window: window, MaxBatch: 8}
-	with := func(f func(*gather.Config)) gather.Config { c := base; f(&c); return c }
-	gap := with(func(c *gather.Config) { c.MaxBatch, c.MaxInFlight, c.MinGap, c.GapFrom = 5, 1, 2*time.Millisecond, 3 })
-	done := make(chan struct{})
-	for _, tc := range []struct {
-		name  string
-		cfg   gather.Config
-		steps []step
-	}{
-		{"a lone request leaves at once", base, []step{
-			do("a"), batch("a"), reply(),
-			do("b"), batch("b"), reply(),
-		}},
-		{"behind a batch, requests wait the window and leave together", base, []step{
-			do("a"), batch("a"),
-			do("b", "c"), none(),
-			advance(window - time.Nanosecond), none(),
-			advance(time.Nanosecond), batch("b", "c"),
-			reply(), reply(),
-		}},
-		{"a reply lets the requests behind it leave", base, []step{
-			do("a"), batch("a"),
-			do("b", "c"), none(),
-			reply(), batch("b", "c"), reply(),
-		}},
-		{"a reply lets them leave with another batch still out", with(func(c *gather.Config) { c.MaxInFlight = 3 }), []step{
-			do("a"), batch("a"),
-			do("b"), advance(window), batch("b"),
-			do("c"), none(),
-			reply(), batch("c"), reply(), reply(),
-		}},
-		{"a full batch leaves at once, and no batch is larger", with(func(c *gather.Config) { c.MaxBatch = 3 }), []step{
-			do("a"), batch("a"),
-			do("b", "c"), none(),
-			do("d"), batch("b", "c", "d"),
-			do("e"), none(),
-			advance(window), batch("e"),
-			reply(), reply(), reply(),
-		}},
-		{"lanes never share a batch nor wait for each other", base, []step{
-			do("a"), batch("a"),
-			do("k2:b"), batch("k2:b"),
-			do("c", "k2:d"), none(),
-			reply(), batch("c"),
-			reply(), batch("k2:d"),
-			reply(), reply(),
-		}},
-		{"the in-flight cap holds a batch past its window until a reply", with(func(c *gather.Config) { c.MaxInFlight = 1 }), []step{
-			do("a"), batch("a"),
-			do("b", "c"), advance(window), none(),
-			do("d", "e", "f", "g", "h", "i"), none(), // a full batch waits for the slot too
-			reply(), batch("b", "c", "d", "e", "f", "g", "h", "i"),
-			reply(),
-		}},
-		{"a caller whose ctx ended before its batch left is not sent", base, []step{
-			do("a"), batch("a"),
-			doCancellable("b"), do("c"),
-			cancel("b"),
-			advance(window), batch("c"),
-			reply(), reply(),
-		}},
-		{"a batch of callers that all gave up is not sent", base, []step{
-			do("a"), batch("a"),
-			doCancellable("b"), cancel("b"),
-			advance(window), none(),
-			reply(),
-		}},
-		{"the batch's ctx ends at its callers' earliest deadline", base, []step{
-			do("a"), batch("a"), deadline(0),
-			doUntil("b", 2*time.Hour), doUntil("c", time.Hour), do("d"),
-			reply(), batch("b", "c", "d"), deadline(time.Hour),
-			reply(),
-		}},
-		{"the gap holds a busy lane's batch, not a lone request or a full batch", gap, []step{
-			do("a"), batch("a"), reply(),
-			do("b"), batch("b"), // within the gap, alone: at once
-			do("c", "d", "e"), reply(), none(), // the reply came within the gap
-			advance(time.Millisecond), none(),
-			do("f"), none(),
-			advance(time.Millisecond), batch("c", "d", "e", "f"),
-			do("g"), do("h", "i", "j", "k"), none(),
-			reply(), batch("g", "h", "i", "j", "k"), // full: the gap does not hold it
-			reply(),
-			advance(time.Second), do("l"), batch("l"), reply(),
-		}},
-		{"past MaxQueued, requests wait for room in order, and a ctx can end the wait unsent", with(func(c *gather.Config) { c.MaxBatch, c.MaxInFlight, c.MaxQueued = 2, 1, 2 }), []step{
-			do("a"), batch("a"),
-			do("b", "c"), doCancellable("d"), cancel("d"),
-			do("e"),
-			reply(), batch("b", "c"), none(),
-			reply(), batch("e"), reply(),
-		}},
-		{"Close sends what waits, past the window and MaxQueued, and then refuses", with(func(c *gather.Config) { c.MaxInFlight, c.MaxQueued = 1, 1 }), []step{
-			do("a"), batch("a"),
-			do("b", "c"), closing(done), none(),
-			reply(), batch("b", "c"), reply(), closed(done),
-			refused("d"),
-		}},
-	} {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, tc.cfg)
 			for _, s := range tc.steps {
