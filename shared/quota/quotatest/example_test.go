@@ -46,7 +46,7 @@ func ExampleTwin() {
 	fmt.Println("g1 refunded:", st.Refunded)
 	// Output:
 	// spend: allowed 4 left
-	// again: pending
+	// again: in progress
 	// undo refunded: true
 	// sweeper: [already refunded]
 	// g1 refunded: true
