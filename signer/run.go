@@ -136,12 +136,12 @@ func (d *deps) startGate(ctx context.Context, rdb redis.UniversalClient) (stop f
 
 // dialLedger connects to the grant ledger as the signer and opens it in
 // the background (grant.DialPending); the ledger logs through log.
-func dialLedger(ctx context.Context, c cfg, log *slog.Logger) (*grant.Pending, error) {
+func dialLedger(ctx context.Context, c cfg, log *slog.Logger) (*grant.Opening, error) {
 	natsOpts, err := dial.NATSOptions(c.NATS, "signer")
 	if err != nil {
 		return nil, err
 	}
-	led, err := grant.DialPending(ctx, c.NATS.URL, grant.LedgerConfig{Grace: c.SweepGrace, Secret: c.GrantSecret, Log: log}, natsOpts...)
+	led, err := grant.DialOpening(ctx, c.NATS.URL, grant.LedgerConfig{Grace: c.SweepGrace, Secret: c.GrantSecret, Log: log}, natsOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
 	}

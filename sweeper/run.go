@@ -109,12 +109,12 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 // dialLedger connects to the grant ledger as the sweeper and opens it in
 // the background (grant.DialPending) until ctx ends; the ledger logs
 // through log.
-func dialLedger(ctx context.Context, cfg settings, log *slog.Logger) (*grant.Pending, error) {
+func dialLedger(ctx context.Context, cfg settings, log *slog.Logger) (*grant.Opening, error) {
 	natsOpts, err := dial.NATSOptions(cfg.NATS, "sweeper")
 	if err != nil {
 		return nil, err
 	}
-	ledger, err := grant.DialPending(ctx, cfg.NATS.URL, grant.LedgerConfig{
+	ledger, err := grant.DialOpening(ctx, cfg.NATS.URL, grant.LedgerConfig{
 		Grace: cfg.Grace, Secret: cfg.Secret, PreviousSecret: cfg.Previous, Log: log,
 	}, natsOpts...)
 	if err != nil {

@@ -330,9 +330,9 @@ func (g *Gatherer[Q, A]) Close() {
 // carried.
 func (g *Gatherer[Q, A]) Stats() (batches, requests int64) { return g.calls.Load(), g.items.Load() }
 
-// Pending is how many requests wait on key's lane (for room too) and how
+// Load is how many requests wait on key's lane (for room too) and how
 // many of its batches are in flight.
-func (g *Gatherer[Q, A]) Pending(key string) (waiting, inFlight int) {
+func (g *Gatherer[Q, A]) Load(key string) (waiting, inFlight int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if l := g.lanes[key]; l != nil {

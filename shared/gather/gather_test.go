@@ -129,7 +129,7 @@ func (r *rig) progress() int {
 	defer r.mu.Unlock()
 	n := r.handed + r.returned
 	for k := range r.keys {
-		waiting, _ := r.g.Pending(k)
+		waiting, _ := r.g.Load(k)
 		n += waiting
 	}
 	return n
@@ -143,7 +143,7 @@ func (r *rig) settle() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		for k := range r.keys {
-			if _, inFlight := r.g.Pending(k); inFlight != r.received[k]-r.released[k] {
+			if _, inFlight := r.g.Load(k); inFlight != r.received[k]-r.released[k] {
 				return false
 			}
 		}

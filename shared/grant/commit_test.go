@@ -130,7 +130,7 @@ func waitWaiting(t *testing.T, f *fakeLedger, ok func(waiting int) bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if waiting, _ := f.c.g.Pending(""); ok(waiting) {
+		if waiting, _ := f.c.g.Load(""); ok(waiting) {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -521,13 +521,13 @@ func TestConcurrentRecordsAreGroupCommitted(t *testing.T) {
 }
 
 // TestDialPendingServesUntilTheOperatorStep: without the stream,
-// DialPending returns at once with a ledger that is not open: Ping says
+// DialOpening returns at once with a ledger that is not open: Ping says
 // the stream is missing, Record refuses with ErrUnavailable; once the
 // operator step has run it opens by itself and records.
 func TestDialPendingServesUntilTheOperatorStep(t *testing.T) {
 	srv := testenv.StartNATS(t)
 	ctx := context.Background()
-	p, err := DialPending(ctx, srv.URL(), LedgerConfig{Secret: testSecret})
+	p, err := DialOpening(ctx, srv.URL(), LedgerConfig{Secret: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}

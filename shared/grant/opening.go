@@ -9,12 +9,12 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Pending is a ledger a service opens in the background, so that it
+// Opening is a ledger a service opens in the background, so that it
 // serves /readyz (failing, with the reason in its log) while the stream is
 // missing, misconfigured or without a leader, instead of exiting or
 // creating the stream. Until the ledger is open, Record and Ping fail with
 // ErrUnavailable and the reason of the last try.
-type Pending struct {
+type Opening struct {
 	nc     *nats.Conn
 	cancel context.CancelFunc
 	done   chan struct{} // closed once the ledger is open or the opening ended
@@ -27,14 +27,14 @@ type Pending struct {
 // errOpening is Ping's answer before the first try has ended.
 var errOpening = errors.New("grant: the ledger is being opened")
 
-// DialPending connects as Dial does (ctx's deadline, if any, bounds the
+// DialOpening connects as Dial does (ctx's deadline, if any, bounds the
 // connect), tries to open the ledger once and returns: if that failed,
 // it goes on opening it in the background until it succeeds, ctx ends
 // or Close is called; every error of a try is retried with backoff, since only the
 // operator (or a healed cluster) can fix it. What no retry can fix is
 // returned now: a connection refused, a bad cfg, a server that cannot
 // schedule messages.
-func DialPending(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nats.Option) (*Pending, error) {
+func DialOpening(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nats.Option) (*Opening, error) {
 	nc, js, err := dialConn(ctx, natsURL, cfg, opts...)
 	if err != nil {
 		return nil, err
@@ -44,7 +44,7 @@ func DialPending(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	p := &Pending{nc: nc, cancel: cancel, done: make(chan struct{}), last: errOpening}
+	p := &Opening{nc: nc, cancel: cancel, done: make(chan struct{}), last: errOpening}
 	// The first try before returning: with the stream in place (the
 	// usual case) the ledger is open when the service starts to serve.
 	try, cancelTry := context.WithTimeout(ctx, openTry)
@@ -73,17 +73,17 @@ func DialPending(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...
 	return p, nil
 }
 
-func (p *Pending) tried(err error) {
+func (p *Opening) tried(err error) {
 	p.mu.Lock()
 	p.last = err
 	p.mu.Unlock()
 }
 
 // Done is closed once the opening has ended: Ledger then says how.
-func (p *Pending) Done() <-chan struct{} { return p.done }
+func (p *Opening) Done() <-chan struct{} { return p.done }
 
 // Ledger is the open ledger, or nil and why it is not open (yet).
-func (p *Pending) Ledger() (*Ledger, error) {
+func (p *Opening) Ledger() (*Ledger, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ledger != nil {
@@ -94,7 +94,7 @@ func (p *Pending) Ledger() (*Ledger, error) {
 
 // Wait returns the ledger once it is open, or an error when ctx ends or
 // the opening ended without one.
-func (p *Pending) Wait(ctx context.Context) (*Ledger, error) {
+func (p *Opening) Wait(ctx context.Context) (*Ledger, error) {
 	select {
 	case <-p.done:
 		return p.Ledger()
@@ -105,7 +105,7 @@ func (p *Pending) Wait(ctx context.Context) (*Ledger, error) {
 }
 
 // Record is the open ledger's Record; before it is open, ErrUnavailable.
-func (p *Pending) Record(ctx context.Context, g Grant) error {
+func (p *Opening) Record(ctx context.Context, g Grant) error {
 	l, err := p.Ledger()
 	if err != nil {
 		return err
@@ -115,7 +115,7 @@ func (p *Pending) Record(ctx context.Context, g Grant) error {
 
 // Ping is the readiness check: the open ledger's Ping, or why it is not
 // open yet.
-func (p *Pending) Ping(ctx context.Context) error {
+func (p *Opening) Ping(ctx context.Context) error {
 	l, err := p.Ledger()
 	if err != nil {
 		return err
@@ -125,7 +125,7 @@ func (p *Pending) Ping(ctx context.Context) error {
 
 // Close stops the opening, then closes the ledger if it is open (sending
 // its queued grants first) and the connection.
-func (p *Pending) Close() {
+func (p *Opening) Close() {
 	p.cancel()
 	<-p.done
 	if l, _ := p.Ledger(); l != nil {
