@@ -135,7 +135,7 @@ func (d *deps) startGate(ctx context.Context, rdb redis.UniversalClient) (stop f
 }
 
 // dialLedger connects to the grant ledger as the signer and opens it in
-// the background (grant.DialPending); the ledger logs through log.
+// the background (grant.DialOpening); the ledger logs through log.
 func dialLedger(ctx context.Context, c cfg, log *slog.Logger) (*grant.Opening, error) {
 	natsOpts, err := dial.NATSOptions(c.NATS, "signer")
 	if err != nil {

@@ -107,7 +107,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 // dialLedger connects to the grant ledger as the sweeper and opens it in
-// the background (grant.DialPending) until ctx ends; the ledger logs
+// the background (grant.DialOpening) until ctx ends; the ledger logs
 // through log.
 func dialLedger(ctx context.Context, cfg settings, log *slog.Logger) (*grant.Opening, error) {
 	natsOpts, err := dial.NATSOptions(cfg.NATS, "sweeper")

@@ -520,11 +520,11 @@ func TestConcurrentRecordsAreGroupCommitted(t *testing.T) {
 	t.Logf("%d grants in %d batches (%d messages stored before delivery)", n, len(batches), msgs)
 }
 
-// TestDialPendingServesUntilTheOperatorStep: without the stream,
+// TestDialOpeningServesUntilTheOperatorStep: without the stream,
 // DialOpening returns at once with a ledger that is not open: Ping says
 // the stream is missing, Record refuses with ErrUnavailable; once the
 // operator step has run it opens by itself and records.
-func TestDialPendingServesUntilTheOperatorStep(t *testing.T) {
+func TestDialOpeningServesUntilTheOperatorStep(t *testing.T) {
 	srv := testenv.StartNATS(t)
 	ctx := context.Background()
 	p, err := DialOpening(ctx, srv.URL(), LedgerConfig{Secret: testSecret})
