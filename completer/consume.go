@@ -54,8 +54,8 @@ const holdVisibility = 30 * time.Second
 // So a store outage adds no receive beyond the first of each message: the
 // receiver that holds a message keeps it invisible (ChangeMessageVisibility)
 // until the store answers and the message is handled, and no receiver
-// starts a long poll while the gate is down. A long poll already in flight
-// is never cut short for the gate: SQS would still complete it server-side
+// starts a long poll while polls are held. A long poll already in flight
+// is never cut short for that: SQS would still complete it server-side
 // (a "ghost" receive: messages taken, a receive counted, hidden for the
 // visibility timeout, never seen by us); it runs to its end and what it
 // returns is held too.
@@ -64,10 +64,10 @@ type consumer struct {
 	queueURL   string
 	visibility time.Duration // 0: the queue's own
 	handle     pipeline.Handler[s3event.Notification]
-	// ready tells whether handle's store answers again; while the gate
+	// ready tells whether handle's store answers again; while polls are
 	// is closed after a failure, receivers probe it instead of receiving.
 	ready   func(ctx context.Context) error
-	gate    *gate
+	polls   *polls
 	m       *metrics
 	log     *slog.Logger
 	backoff backoff.Policy // between the tries of the store while it is down
@@ -103,7 +103,7 @@ func (c *consumer) loop(ctx context.Context, id int) {
 		if failures > 0 && backoff.Sleep(ctx, c.backoff.Delay(failures)) != nil {
 			return
 		}
-		if c.gate.isDown() {
+		if c.polls.held() {
 			if err := c.ready(ctx); err != nil {
 				if ctx.Err() != nil {
 					return
@@ -112,7 +112,7 @@ func (c *consumer) loop(ctx context.Context, id int) {
 				log.Warn("store unavailable, not receiving", "err", err)
 				continue
 			}
-			c.gate.up()
+			c.polls.resume()
 			log.Info("store available again, receiving")
 		}
 		// Only shutdown cuts a long poll short. SQS may still complete
@@ -147,7 +147,7 @@ func (c *consumer) loop(ctx context.Context, id int) {
 // handled saves a redelivery.
 func (c *consumer) work(ctx context.Context, log *slog.Logger, msgs []types.Message) {
 	var rest []parsed
-	if c.gate.isDown() {
+	if c.polls.held() {
 		// Another receiver found the store down while this poll was in
 		// flight: trying would only fail; hold the messages instead.
 		rest = c.parse(log, msgs)
@@ -156,7 +156,7 @@ func (c *consumer) work(ctx context.Context, log *slog.Logger, msgs []types.Mess
 		rest = c.batch(bctx, log, msgs)
 		cancel()
 		if len(rest) > 0 {
-			c.gate.down()
+			c.polls.hold()
 		}
 	}
 	if len(rest) > 0 {
@@ -164,20 +164,21 @@ func (c *consumer) work(ctx context.Context, log *slog.Logger, msgs []types.Mess
 	}
 }
 
-// gate is shared by the receivers: closed while handle's store is down, so
+// polls is shared by the receivers: held while handle's store is down, so
 // none of them starts a long poll (it could only take messages it cannot
 // handle).
-type gate struct{ closed atomic.Bool }
+type polls struct{ stopped atomic.Bool }
 
-func newGate() *gate { return &gate{} }
+func newPolls() *polls { return &polls{} }
 
-func (g *gate) isDown() bool { return g.closed.Load() }
+// held reports whether no long poll may start.
+func (p *polls) held() bool { return p.stopped.Load() }
 
-// down closes the gate. Long polls in flight go on: see consumer.
-func (g *gate) down() { g.closed.Store(true) }
+// hold stops new long polls. Those in flight go on: see consumer.
+func (p *polls) hold() { p.stopped.Store(true) }
 
-// up opens the gate again.
-func (g *gate) up() { g.closed.Store(false) }
+// resume lets them start again.
+func (p *polls) resume() { p.stopped.Store(false) }
 
 // parse keeps the messages that are S3 event notifications. The others are
 // not deleted: they come back until the redrive policy moves them to the
@@ -286,13 +287,13 @@ type held struct {
 // holdUntilHandled keeps ps, which the store's outage kept from being
 // handled, in this receiver's hands: it extends their visibility while it
 // waits for the store (ping with capped backoff and jitter), then handles
-// and deletes them. The gate stays closed meanwhile. On shutdown it stops
+// and deletes them. Polls stay held meanwhile. On shutdown it stops
 // extending and leaves the messages not handled: they reappear after their
 // visibility timeout, and nothing is deleted that was not handled.
 //
 // SQS limits a message's visibility to 12 h from its receipt: in a longer
 // outage the extensions fail and the messages reappear; no receiver polls
-// while the gate is down, so they are received again only once the store is
+// while polls are held, so they are received again only once the store is
 // back.
 func (c *consumer) holdUntilHandled(ctx context.Context, log *slog.Logger, ps []parsed) {
 	h := &held{ps: ps}
@@ -335,11 +336,11 @@ func (c *consumer) holdUntilHandled(ctx context.Context, log *slog.Logger, ps []
 		c.release(bctx, log, poison)
 		cancel()
 		if len(rest) == 0 {
-			c.gate.up()
+			c.polls.resume()
 			log.Info("store available again, held messages handled", "messages", len(handled))
 			return
 		}
-		c.gate.down()
+		c.polls.hold()
 		failures++
 	}
 }

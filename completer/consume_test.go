@@ -109,7 +109,7 @@ func newTestConsumer(q queue, handle func(context.Context, s3event.Notification)
 	m := newMetrics(prometheus.NewRegistry())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return &consumer{q: q, queueURL: "q", handle: handle, ready: func(context.Context) error { return nil },
-		gate: newGate(), m: m, log: log, backoff: backoff.Policy{Min: time.Millisecond, Max: time.Millisecond, Jitter: 0.5}}, m
+		polls: newPolls(), m: m, log: log, backoff: backoff.Policy{Min: time.Millisecond, Max: time.Millisecond, Jitter: 0.5}}, m
 }
 
 const goodBody = `{"Records":[{"eventSource":"aws:s3","eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"incoming/acme/7c9e6679-7425-40de-944b-e07fc1f90ae7"}}}]}`
@@ -239,8 +239,8 @@ func TestOutageHoldsAndExtends(t *testing.T) {
 	if got := slices.Compact(q.visibilitySeen()); !slices.Equal(got, []int32{30}) {
 		t.Errorf("visibility timeouts %v, want 30", got)
 	}
-	if !c.gate.isDown() || testutil.ToFloat64(m.held) != 1 || testutil.ToFloat64(m.extended) < 5 {
-		t.Errorf("gate down %v, held %v, extended %v", c.gate.isDown(), testutil.ToFloat64(m.held), testutil.ToFloat64(m.extended))
+	if !c.polls.held() || testutil.ToFloat64(m.held) != 1 || testutil.ToFloat64(m.extended) < 5 {
+		t.Errorf("polls held %v, held %v, extended %v", c.polls.held(), testutil.ToFloat64(m.held), testutil.ToFloat64(m.extended))
 	}
 
 	st.down.Store(false)
@@ -260,16 +260,16 @@ func TestOutageHoldsAndExtends(t *testing.T) {
 	if _, marked := st.state(); len(marked) != 1 {
 		t.Errorf("marked %v, want the one upload once", marked)
 	}
-	if c.gate.isDown() || testutil.ToFloat64(m.held) != 0 || testutil.ToFloat64(m.unparseable) != 1 || testutil.ToFloat64(m.deleted) != 1 {
-		t.Errorf("gate down %v, held %v, unparseable %v, deleted %v", c.gate.isDown(), testutil.ToFloat64(m.held),
+	if c.polls.held() || testutil.ToFloat64(m.held) != 0 || testutil.ToFloat64(m.unparseable) != 1 || testutil.ToFloat64(m.deleted) != 1 {
+		t.Errorf("polls held %v, held %v, unparseable %v, deleted %v", c.polls.held(), testutil.ToFloat64(m.held),
 			testutil.ToFloat64(m.unparseable), testutil.ToFloat64(m.deleted))
 	}
 }
 
-// TestPollInFlightWhenGateCloses: a long poll in flight when the gate
+// TestPollInFlightWhenPollsAreHeld: a long poll in flight when polls are held
 // closes is not cut short (SQS would complete it server-side anyway); what
 // it returns is held without trying the store, and handled once it answers.
-func TestPollInFlightWhenGateCloses(t *testing.T) {
+func TestPollInFlightWhenPollsAreHeld(t *testing.T) {
 	q := &fakeQueue{deliver: make(chan []types.Message)}
 	st := &store{}
 	c, m, _ := startHolding(t, q, st)
@@ -278,7 +278,7 @@ func TestPollInFlightWhenGateCloses(t *testing.T) {
 		return receives == 1
 	})
 	st.down.Store(true)
-	c.gate.down() // another receiver found the store down
+	c.polls.hold() // another receiver found the store down
 	time.Sleep(20 * time.Millisecond)
 	q.deliver <- []types.Message{msg("a", goodBody)}
 	eventually(t, "message held", func() bool {
@@ -286,7 +286,7 @@ func TestPollInFlightWhenGateCloses(t *testing.T) {
 		return len(ext) >= 2
 	})
 	if tries, _ := st.state(); tries != 0 {
-		t.Errorf("handle tried %d times while the gate was down", tries)
+		t.Errorf("handle tried %d times while polls were held", tries)
 	}
 	if _, _, receives, cut := q.state(); receives != 1 || cut != 0 {
 		t.Errorf("%d receives, %d cut short; want the one poll, run to its end", receives, cut)
@@ -340,7 +340,7 @@ func poisonous(st *store) func(context.Context, s3event.Notification) error {
 
 // TestPoisonIsLetGoNotHeld: a notification that can never be applied is
 // made visible again at once (for the redrive policy), counted as a handle
-// error, and does not close the gate: the messages around it are handled
+// error, and does not hold the polls: the messages around it are handled
 // and deleted, and the receiver polls again at once.
 func TestPoisonIsLetGoNotHeld(t *testing.T) {
 	q := &fakeQueue{deliver: make(chan []types.Message)}
@@ -355,9 +355,9 @@ func TestPoisonIsLetGoNotHeld(t *testing.T) {
 	if _, ext, _, _ := q.state(); !slices.Equal(ext, []string{"p"}) || !slices.Equal(q.visibilitySeen(), []int32{0}) {
 		t.Errorf("visibility changes %v to %v; want the poison message made visible at once", ext, q.visibilitySeen())
 	}
-	if c.gate.isDown() || testutil.ToFloat64(m.errors.WithLabelValues(opHandle)) != 1 || testutil.ToFloat64(m.held) != 0 ||
+	if c.polls.held() || testutil.ToFloat64(m.errors.WithLabelValues(opHandle)) != 1 || testutil.ToFloat64(m.held) != 0 ||
 		testutil.ToFloat64(m.extended) != 0 || testutil.ToFloat64(m.unparseable) != 0 {
-		t.Errorf("gate down %v, handle errors %v, held %v, extended %v, unparseable %v", c.gate.isDown(),
+		t.Errorf("polls held %v, handle errors %v, held %v, extended %v, unparseable %v", c.polls.held(),
 			testutil.ToFloat64(m.errors.WithLabelValues(opHandle)), testutil.ToFloat64(m.held),
 			testutil.ToFloat64(m.extended), testutil.ToFloat64(m.unparseable))
 	}
@@ -384,8 +384,8 @@ func TestPoisonFoundWhileHolding(t *testing.T) {
 	if !slices.Equal(deleted, []string{"a"}) || len(vis) == 0 || vis[len(vis)-1] != 0 {
 		t.Errorf("deleted %v, visibility timeouts %v; want a deleted, p made visible at once last", deleted, vis)
 	}
-	if c.gate.isDown() || testutil.ToFloat64(m.held) != 0 {
-		t.Errorf("gate down %v, held %v", c.gate.isDown(), testutil.ToFloat64(m.held))
+	if c.polls.held() || testutil.ToFloat64(m.held) != 0 {
+		t.Errorf("polls held %v, held %v", c.polls.held(), testutil.ToFloat64(m.held))
 	}
 }
 
@@ -404,7 +404,7 @@ func TestPoisonGoesToTheDLQAtOnce(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(s.log, nil))
 	comp := &completer{store: quota.New(s.rdb), bucket: fixtureBucket, doneTTL: 15 * time.Minute, m: m, log: log}
 	poisonID, goodID := uuid.NewString(), uuid.NewString()
-	c := &consumer{q: s.sqs, queueURL: s.q.URL, m: m, log: log, gate: newGate(),
+	c := &consumer{q: s.sqs, queueURL: s.q.URL, m: m, log: log, polls: newPolls(),
 		backoff: backoff.Policy{Min: 100 * time.Millisecond, Max: time.Second, Jitter: 0.5},
 		ready:   func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() },
 		handle: func(ctx context.Context, n s3event.Notification) error {
@@ -438,9 +438,9 @@ func TestPoisonGoesToTheDLQAtOnce(t *testing.T) {
 	if got := testutil.ToFloat64(m.errors.WithLabelValues(opHandle)); got != maxReceives {
 		t.Errorf("handle errors %v, want one per receive: %d", got, maxReceives)
 	}
-	if testutil.ToFloat64(m.held) != 0 || testutil.ToFloat64(m.extended) != 0 || testutil.ToFloat64(m.deleted) != 1 || c.gate.isDown() {
-		t.Errorf("held %v, extended %v, deleted %v, gate down %v", testutil.ToFloat64(m.held), testutil.ToFloat64(m.extended),
-			testutil.ToFloat64(m.deleted), c.gate.isDown())
+	if testutil.ToFloat64(m.held) != 0 || testutil.ToFloat64(m.extended) != 0 || testutil.ToFloat64(m.deleted) != 1 || c.polls.held() {
+		t.Errorf("held %v, extended %v, deleted %v, polls held %v", testutil.ToFloat64(m.held), testutil.ToFloat64(m.extended),
+			testutil.ToFloat64(m.deleted), c.polls.held())
 	}
 	if !strings.Contains(s.log.String(), "notification can never be applied") || !strings.Contains(s.log.String(), poisonID) {
 		t.Errorf("no log line with the poison body:\n%s", s.log)

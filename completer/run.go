@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer closeEvents()
 	cons := &consumer{
 		q: q, queueURL: c.QueueURL, visibility: c.Visibility,
-		handle: comp.handle, ready: ready, gate: newGate(), m: m, log: log,
+		handle: comp.handle, ready: ready, polls: newPolls(), m: m, log: log,
 		// At most a second between two pings of a Redis that is down: once
 		// it is back, the held events' done markers must land before the
 		// sweeper, waiting for the same Redis, refunds their grants (their
