@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/api"
-	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -28,11 +28,11 @@ import (
 func (s *stack) sealed(t *testing.T) []byte {
 	t.Helper()
 	js := s.jetstream(t)
-	st, err := js.Stream(ctxT(t), grant.DefaultStream)
+	st, err := js.Stream(ctxT(t), ledger.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := st.GetLastMsgForSubject(ctxT(t), grant.SubjectSchedPrefix+">")
+	m, err := st.GetLastMsgForSubject(ctxT(t), ledger.SubjectSchedPrefix+">")
 	if err != nil {
 		t.Fatalf("the newest schedule: %v", err)
 	}
@@ -43,7 +43,7 @@ func (s *stack) sealed(t *testing.T) []byte {
 // credential or an open bus could.
 func (s *stack) republish(t *testing.T, body []byte) {
 	t.Helper()
-	if _, err := s.jetstream(t).Publish(ctxT(t), grant.SubjectDue, body); err != nil {
+	if _, err := s.jetstream(t).Publish(ctxT(t), ledger.SubjectDue, body); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 )
 
 // benchTiers are so large that no bench sign is ever refused: the
@@ -28,7 +28,7 @@ const benchConcurrency = 16
 // ledger costs a sign.
 type nopRecorder struct{}
 
-func (nopRecorder) Record(context.Context, grant.Grant) error { return nil }
+func (nopRecorder) Record(context.Context, ledger.Grant) error { return nil }
 
 // withRealClock gives the signer the wall clock, as in production.
 func withRealClock() option { return func(d *deps) { d.now = time.Now } }

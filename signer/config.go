@@ -9,8 +9,8 @@ import (
 	"github.com/mintgate/mintgate/shared/auth"
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/config"
-	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
 
@@ -112,7 +112,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		Config:      auth.Read(e),
 		URLTTL:      e.URLTTL(),
 		SweepGrace:  e.SweepGrace(),
-		GrantSecret: grant.ReadSecret(e),
+		GrantSecret: ledger.ReadSecret(e),
 	}
 	if c.OpsAddr == c.HTTPAddr {
 		e.Fail("MINTGATE_OPS_ADDR", "%q is MINTGATE_HTTP_ADDR too: /metrics must not be on the public port", c.OpsAddr)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/mintgate/mintgate/shared/backoff"
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
@@ -72,19 +72,19 @@ func newAttempt(who caller, req signRequest, set tiers.Set, shadowCap float64) a
 
 // credits are what a refund of the buckets a's Spend charged
 // (a.ask.Buckets) gives back: each bucket by its role, with its shape now.
-func (a attempt) credits() []grant.Credit {
-	out := make([]grant.Credit, len(a.ask.Buckets))
+func (a attempt) credits() []ledger.Credit {
+	out := make([]ledger.Credit, len(a.ask.Buckets))
 	for i, b := range a.ask.Buckets {
-		role := grant.BucketCaller
+		role := ledger.BucketCaller
 		switch b.Key {
 		case keys.TenantBucket(a.who.Tenant):
-			role = grant.BucketTenant
+			role = ledger.BucketTenant
 		case keys.AnonBucket(a.who.Tenant):
-			role = grant.BucketAnonymousAll
+			role = ledger.BucketAnonymousAll
 		case keys.ShadowBucket(a.who.Tenant, a.who.Subject):
-			role = grant.BucketShadow
+			role = ledger.BucketShadow
 		}
-		out[i] = grant.Credit{Bucket: role, Capacity: b.Limit.Capacity, Refill: b.Limit.Rate, TTL: b.Limit.TTL.Milliseconds()}
+		out[i] = ledger.Credit{Bucket: role, Capacity: b.Limit.Capacity, Refill: b.Limit.Rate, TTL: b.Limit.TTL.Milliseconds()}
 	}
 	return out
 }

@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 )
 
 // recorder records an issued grant durably and returns once it is
 // acknowledged; the sweeper later refunds it if its URL went unused.
-// *grant.Ledger is the production one.
+// *ledger.Client is the production one.
 type recorder interface {
-	Record(ctx context.Context, g grant.Grant) error
+	Record(ctx context.Context, g ledger.Grant) error
 }
 
 // ledgerTimeout bounds the wait for the ledger's ack. It stays well inside
@@ -20,7 +20,7 @@ type recorder interface {
 const ledgerTimeout = 2 * time.Second
 
 // record writes g to the ledger and observes how long the ack took.
-func record(ctx context.Context, r recorder, m *metrics, g grant.Grant) error {
+func record(ctx context.Context, r recorder, m *metrics, g ledger.Grant) error {
 	ctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	defer cancel()
 	start := time.Now()

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
@@ -386,7 +386,7 @@ type holdRecorder struct {
 	release chan struct{}
 }
 
-func (h *holdRecorder) Record(ctx context.Context, _ grant.Grant) error {
+func (h *holdRecorder) Record(ctx context.Context, _ ledger.Grant) error {
 	h.entered <- struct{}{}
 	select {
 	case <-h.release:
@@ -514,7 +514,7 @@ func TestMissingStreamKeepsTheSignerUnready(t *testing.T) {
 		t.Errorf("the signer's log does not say the stream is missing:\n%s", s.log)
 	}
 	_, js := testenv.JetStream(t, st.nats.URL())
-	if _, err := js.Stream(context.Background(), grant.DefaultStream); err == nil {
+	if _, err := js.Stream(context.Background(), ledger.DefaultStream); err == nil {
 		t.Fatal("the signer created the stream")
 	}
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/auth"
 	"github.com/mintgate/mintgate/shared/dial"
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/service"
 	"github.com/mintgate/mintgate/shared/tiers"
@@ -135,13 +135,13 @@ func (d *deps) startGate(ctx context.Context, rdb redis.UniversalClient) (stop f
 }
 
 // dialLedger connects to the grant ledger as the signer and opens it in
-// the background (grant.DialOpening); the ledger logs through log.
-func dialLedger(ctx context.Context, c cfg, log *slog.Logger) (*grant.Opening, error) {
+// the background (ledger.DialOpening); the ledger logs through log.
+func dialLedger(ctx context.Context, c cfg, log *slog.Logger) (*ledger.Opening, error) {
 	natsOpts, err := dial.NATSOptions(c.NATS, "signer")
 	if err != nil {
 		return nil, err
 	}
-	led, err := grant.DialOpening(ctx, c.NATS.URL, grant.LedgerConfig{Grace: c.SweepGrace, Secret: c.GrantSecret, Log: log}, natsOpts...)
+	led, err := ledger.DialOpening(ctx, c.NATS.URL, ledger.Config{Grace: c.SweepGrace, Secret: c.GrantSecret, Log: log}, natsOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
 	}

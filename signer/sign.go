@@ -11,8 +11,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mintgate/mintgate/api"
-	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
 )
 
@@ -209,7 +209,7 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 		d.count("presign_unavailable")
 		return nil, unavailable(codePresignDown, "upload URLs cannot be signed right now; nothing was charged", retryPresign, err)
 	}
-	g := grant.Grant{
+	g := ledger.Grant{
 		URLID: urlID, Tenant: who.Tenant, Tier: who.Tier, Subject: who.Subject, Key: key,
 		IssuedAt: now.UTC(), ExpiresAt: expiresAt,
 		// What a refund gives back, at the shapes charged now, whatever

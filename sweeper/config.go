@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/config"
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
 
@@ -43,9 +43,9 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		HTTPAddr:     e.HTTPAddr(defaultHTTPAddr),
 		Limits:       tiers.ReadLimits(e),
 		Grace:        e.SweepGrace(),
-		Secret:       grant.ReadSecret(e),
+		Secret:       ledger.ReadSecret(e),
 		TrimInterval: defaultTrimInterval,
 	}
-	s.Previous = grant.ReadPreviousSecret(e, s.Secret)
+	s.Previous = ledger.ReadPreviousSecret(e, s.Secret)
 	return s, e.Err()
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
@@ -31,7 +31,7 @@ type stack struct {
 	nats    *testenv.NATS // nil on a cluster (newClusterStack)
 	natsURL string
 	rdb     *redis.Client
-	ledger  *grant.Ledger
+	ledger  *ledger.Client
 	grace   time.Duration
 	opts    []option // given to every sweeper the stack starts
 }
@@ -65,10 +65,10 @@ func (s *stack) dial(replicas int) *stack {
 	t := s.t
 	s.rdb = redis.NewClient(&redis.Options{Addr: s.redis.Addr, MaxRetries: -1})
 	t.Cleanup(func() { s.rdb.Close() })
-	streamstest.EnsureLedger(t, s.natsURL, grant.LedgerConfig{Replicas: replicas}) // the operator step
+	streamstest.EnsureLedger(t, s.natsURL, ledger.Config{Replicas: replicas}) // the operator step
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := grant.Dial(ctx, s.natsURL, grant.LedgerConfig{Grace: s.grace, Secret: []byte(testenv.GrantSecret), Replicas: replicas, MinGap: ledgerGap})
+	l, err := ledger.Dial(ctx, s.natsURL, ledger.Config{Grace: s.grace, Secret: []byte(testenv.GrantSecret), Replicas: replicas, MinGap: ledgerGap})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,14 +166,14 @@ func (in *instance) status(path string) int {
 	return resp.StatusCode
 }
 
-func newGrant(id, tier, subject string, expires time.Time) grant.Grant {
-	return grant.Grant{
+func newGrant(id, tier, subject string, expires time.Time) ledger.Grant {
+	return ledger.Grant{
 		URLID: id, Tenant: tenant, Tier: tier, Subject: subject,
 		Key: "incoming/" + tenant + "/" + id, IssuedAt: expires.Add(-2 * time.Second), ExpiresAt: expires,
 	}
 }
 
-func (s *stack) record(g grant.Grant) {
+func (s *stack) record(g ledger.Grant) {
 	s.t.Helper()
 	if err := s.ledger.Record(context.Background(), g); err != nil {
 		s.t.Fatalf("Record %s: %v", g.URLID, err)
@@ -223,7 +223,7 @@ func (s *stack) consumerInfo() *jetstream.ConsumerInfo {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c, err := js.Consumer(ctx, grant.DefaultStream, durable)
+	c, err := js.Consumer(ctx, ledger.DefaultStream, durable)
 	if err != nil {
 		return nil
 	}

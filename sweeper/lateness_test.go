@@ -20,8 +20,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
@@ -83,7 +83,7 @@ func testLateness(t *testing.T, ledger string, s *stack) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	oc, err := js.OrderedConsumer(context.Background(), grant.DefaultStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{grant.SubjectDue}})
+	oc, err := js.OrderedConsumer(context.Background(), ledger.DefaultStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{ledger.SubjectDue}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func testLateness(t *testing.T, ledger string, s *stack) {
 		if err != nil {
 			return
 		}
-		b, err := grant.UnsealAny(m.Data(), []byte(testenv.GrantSecret))
+		b, err := ledger.UnsealAny(m.Data(), []byte(testenv.GrantSecret))
 		if err != nil {
 			return
 		}
@@ -171,10 +171,10 @@ func quantiles(ds []time.Duration) string {
 // future so that nothing is delivered meanwhile.
 func recordThroughput(t *testing.T, syncAlways bool, workers int) {
 	srv := testenv.StartNATSWith(t, testenv.NATSOptions{NoSyncAlways: !syncAlways})
-	streamstest.EnsureLedger(t, srv.URL(), grant.LedgerConfig{})
+	streamstest.EnsureLedger(t, srv.URL(), ledger.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := grant.Dial(ctx, srv.URL(), grant.LedgerConfig{Grace: time.Hour, Secret: []byte(testenv.GrantSecret)})
+	l, err := ledger.Dial(ctx, srv.URL(), ledger.Config{Grace: time.Hour, Secret: []byte(testenv.GrantSecret)})
 	if err != nil {
 		t.Fatal(err)
 	}

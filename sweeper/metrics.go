@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 )
 
 // metrics are what an operator watches: how many grants came due, what
@@ -83,28 +83,28 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 // observe counts what the consume loop did with each delivery.
-func (m *metrics) observe(o grant.Outcome) {
+func (m *metrics) observe(o ledger.Outcome) {
 	switch o.Action {
-	case grant.Acked:
+	case ledger.Acked:
 		m.swept.Add(float64(len(o.Batch.Grants)))
-	case grant.Rescued:
+	case ledger.Rescued:
 		m.swept.Add(float64(len(o.Batch.Grants)))
 		m.rescued.Inc()
-	case grant.Forged:
+	case ledger.Forged:
 		m.forged.Inc()
-	case grant.Early:
+	case ledger.Early:
 		m.early.Inc()
-	case grant.Retried:
+	case ledger.Retried:
 		m.errors.WithLabelValues("redis").Inc()
-	case grant.Terminated:
-		if errors.Is(o.Err, grant.ErrMalformed) {
+	case ledger.Terminated:
+		if errors.Is(o.Err, ledger.ErrMalformed) {
 			m.errors.WithLabelValues("malformed").Inc()
 		}
 	}
 }
 
 // trimmed counts what the consume loop's purges of finished grants did.
-func (m *metrics) trimmed(t grant.Trim) {
+func (m *metrics) trimmed(t ledger.Trim) {
 	if t.Err != nil {
 		m.trimFailures.Inc()
 	}

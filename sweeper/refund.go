@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
@@ -40,7 +40,7 @@ type refunder struct {
 // skipped: no retry can apply it, and it must not hold back the others. An
 // error means Redis could not answer; some grants may be applied, and a
 // retry of them all is safe.
-func (r *refunder) refundAll(ctx context.Context, gs []grant.Grant, outs []string) error {
+func (r *refunder) refundAll(ctx context.Context, gs []ledger.Grant, outs []string) error {
 	var (
 		dues []quota.Due
 		at   []int // the index in gs of each due
@@ -87,18 +87,18 @@ func (r *refunder) refundAll(ctx context.Context, gs []grant.Grant, outs []strin
 
 // due is what quota needs to refund g: every bucket its sign spent from,
 // each capped by the shape it had at issue. A grant carries both
-// (grant.Credits); one from an older signer carries neither, and its
+// (ledger.Credits); one from an older signer carries neither, and its
 // buckets are its tier's and this tenant's shape of them from the
 // sweeper's own tiers (the anonymous_all bucket too, for an anonymous
 // grant).
-func (r *refunder) due(g grant.Grant) (quota.Due, error) {
+func (r *refunder) due(g ledger.Grant) (quota.Due, error) {
 	if !keys.ValidTenant(g.Tenant) || g.Subject == "" {
-		return quota.Due{}, fmt.Errorf("%w: tenant %q, subject %q", grant.ErrMalformed, g.Tenant, g.Subject)
+		return quota.Due{}, fmt.Errorf("%w: tenant %q, subject %q", ledger.ErrMalformed, g.Tenant, g.Subject)
 	}
 	// Only the tiers a caller's token comes from: never "tenant", and never
 	// an unknown name defaulting to some other capacity.
 	if g.Tier != tiers.User && g.Tier != tiers.Anonymous {
-		return quota.Due{}, fmt.Errorf("%w: tier %q is not an issuing tier", grant.ErrMalformed, g.Tier)
+		return quota.Due{}, fmt.Errorf("%w: tier %q is not an issuing tier", ledger.ErrMalformed, g.Tier)
 	}
 	if len(g.Credits) > 0 {
 		buckets, err := credited(g)
@@ -113,7 +113,7 @@ func (r *refunder) due(g grant.Grant) (quota.Due, error) {
 	}
 	buckets, ok := set.SignBuckets(g.Tenant, g.Subject, g.Tier)
 	if !ok {
-		return quota.Due{}, fmt.Errorf("%w: tier %q is not configured", grant.ErrMalformed, g.Tier)
+		return quota.Due{}, fmt.Errorf("%w: tier %q is not configured", ledger.ErrMalformed, g.Tier)
 	}
 	return quota.Due{Tenant: g.Tenant, URLID: g.URLID, Buckets: buckets}, nil
 }
@@ -123,30 +123,30 @@ func (r *refunder) due(g grant.Grant) (quota.Due, error) {
 // grant's own tenant and subject, so a grant can only ever credit its own
 // caller and its own tenant; the anonymous_all bucket only for an
 // anonymous grant, and each bucket once.
-func credited(g grant.Grant) ([]bucket.Bucket, error) {
+func credited(g ledger.Grant) ([]bucket.Bucket, error) {
 	out := make([]bucket.Bucket, 0, len(g.Credits))
 	seen := make(map[string]bool, len(g.Credits))
 	for _, c := range g.Credits {
 		var key string
 		switch c.Bucket {
-		case grant.BucketCaller:
+		case ledger.BucketCaller:
 			key = keys.Bucket(g.Tenant, g.Subject)
-		case grant.BucketTenant:
+		case ledger.BucketTenant:
 			key = keys.TenantBucket(g.Tenant)
-		case grant.BucketAnonymousAll:
+		case ledger.BucketAnonymousAll:
 			if g.Tier == tiers.Anonymous {
 				key = keys.AnonBucket(g.Tenant)
 			}
-		case grant.BucketShadow:
+		case ledger.BucketShadow:
 			key = keys.ShadowBucket(g.Tenant, g.Subject)
 		}
 		if key == "" || seen[key] {
-			return nil, fmt.Errorf("%w: grant %s credits bucket %q", grant.ErrMalformed, g.URLID, c.Bucket)
+			return nil, fmt.Errorf("%w: grant %s credits bucket %q", ledger.ErrMalformed, g.URLID, c.Bucket)
 		}
 		seen[key] = true
 		l := bucket.Limit{Capacity: c.Capacity, Rate: c.Refill, TTL: time.Duration(c.TTL) * time.Millisecond}
 		if err := l.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: grant %s bucket %q: %w", grant.ErrMalformed, g.URLID, c.Bucket, err)
+			return nil, fmt.Errorf("%w: grant %s bucket %q: %w", ledger.ErrMalformed, g.URLID, c.Bucket, err)
 		}
 		out = append(out, bucket.Bucket{Key: key, Limit: l})
 	}

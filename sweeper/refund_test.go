@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/tiers"
@@ -131,13 +131,13 @@ func TestRefundIsCappedByTheTenantOverride(t *testing.T) {
 
 func TestRefundRefusesWhatCanNeverApply(t *testing.T) {
 	r, _ := newRefunder(t)
-	for name, g := range map[string]grant.Grant{
+	for name, g := range map[string]ledger.Grant{
 		"tenant tier":  newGrant("x1", tiers.Tenant, "u:alice", time.Now()),
 		"unknown tier": newGrant("x2", "gold", "u:alice", time.Now()),
 		"no subject":   newGrant("x3", tiers.User, "", time.Now()),
 		"bad tenant":   {URLID: "x4", Tenant: "a{b}", Tier: tiers.User, Subject: "u:a", ExpiresAt: time.Now()},
 	} {
-		if _, err := r.refund(context.Background(), g); !errors.Is(err, grant.ErrMalformed) {
+		if _, err := r.refund(context.Background(), g); !errors.Is(err, ledger.ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", name, err)
 		}
 	}
@@ -187,13 +187,13 @@ func TestRefundOnRedisCluster(t *testing.T) {
 }
 
 // refund applies one grant, as a batch of one would.
-func (r *refunder) refund(ctx context.Context, g grant.Grant) (string, error) {
+func (r *refunder) refund(ctx context.Context, g ledger.Grant) (string, error) {
 	out := make([]string, 1)
-	if err := r.refundAll(ctx, []grant.Grant{g}, out); err != nil {
+	if err := r.refundAll(ctx, []ledger.Grant{g}, out); err != nil {
 		return "", err
 	}
 	if out[0] == outcomeMalformed {
-		return "", fmt.Errorf("%w: grant %s", grant.ErrMalformed, g.URLID)
+		return "", fmt.Errorf("%w: grant %s", ledger.ErrMalformed, g.URLID)
 	}
 	return out[0], nil
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
 
@@ -25,7 +25,7 @@ func (s *stack) streamMsgs() int {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, grant.DefaultStream)
+	st, err := js.Stream(ctx, ledger.DefaultStream)
 	if err != nil {
 		return -1
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/dial"
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/service"
@@ -78,27 +78,27 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 			ops.Check{Name: "nats", Ping: pending.Ping},
 		)})
 	}()
-	var ledger *grant.Ledger
+	var lc *ledger.Client
 	select {
 	case err := <-served: // a listener failed, or ctx ended first
 		return err
 	case <-pending.Done():
 	}
-	if ledger, err = pending.Ledger(); err != nil {
+	if lc, err = pending.Client(); err != nil {
 		stopServing()
 		if serr := <-served; serr != nil || ctx.Err() != nil {
 			return serr // stopped before the ledger opened
 		}
 		return fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
 	}
-	stop, err := consume(ctx, ledger, sw, cfg, m, log)
+	stop, err := consume(ctx, lc, sw, cfg, m, log)
 	if err != nil {
 		stopServing()
 		<-served
 		return err
 	}
 	defer stop()
-	log.Info("sweeper started", "stream", ledger.Config().Stream, "grace", cfg.Grace.String(), "tiers", cfg.Tiers.String())
+	log.Info("sweeper started", "stream", lc.Config().Stream, "grace", cfg.Grace.String(), "tiers", cfg.Tiers.String())
 
 	err = <-served
 	stop() // stop pulling, finish or release what is in hand, before closing the connections
@@ -107,20 +107,20 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 // dialLedger connects to the grant ledger as the sweeper and opens it in
-// the background (grant.DialOpening) until ctx ends; the ledger logs
+// the background (ledger.DialOpening) until ctx ends; the ledger logs
 // through log.
-func dialLedger(ctx context.Context, cfg settings, log *slog.Logger) (*grant.Opening, error) {
+func dialLedger(ctx context.Context, cfg settings, log *slog.Logger) (*ledger.Opening, error) {
 	natsOpts, err := dial.NATSOptions(cfg.NATS, "sweeper")
 	if err != nil {
 		return nil, err
 	}
-	ledger, err := grant.DialOpening(ctx, cfg.NATS.URL, grant.LedgerConfig{
+	opening, err := ledger.DialOpening(ctx, cfg.NATS.URL, ledger.Config{
 		Grace: cfg.Grace, Secret: cfg.Secret, PreviousSecret: cfg.Previous, Log: log,
 	}, natsOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
 	}
-	return ledger, nil
+	return opening, nil
 }
 
 // newSweeper is the sweeper of cfg's tiers, with the tenant tiers file
@@ -141,15 +141,15 @@ func newSweeper(ctx context.Context, cfg settings, rdb redis.UniversalClient, re
 
 // consume starts handing the due grants to sw; the function it returns
 // stops the pulls and finishes or releases the grants in hand.
-func consume(ctx context.Context, ledger *grant.Ledger, sw *sweeper, cfg settings, m *metrics, log *slog.Logger) (func(), error) {
-	stop, err := ledger.Consume(ctx, durable, sw.handle,
-		grant.WithLogger(log),
-		grant.WithObserver(m.observe),
-		grant.WithTrimInterval(cfg.TrimInterval),
-		grant.WithTrimObserver(m.trimmed),
+func consume(ctx context.Context, lc *ledger.Client, sw *sweeper, cfg settings, m *metrics, log *slog.Logger) (func(), error) {
+	stop, err := lc.Consume(ctx, durable, sw.handle,
+		ledger.WithLogger(log),
+		ledger.WithObserver(m.observe),
+		ledger.WithTrimInterval(cfg.TrimInterval),
+		ledger.WithTrimObserver(m.trimmed),
 		// A handler call is one script bounded by the Redis timeout; this
 		// only caps how long a shutdown waits for the ones in flight.
-		grant.WithHandleTimeout(max(5*time.Second, 10*cfg.Redis.Timeout)),
+		ledger.WithHandleTimeout(max(5*time.Second, 10*cfg.Redis.Timeout)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("consume due grants: %w", err)

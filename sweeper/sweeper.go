@@ -5,12 +5,12 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
 )
 
 // sweeper is the business of one due batch; the consume loop in
-// shared/grant does the acking, retrying and terminating around it.
+// shared/ledger does the acking, retrying and terminating around it.
 type sweeper struct {
 	refunder *refunder
 	grace    time.Duration
@@ -39,13 +39,13 @@ const staleAfter = quota.MarkerTTL - time.Hour
 
 // handle refunds every grant of b whose upload did not land and that was
 // not refunded before, in one round trip per batch, each only once it is
-// due (grant.Grant.Due): a grant delivered early — a copy re-published
+// due (ledger.Grant.Due): a grant delivered early — a copy re-published
 // before its time, or a server whose clock runs ahead of this sweeper's —
-// is left for later, and handle returns grant.NotDue so that the batch
+// is left for later, and handle returns ledger.NotDue so that the batch
 // comes back then. The grants of b that are due are applied either way. An
 // error leaves the whole batch for a later delivery; the grants applied
 // already find their markers then.
-func (s *sweeper) handle(ctx context.Context, b grant.Batch) error {
+func (s *sweeper) handle(ctx context.Context, b ledger.Batch) error {
 	now := s.refunder.now()
 	outs := make([]string, len(b.Grants)) // "" until decided: refundAll applies those
 	var notDue time.Time
@@ -82,7 +82,7 @@ func (s *sweeper) handle(ctx context.Context, b grant.Batch) error {
 		s.log.Debug("due grant swept", "urlId", g.URLID, "tenant", g.Tenant, "batch", b.ID, "outcome", outs[i], "late", late)
 	}
 	if !notDue.IsZero() {
-		return grant.NotDue(notDue)
+		return ledger.NotDue(notDue)
 	}
 	return nil
 }

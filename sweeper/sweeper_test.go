@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/tiers"
@@ -98,12 +98,12 @@ func TestDuplicatesRefundOnce(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	body, err := grant.Seal([]byte(testenv.GrantSecret), grant.Batch{ID: "replayed", Grants: []grant.Grant{g}})
+	body, err := ledger.Seal([]byte(testenv.GrantSecret), ledger.Batch{ID: "replayed", Grants: []ledger.Grant{g}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := js.Publish(context.Background(), grant.SubjectDue, body); err != nil {
+		if _, err := js.Publish(context.Background(), ledger.SubjectDue, body); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -340,7 +340,7 @@ func TestForgedGrantsOnAnOpenBusAreNeverApplied(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	publish := func(body []byte) {
 		t.Helper()
-		if _, err := js.Publish(context.Background(), grant.SubjectDue, body); err != nil {
+		if _, err := js.Publish(context.Background(), ledger.SubjectDue, body); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -352,13 +352,13 @@ func TestForgedGrantsOnAnOpenBusAreNeverApplied(t *testing.T) {
 			body, _ := json.Marshal(g)
 			publish(body)
 		case 1: // sealed with a guessed secret
-			body, err := grant.Seal([]byte("guessed-secret-guessed-secret-guessed"), grant.Batch{ID: g.URLID, Grants: []grant.Grant{g}})
+			body, err := ledger.Seal([]byte("guessed-secret-guessed-secret-guessed"), ledger.Batch{ID: g.URLID, Grants: []ledger.Grant{g}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			publish(body)
 		case 2: // a genuine batch of someone else's, redirected to the victim
-			body, err := grant.Seal([]byte(testenv.GrantSecret), grant.Batch{ID: g.URLID, Grants: []grant.Grant{newGrant(g.URLID, tiers.User, "u:other", time.Now())}})
+			body, err := ledger.Seal([]byte(testenv.GrantSecret), ledger.Batch{ID: g.URLID, Grants: []ledger.Grant{newGrant(g.URLID, tiers.User, "u:other", time.Now())}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -481,7 +481,7 @@ func TestMissingStreamKeepsTheSweeperUnready(t *testing.T) {
 		t.Errorf("the sweeper's log does not say the stream is missing:\n%s", logs)
 	}
 	_, js := testenv.JetStream(t, srv.URL())
-	if _, err := js.Stream(context.Background(), grant.DefaultStream); err == nil {
+	if _, err := js.Stream(context.Background(), ledger.DefaultStream); err == nil {
 		t.Fatal("the sweeper created the stream")
 	}
 	select {

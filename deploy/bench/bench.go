@@ -287,7 +287,7 @@ func (b *bench) openLoops(ctx context.Context, srv servers, rp *report) error {
 	return nil
 }
 
-// ledger measures grant.Ledger.Record alone on both servers, the same
+// ledger measures ledger.Client.Record alone on both servers, the same
 // number of callers side by side.
 func (b *bench) ledger(ctx context.Context, srv servers, rp *report) error {
 	ledAlways, err := dialLedger(ctx, srv.natsAlways)
@@ -306,8 +306,8 @@ func (b *bench) ledger(ctx context.Context, srv servers, rp *report) error {
 		if n == 1 {
 			load = "1 caller"
 		}
-		a := &measurement{name: "`grant.Ledger.Record`, `sync_interval: always`", load: load, dur: b.plan.ledgerDur, do: closed(n, record(ledAlways))}
-		l := &measurement{name: "`grant.Ledger.Record`, lazily synced", load: load, dur: b.plan.ledgerDur, do: closed(n, record(ledLazy))}
+		a := &measurement{name: "`ledger.Client.Record`, `sync_interval: always`", load: load, dur: b.plan.ledgerDur, do: closed(n, record(ledAlways))}
+		l := &measurement{name: "`ledger.Client.Record`, lazily synced", load: load, dur: b.plan.ledgerDur, do: closed(n, record(ledLazy))}
 		ms = append(ms, a, l)
 		durable = append(durable, a)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 )
 
 // fleet is every server the bench started. Each runs in a process group
@@ -222,7 +222,7 @@ func ensureLedger(ctx context.Context, url string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := grant.EnsureStream(ctx, js, grant.LedgerConfig{Grace: 30 * time.Second}); err != nil {
+	if _, err := ledger.EnsureStream(ctx, js, ledger.Config{Grace: 30 * time.Second}); err != nil {
 		return fmt.Errorf("the operator step on %s: %w", url, err)
 	}
 	return nil

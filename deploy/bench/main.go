@@ -11,7 +11,7 @@
 //     keep-alive), the signer once per ledger server;
 //   - the signer offered half of its saturation at a constant arrival rate;
 //   - a realistic mix: many users of a few tenants, replays and 429s;
-//   - grant.Ledger.Record alone with 1, 64 and 512 callers on each server;
+//   - ledger.Client.Record alone with 1, 64 and 512 callers on each server;
 //   - allocations per sign, from the signer's own runtime counters.
 //
 // Every measurement runs several times, interleaved with the ones it is

@@ -21,8 +21,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
 )
 
@@ -218,17 +218,17 @@ func decision(rdb *redis.Client, users, tenants int, coalesced bool) op {
 
 // dialLedger is the signer's own ledger client on natsURL. Ledger v2 keeps
 // Record's signature; if Dial comes to need the grant secret, it goes here.
-func dialLedger(ctx context.Context, natsURL string) (*grant.Ledger, error) {
-	return grant.Dial(ctx, natsURL, grant.LedgerConfig{Grace: 30 * time.Second, Secret: []byte(grantSecret)})
+func dialLedger(ctx context.Context, natsURL string) (*ledger.Client, error) {
+	return ledger.Dial(ctx, natsURL, ledger.Config{Grace: 30 * time.Second, Secret: []byte(grantSecret)})
 }
 
-// record is grant.Ledger.Record of one fresh grant, due long after the
+// record is ledger.Client.Record of one fresh grant, due long after the
 // bench ends (see urlTTL).
-func record(led *grant.Ledger) op {
+func record(led *ledger.Client) op {
 	return func(ctx context.Context, _ int) (string, error) {
 		id := uuid.NewString()
 		now := time.Now().UTC()
-		g := grant.Grant{URLID: id, Tenant: "bench", Tier: "user", Subject: "u:bench",
+		g := ledger.Grant{URLID: id, Tenant: "bench", Tier: "user", Subject: "u:bench",
 			Key: "incoming/bench/" + id, IssuedAt: now, ExpiresAt: now.Add(15 * time.Minute)}
 		if err := led.Record(ctx, g); err != nil {
 			return "", err

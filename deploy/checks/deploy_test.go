@@ -16,7 +16,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/auth"
 	"github.com/mintgate/mintgate/shared/config"
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/tiers"
@@ -268,8 +268,8 @@ func checkCredentials(t *testing.T, where, service string, env map[string]string
 	}
 	// The grant ledger's users need NATS; the completer only for its
 	// upload-completed events, and only when a deployment turns them on.
-	ledger := slices.Contains(addedEnv["MINTGATE_GRANT_SECRET"], service)
-	if !ledger && env["MINTGATE_NATS_URL"] == "" {
+	usesLedger := slices.Contains(addedEnv["MINTGATE_GRANT_SECRET"], service)
+	if !usesLedger && env["MINTGATE_NATS_URL"] == "" {
 		return
 	}
 	for item := range strings.SplitSeq(env["MINTGATE_NATS_URL"], ",") {
@@ -282,8 +282,8 @@ func checkCredentials(t *testing.T, where, service string, env map[string]string
 			t.Errorf("%s: %s: no %s", where, service, name)
 		}
 	}
-	if s := env["MINTGATE_GRANT_SECRET"]; ledger && grant.CheckSecret([]byte(s)) != nil {
-		t.Errorf("%s: %s: MINTGATE_GRANT_SECRET is %d bytes, want at least %d", where, service, len(s), grant.MinSecretLen)
+	if s := env["MINTGATE_GRANT_SECRET"]; usesLedger && ledger.CheckSecret([]byte(s)) != nil {
+		t.Errorf("%s: %s: MINTGATE_GRANT_SECRET is %d bytes, want at least %d", where, service, len(s), ledger.MinSecretLen)
 	}
 }
 

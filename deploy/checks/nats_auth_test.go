@@ -17,7 +17,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/dial"
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/uploads"
 )
@@ -124,7 +124,7 @@ func operatorStep(t *testing.T, s shippedNATS) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := grant.EnsureStream(ctx, js, grant.LedgerConfig{Grace: 30 * time.Second}); err != nil {
+	if _, err := ledger.EnsureStream(ctx, js, ledger.Config{Grace: 30 * time.Second}); err != nil {
 		t.Fatalf("the operator step, ledger: %v; the server refused %q", err, s.violations(t))
 	}
 	if _, err := uploads.EnsureStream(ctx, js, 15*time.Minute, 0); err != nil {
@@ -132,21 +132,21 @@ func operatorStep(t *testing.T, s shippedNATS) {
 	}
 }
 
-// dialLedger is grant.Dial as service, retried while JetStream starts.
-func dialLedger(t *testing.T, s shippedNATS, service string) *grant.Ledger {
+// dialLedger is ledger.Dial as service, retried while JetStream starts.
+func dialLedger(t *testing.T, s shippedNATS, service string) *ledger.Client {
 	t.Helper()
-	var l *grant.Ledger
+	var l *ledger.Client
 	var err error
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		l, err = grant.Dial(ctx, s.url, grant.LedgerConfig{Grace: 0, Secret: []byte(testenv.GrantSecret)}, s.options(t, service)...)
+		l, err = ledger.Dial(ctx, s.url, ledger.Config{Grace: 0, Secret: []byte(testenv.GrantSecret)}, s.options(t, service)...)
 		cancel()
 		if err == nil {
 			t.Cleanup(l.Close)
 			return l
 		}
 	}
-	t.Fatalf("grant.Dial as %s: %v; the server refused %q", service, err, s.violations(t))
+	t.Fatalf("ledger.Dial as %s: %v; the server refused %q", service, err, s.violations(t))
 	return nil
 }
 
@@ -166,7 +166,7 @@ func TestNATSAuthorizationLetsTheLedgerWork(t *testing.T) {
 
 	signerLedger := dialLedger(t, s, signer)
 	sweeperLedger := dialLedger(t, s, sweeper)
-	g := grant.Grant{
+	g := ledger.Grant{
 		URLID: "0b9e6f0e-7f6c-4d3a-9a51-3c1f2a9d8e77", Tenant: "acme", Tier: "user", Subject: "u:alice",
 		Key: "incoming/acme/0b9e6f0e-7f6c-4d3a-9a51-3c1f2a9d8e77", IssuedAt: time.Now(), ExpiresAt: time.Now().Add(time.Second),
 	}
@@ -177,12 +177,12 @@ func TestNATSAuthorizationLetsTheLedgerWork(t *testing.T) {
 		t.Errorf("signer's readiness check: %v", err)
 	}
 
-	got := make(chan grant.Grant, 1)
-	trimmed := make(chan grant.Trim, 16)
-	stop, err := sweeperLedger.Consume(ctx, "sweeper", func(_ context.Context, b grant.Batch) error {
+	got := make(chan ledger.Grant, 1)
+	trimmed := make(chan ledger.Trim, 16)
+	stop, err := sweeperLedger.Consume(ctx, "sweeper", func(_ context.Context, b ledger.Batch) error {
 		got <- b.Grants[0]
 		return nil
-	}, grant.WithTrimInterval(100*time.Millisecond), grant.WithTrimObserver(func(tr grant.Trim) { trimmed <- tr }))
+	}, ledger.WithTrimInterval(100*time.Millisecond), ledger.WithTrimObserver(func(tr ledger.Trim) { trimmed <- tr }))
 	if err != nil {
 		t.Fatalf("sweeper consumes: %v; the server refused %q", err, s.violations(t))
 	}
@@ -221,11 +221,11 @@ func TestNATSAuthorizationLetsTheLedgerWork(t *testing.T) {
 		t.Fatalf("signer records a grant: %v; the server refused %q", err, s.violations(t))
 	}
 	rescued := make(chan string, 1)
-	stop, err = sweeperLedger.Consume(ctx, "sweeper", func(context.Context, grant.Batch) error { return nil },
-		grant.WithTrimInterval(100*time.Millisecond),
-		grant.WithRescueClock(func() time.Time { return time.Now().Add(2 * time.Hour) }),
-		grant.WithObserver(func(o grant.Outcome) {
-			if o.Action == grant.Rescued {
+	stop, err = sweeperLedger.Consume(ctx, "sweeper", func(context.Context, ledger.Batch) error { return nil },
+		ledger.WithTrimInterval(100*time.Millisecond),
+		ledger.WithRescueClock(func() time.Time { return time.Now().Add(2 * time.Hour) }),
+		ledger.WithObserver(func(o ledger.Outcome) {
+			if o.Action == ledger.Rescued {
 				rescued <- o.Batch.Grants[0].URLID
 			}
 		}))
@@ -331,17 +331,17 @@ func TestNATSAuthorizationRefuses(t *testing.T) {
 	}
 	for _, a := range []attempt{
 		{sweeper, "publish", "mintgate.grants.sched.x"},
-		{sweeper, "publish", grant.SubjectDue},
+		{sweeper, "publish", ledger.SubjectDue},
 		{completer, "publish", "mintgate.grants.sched.x"},
-		{completer, "publish", grant.SubjectDue},
-		{signer, "publish", grant.SubjectDue},
+		{completer, "publish", ledger.SubjectDue},
+		{signer, "publish", ledger.SubjectDue},
 		{signer, "request", "$JS.API.CONSUMER.MSG.NEXT.MINTGATE_GRANTS.sweeper"},
 		{signer, "request", "$JS.API.CONSUMER.CREATE.MINTGATE_GRANTS.thief.mintgate.grants.due"},
 		{signer, "request", "$JS.API.STREAM.PURGE.MINTGATE_GRANTS"},
 		{signer, "request", "$JS.API.STREAM.DELETE.MINTGATE_GRANTS"},
 		{sweeper, "request", "$JS.API.STREAM.DELETE.MINTGATE_GRANTS"},
 		{sweeper, "request", "$JS.API.CONSUMER.DELETE.MINTGATE_GRANTS.sweeper"},
-		{signer, "subscribe", grant.SubjectDue},
+		{signer, "subscribe", ledger.SubjectDue},
 		{signer, "subscribe", "_INBOX.sweeper.>"},
 		{sweeper, "subscribe", "_INBOX.>"},
 	} {
@@ -354,7 +354,7 @@ func TestNATSAuthorizationRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(context.Background(), grant.DefaultStream)
+	st, err := js.Stream(context.Background(), ledger.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,24 +395,24 @@ func TestNATSServicesCannotChangeStreams(t *testing.T) {
 		}
 		want = append(want, fmt.Sprintf("%s publish %s", user, subject))
 	}
-	streams := []string{grant.DefaultStream, uploads.Stream}
+	streams := []string{ledger.DefaultStream, uploads.Stream}
 	for _, user := range []string{signer, sweeper, completer} {
 		for _, stream := range streams {
 			for _, op := range []string{"CREATE", "UPDATE", "DELETE"} {
 				refused(user, "$JS.API.STREAM."+op+"."+stream, []byte(`{"name":"`+stream+`"}`))
 			}
 		}
-		refused(user, "$JS.API.CONSUMER.DELETE."+grant.DefaultStream+".sweeper", nil)
-		refused(user, "$JS.API.CONSUMER.DURABLE.CREATE."+grant.DefaultStream+".sweeper", nil)
+		refused(user, "$JS.API.CONSUMER.DELETE."+ledger.DefaultStream+".sweeper", nil)
+		refused(user, "$JS.API.CONSUMER.DURABLE.CREATE."+ledger.DefaultStream+".sweeper", nil)
 	}
 	// The operator's user changes streams and nothing else.
 	for _, subject := range []string{
-		"$JS.API.STREAM.DELETE." + grant.DefaultStream,
-		"$JS.API.STREAM.PURGE." + grant.DefaultStream,
+		"$JS.API.STREAM.DELETE." + ledger.DefaultStream,
+		"$JS.API.STREAM.PURGE." + ledger.DefaultStream,
 		"$JS.API.STREAM.CREATE.OTHER",
-		"$JS.API.CONSUMER.CREATE." + grant.DefaultStream + ".x",
+		"$JS.API.CONSUMER.CREATE." + ledger.DefaultStream + ".x",
 		"mintgate.grants.sched.x",
-		grant.SubjectDue,
+		ledger.SubjectDue,
 	} {
 		refused("streams", subject, []byte(`{}`))
 	}
@@ -427,7 +427,7 @@ func TestNATSServicesCannotChangeStreams(t *testing.T) {
 			t.Fatal(err)
 		}
 		short, cancel := context.WithTimeout(ctx, time.Second)
-		sc := grant.LedgerConfig{MaxAge: 2 * time.Hour}.StreamConfig()
+		sc := ledger.Config{MaxAge: 2 * time.Hour}.StreamConfig()
 		sc.AllowMsgSchedules = false
 		if _, err := js.UpdateStream(short, sc); err == nil {
 			t.Errorf("%s updated the ledger stream", user)
@@ -442,11 +442,11 @@ func TestNATSServicesCannotChangeStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(ctx, grant.DefaultStream)
+	st, err := js.Stream(ctx, ledger.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := st.CachedInfo().Config; !c.AllowMsgSchedules || c.MaxAge != grant.DefaultMaxAge {
+	if c := st.CachedInfo().Config; !c.AllowMsgSchedules || c.MaxAge != ledger.DefaultMaxAge {
 		t.Errorf("the ledger stream changed: schedules %v, max age %v", c.AllowMsgSchedules, c.MaxAge)
 	}
 	ev, err := js.Stream(ctx, uploads.Stream)
@@ -478,7 +478,7 @@ func TestNATSServiceFacingAMissingStream(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if _, err := grant.Open(short, js, grant.LedgerConfig{Secret: []byte(testenv.GrantSecret)}); !errors.Is(err, grant.ErrStreamMissing) {
+	if _, err := ledger.Open(short, js, ledger.Config{Secret: []byte(testenv.GrantSecret)}); !errors.Is(err, ledger.ErrStreamMissing) {
 		t.Fatalf("Open as the signer without the stream: %v; want ErrStreamMissing", err)
 	}
 	if v := s.violations(t); len(v) > 0 {

@@ -1,5 +1,5 @@
 // Command streams is the operator step that creates and updates mintgate's
-// JetStream streams: MINTGATE_GRANTS (the grant ledger, shared/grant) and
+// JetStream streams: MINTGATE_GRANTS (the grant ledger, shared/ledger) and
 // MINTGATE_UPLOADS (upload-completed events, shared/uploads). The services
 // only read them: their NATS users may not create, update or delete a
 // stream (deploy/nats/authorization.conf), and a service that finds its
@@ -29,7 +29,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/dial"
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/service"
 	"github.com/mintgate/mintgate/shared/uploads"
 )
@@ -49,7 +49,7 @@ type settings struct {
 	Grace    time.Duration
 	DoneTTL  time.Duration
 	Replicas int           // 0: keep the existing stream's, else 1
-	MaxAge   time.Duration // 0: keep the existing ledger's, else grant.DefaultMaxAge
+	MaxAge   time.Duration // 0: keep the existing ledger's, else ledger.DefaultMaxAge
 }
 
 func loadSettings(getenv func(string) string) (settings, error) {
@@ -106,15 +106,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := waitConnected(ctx, nc); err != nil {
 		return fmt.Errorf("MINTGATE_NATS_URL: connect %s: %w", config.RedactURL(s.NATS.URL), err)
 	}
-	ledger, err := grant.EnsureStream(ctx, js, grant.LedgerConfig{Grace: s.Grace, Replicas: s.Replicas, MaxAge: s.MaxAge, Log: log})
+	info, err := ledger.EnsureStream(ctx, js, ledger.Config{Grace: s.Grace, Replicas: s.Replicas, MaxAge: s.MaxAge, Log: log})
 	if err != nil {
-		return fmt.Errorf("stream %s: %w", grant.DefaultStream, err)
+		return fmt.Errorf("stream %s: %w", ledger.DefaultStream, err)
 	}
-	log.Info("stream ready", "stream", ledger.Config.Name, "replicas", ledger.Config.Replicas,
-		"maxAge", ledger.Config.MaxAge.String(), "duplicates", ledger.Config.Duplicates.String(), "schedules", ledger.Config.AllowMsgSchedules)
-	if ledger.Config.MaxAge != 0 && ledger.Config.MaxAge < s.URLTTL+s.Grace+minOutage {
+	log.Info("stream ready", "stream", info.Config.Name, "replicas", info.Config.Replicas,
+		"maxAge", info.Config.MaxAge.String(), "duplicates", info.Config.Duplicates.String(), "schedules", info.Config.AllowMsgSchedules)
+	if info.Config.MaxAge != 0 && info.Config.MaxAge < s.URLTTL+s.Grace+minOutage {
 		log.Warn("the ledger keeps messages for less than MINTGATE_URL_TTL + MINTGATE_SWEEP_GRACE + a day: an outage that long drops pending grants; set MINTGATE_LEDGER_MAX_AGE",
-			"maxAge", ledger.Config.MaxAge.String())
+			"maxAge", info.Config.MaxAge.String())
 	}
 	events, err := uploads.EnsureStream(ctx, js, s.DoneTTL, s.Replicas)
 	if err != nil {

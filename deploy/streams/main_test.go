@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/uploads"
 )
@@ -31,7 +31,7 @@ func TestRunCreatesThenKeepsTheStreams(t *testing.T) {
 	}
 	_, js := testenv.JetStream(t, srv.URL())
 	ctx := context.Background()
-	g, err := js.Stream(ctx, grant.DefaultStream)
+	g, err := js.Stream(ctx, ledger.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,12 +50,12 @@ func TestRunCreatesThenKeepsTheStreams(t *testing.T) {
 	if err := run(ctx, []string{"streams"}, getenv, &testenv.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	if g, _ = js.Stream(ctx, grant.DefaultStream); g.CachedInfo().Config.MaxAge != 240*time.Hour {
+	if g, _ = js.Stream(ctx, ledger.DefaultStream); g.CachedInfo().Config.MaxAge != 240*time.Hour {
 		t.Errorf("max age %v after a run without MINTGATE_LEDGER_MAX_AGE, want the stream's 240h", g.CachedInfo().Config.MaxAge)
 	}
 	short, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := grant.Open(short, js, grant.LedgerConfig{Grace: 30 * time.Second, Secret: []byte(testenv.GrantSecret)}); err != nil {
+	if _, err := ledger.Open(short, js, ledger.Config{Grace: 30 * time.Second, Secret: []byte(testenv.GrantSecret)}); err != nil {
 		t.Errorf("a service's Open after the operator step: %v", err)
 	}
 	if _, err := uploads.Open(short, js, 20*time.Minute); err != nil {

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mintgate/mintgate/shared/grant"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
 )
 
@@ -112,11 +112,11 @@ func (st *stack) allMarked(ctx context.Context, urls []received) bool {
 func (st *stack) ledgerIdle(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	s, err := st.js.Stream(ctx, grant.DefaultStream)
+	s, err := st.js.Stream(ctx, ledger.DefaultStream)
 	if err != nil {
 		return false
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(grant.SubjectSchedPrefix+">"))
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(ledger.SubjectSchedPrefix+">"))
 	if err != nil || len(info.State.Subjects) > 0 {
 		return false
 	}
@@ -477,7 +477,7 @@ func (st *stack) diagnose(ctx context.Context, t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	s, err := st.js.Stream(ctx, grant.DefaultStream)
+	s, err := st.js.Stream(ctx, ledger.DefaultStream)
 	if err != nil {
 		t.Logf("diagnose: stream: %v", err)
 	} else {
@@ -497,16 +497,16 @@ func (st *stack) diagnoseStream(ctx context.Context, t *testing.T, s jetstream.S
 	}
 	sched, due := 0, uint64(0)
 	for subj, n := range info.State.Subjects {
-		if strings.HasPrefix(subj, grant.SubjectSchedPrefix) {
+		if strings.HasPrefix(subj, ledger.SubjectSchedPrefix) {
 			sched++
-		} else if subj == grant.SubjectDue {
+		} else if subj == ledger.SubjectDue {
 			due = n
 		}
 	}
 	t.Logf("diagnose: stream %s: %d messages (seq %d–%d), %d schedules pending, %d due messages kept; cluster %+v",
-		grant.DefaultStream, info.State.Msgs, info.State.FirstSeq, info.State.LastSeq, sched, due, info.Cluster)
+		ledger.DefaultStream, info.State.Msgs, info.State.FirstSeq, info.State.LastSeq, sched, due, info.Cluster)
 	if sched > 0 {
-		m, err := s.GetMsg(ctx, info.State.FirstSeq, jetstream.WithGetMsgSubject(grant.SubjectSchedPrefix+">"))
+		m, err := s.GetMsg(ctx, info.State.FirstSeq, jetstream.WithGetMsgSubject(ledger.SubjectSchedPrefix+">"))
 		if err != nil {
 			t.Logf("diagnose: first schedule: %v", err)
 		} else {
@@ -526,7 +526,7 @@ func (st *stack) diagnoseStream(ctx context.Context, t *testing.T, s jetstream.S
 
 // rescues counts the sweepers' rescue passes in their logs, those of the
 // processes killed before included: schedules nats-server did not fire,
-// which the sweepers applied themselves (grant.WithRescueAfter).
+// which the sweepers applied themselves (ledger.WithRescueAfter).
 func (st *stack) rescues() int {
 	n := st.rescued
 	for _, s := range st.sweepers {

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/uploads"
@@ -135,8 +135,8 @@ func (st *stack) createStream(t *testing.T) {
 		name   string
 		ensure func(ctx context.Context) error
 	}{
-		{grant.DefaultStream, func(ctx context.Context) error {
-			_, err := grant.EnsureStream(ctx, st.js, grant.LedgerConfig{Replicas: st.topo.replicas})
+		{ledger.DefaultStream, func(ctx context.Context) error {
+			_, err := ledger.EnsureStream(ctx, st.js, ledger.Config{Replicas: st.topo.replicas})
 			return err
 		}},
 		{uploads.Stream, func(ctx context.Context) error {

@@ -4,7 +4,7 @@
 //
 // It only parses values, and imports no other package of mintgate nor any
 // client: the tiers are read by shared/tiers, the signer's caller trust by
-// shared/auth, the grant secret by shared/grant, and the clients are built
+// shared/auth, the grant secret by shared/ledger, and the clients are built
 // from these sections by shared/dial.
 package config
 

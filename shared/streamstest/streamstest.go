@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mintgate/mintgate/shared/grant"
+	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/uploads"
 )
 
@@ -24,7 +24,7 @@ const DoneTTL = 15 * time.Minute
 // operator step does; opts are connection options (credentials, TLS).
 func Ensure(tb testing.TB, url string, opts ...nats.Option) {
 	tb.Helper()
-	EnsureLedger(tb, url, grant.LedgerConfig{}, opts...)
+	EnsureLedger(tb, url, ledger.Config{}, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	js := connect(tb, url, opts...)
@@ -35,11 +35,11 @@ func Ensure(tb testing.TB, url string, opts ...nats.Option) {
 
 // EnsureLedger creates or updates the ledger's stream of cfg on url
 // (replicas, max age, name), as the operator step does.
-func EnsureLedger(tb testing.TB, url string, cfg grant.LedgerConfig, opts ...nats.Option) {
+func EnsureLedger(tb testing.TB, url string, cfg ledger.Config, opts ...nats.Option) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := grant.EnsureStream(ctx, connect(tb, url, opts...), cfg); err != nil {
+	if _, err := ledger.EnsureStream(ctx, connect(tb, url, opts...), cfg); err != nil {
 		tb.Fatalf("the operator step: %v", err)
 	}
 }

@@ -4,8 +4,8 @@
 // many grants pending, and how long it takes to come back after a SIGKILL.
 // It prints numbers and asserts only that nothing was lost.
 //
-//	go test -tags load -run TestPendingScale -v ./shared/grant/ -pending 1000000
-package grant
+//	go test -tags load -run TestPendingScale -v ./shared/ledger/ -pending 1000000
+package ledger
 
 import (
 	"context"
@@ -28,7 +28,7 @@ var pendingGrants = flag.Int("pending", 100_000, "grants left pending for the sc
 
 func TestPendingScale(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	l := dial(t, srv.URL(), LedgerConfig{Grace: time.Hour})
+	l := dial(t, srv.URL(), Config{Grace: time.Hour})
 	_, js := connect(t, srv.URL())
 	n := *pendingGrants
 	rssBefore := rssKiB(t, srv.PID())

@@ -1,4 +1,4 @@
-package grant
+package ledger
 
 import (
 	"context"
@@ -20,7 +20,7 @@ type Opening struct {
 	done   chan struct{} // closed once the ledger is open or the opening ended
 
 	mu     sync.Mutex
-	ledger *Ledger
+	ledger *Client
 	last   error // why the ledger is not open yet
 }
 
@@ -34,7 +34,7 @@ var errOpening = errors.New("grant: the ledger is being opened")
 // operator (or a healed cluster) can fix it. What no retry can fix is
 // returned now: a connection refused, a bad cfg, a server that cannot
 // schedule messages.
-func DialOpening(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nats.Option) (*Opening, error) {
+func DialOpening(ctx context.Context, natsURL string, cfg Config, opts ...nats.Option) (*Opening, error) {
 	nc, js, err := dialConn(ctx, natsURL, cfg, opts...)
 	if err != nil {
 		return nil, err
@@ -83,7 +83,7 @@ func (p *Opening) tried(err error) {
 func (p *Opening) Done() <-chan struct{} { return p.done }
 
 // Ledger is the open ledger, or nil and why it is not open (yet).
-func (p *Opening) Ledger() (*Ledger, error) {
+func (p *Opening) Client() (*Client, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ledger != nil {
@@ -94,19 +94,19 @@ func (p *Opening) Ledger() (*Ledger, error) {
 
 // Wait returns the ledger once it is open, or an error when ctx ends or
 // the opening ended without one.
-func (p *Opening) Wait(ctx context.Context) (*Ledger, error) {
+func (p *Opening) Wait(ctx context.Context) (*Client, error) {
 	select {
 	case <-p.done:
-		return p.Ledger()
+		return p.Client()
 	case <-ctx.Done():
-		_, err := p.Ledger()
+		_, err := p.Client()
 		return nil, fmt.Errorf("%w (%w)", err, ctx.Err())
 	}
 }
 
 // Record is the open ledger's Record; before it is open, ErrUnavailable.
 func (p *Opening) Record(ctx context.Context, g Grant) error {
-	l, err := p.Ledger()
+	l, err := p.Client()
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func (p *Opening) Record(ctx context.Context, g Grant) error {
 // Ping is the readiness check: the open ledger's Ping, or why it is not
 // open yet.
 func (p *Opening) Ping(ctx context.Context) error {
-	l, err := p.Ledger()
+	l, err := p.Client()
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func (p *Opening) Ping(ctx context.Context) error {
 func (p *Opening) Close() {
 	p.cancel()
 	<-p.done
-	if l, _ := p.Ledger(); l != nil {
+	if l, _ := p.Client(); l != nil {
 		l.Close()
 		return
 	}

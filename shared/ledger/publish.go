@@ -1,4 +1,4 @@
-package grant
+package ledger
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // wraps ErrUnavailable; after one, the grant may still have been stored
 // (an ack lost in a stall), so the caller's undo must leave a mark the
 // sweeper honours.
-func (l *Ledger) Record(ctx context.Context, g Grant) error {
+func (l *Client) Record(ctx context.Context, g Grant) error {
 	if !validToken(g.URLID) {
 		return fmt.Errorf("%w: %w: urlId %q is not a subject token", ErrUnavailable, ErrInvalidGrant, g.URLID)
 	}
@@ -43,7 +43,7 @@ func (l *Ledger) Record(ctx context.Context, g Grant) error {
 
 // publish sends one sealed batch, scheduled at its due time on its own
 // subject, and waits for the stream's ack.
-func (l *Ledger) publish(b Batch) error {
+func (l *Client) publish(b Batch) error {
 	if st := l.nc.Status(); st != nats.CONNECTED {
 		return fmt.Errorf("nats connection %s", strings.ToLower(st.String()))
 	}

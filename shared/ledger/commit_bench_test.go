@@ -1,4 +1,4 @@
-package grant
+package ledger
 
 import (
 	"context"
@@ -13,16 +13,16 @@ import (
 // BenchmarkRecord is the signer's ledger path: parallel Records of fresh
 // grants through one Ledger, on a nats-server with JetStream on file
 // storage. grants/msg is how many one ledger message carried.
-// Run: go test -run '^$' -bench Record -benchmem ./shared/grant/
+// Run: go test -run '^$' -bench Record -benchmem ./shared/ledger/
 func BenchmarkRecord(b *testing.B) {
 	srv := testenv.StartNATS(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, js := testenv.JetStream(b, srv.URL())
-	if _, err := EnsureStream(ctx, js, LedgerConfig{}); err != nil {
+	if _, err := EnsureStream(ctx, js, Config{}); err != nil {
 		b.Fatal(err)
 	}
-	l, err := Dial(ctx, srv.URL(), LedgerConfig{Secret: testSecret})
+	l, err := Dial(ctx, srv.URL(), Config{Secret: testSecret})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func BenchmarkRecord(b *testing.B) {
 }
 
 // ledgerMsgs is how many messages the ledger's stream holds.
-func ledgerMsgs(tb testing.TB, l *Ledger) uint64 {
+func ledgerMsgs(tb testing.TB, l *Client) uint64 {
 	tb.Helper()
 	s, err := l.js.Stream(context.Background(), l.cfg.Stream)
 	if err != nil {

@@ -1,4 +1,4 @@
-package grant
+package ledger
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // schedule deleted; a schedule not yet overdue is left to the server.
 func TestOverdueScheduleIsRescued(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	l := dial(t, srv.URL(), LedgerConfig{Grace: time.Second})
+	l := dial(t, srv.URL(), Config{Grace: time.Second})
 	_, js := connect(t, srv.URL())
 	ctx := context.Background()
 

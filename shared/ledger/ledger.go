@@ -1,4 +1,4 @@
-package grant
+package ledger
 
 import (
 	"context"
@@ -68,7 +68,7 @@ var (
 
 // LedgerConfig shapes the stream and the group commit. Zero values take
 // the defaults; Secret is required.
-type LedgerConfig struct {
+type Config struct {
 	Stream   string        // default "MINTGATE_GRANTS"
 	Grace    time.Duration // a grant is due at ExpiresAt + Grace
 	Replicas int           // default: the existing stream's, else 1 (production: 3, set by the operator on the stream)
@@ -102,14 +102,14 @@ type LedgerConfig struct {
 }
 
 // logger is c.Log, or slog.Default(), for the ledger's own lines.
-func (c LedgerConfig) logger() *slog.Logger {
+func (c Config) logger() *slog.Logger {
 	if c.Log == nil {
 		return slog.Default().With("component", "grant-ledger")
 	}
 	return c.Log.With("component", "grant-ledger")
 }
 
-func (c LedgerConfig) withDefaults() LedgerConfig {
+func (c Config) withDefaults() Config {
 	if c.Stream == "" {
 		c.Stream = DefaultStream
 	}
@@ -139,8 +139,8 @@ func (c LedgerConfig) withDefaults() LedgerConfig {
 
 // Ledger records grants in a JetStream stream that delivers each batch to
 // SubjectDue when it is due.
-type Ledger struct {
-	cfg    LedgerConfig
+type Client struct {
+	cfg    Config
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	ownsNC bool
@@ -155,7 +155,7 @@ type Ledger struct {
 // reconnects forever; while it is down, Record fails at once rather than
 // buffering. opts come after the ledger's own connection options, so a
 // caller adds credentials (nats.UserCredentials) or TLS.
-func Dial(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nats.Option) (*Ledger, error) {
+func Dial(ctx context.Context, natsURL string, cfg Config, opts ...nats.Option) (*Client, error) {
 	nc, js, err := dialConn(ctx, natsURL, cfg, opts...)
 	if err != nil {
 		return nil, err
@@ -170,7 +170,7 @@ func Dial(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nats.Op
 }
 
 // dialConn is Dial's connection, with the ledger's reconnect policy.
-func dialConn(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+func dialConn(ctx context.Context, natsURL string, cfg Config, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	log := cfg.logger()
 	timeout := 2 * time.Second
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
@@ -218,7 +218,7 @@ func dialConn(ctx context.Context, natsURL string, cfg LedgerConfig, opts ...nat
 // leader (timeouts, "temporarily unavailable": an election passing),
 // rather than ending a service that would only be restarted into the same
 // state. On ctx's end it returns the last try's error.
-func Open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledger, error) {
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Client, error) {
 	if err := preflight(js, cfg); err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledge
 
 // preflight refuses what no retry can fix: a configuration the ledger
 // cannot run with, or a server too old to schedule messages.
-func preflight(js jetstream.JetStream, cfg LedgerConfig) error {
+func preflight(js jetstream.JetStream, cfg Config) error {
 	if cfg.Grace < 0 {
 		return fmt.Errorf("grant: negative grace %v would make grants due before they expire", cfg.Grace)
 	}
@@ -239,7 +239,7 @@ func preflight(js jetstream.JetStream, cfg LedgerConfig) error {
 
 // openLoop tries open until it succeeds, ctx ends or an error retry does
 // not accept; tried, when set, sees each failed try's error.
-func openLoop(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig, retry func(error) bool, tried func(error)) (*Ledger, error) {
+func openLoop(ctx context.Context, js jetstream.JetStream, cfg Config, retry func(error) bool, tried func(error)) (*Client, error) {
 	for n := 1; ; n++ {
 		// Each try has its own bound: a request that reached a cluster
 		// without a meta leader may get no answer at all, and would
@@ -295,7 +295,7 @@ func passing(err error) bool {
 		(errors.As(err, &api) && api.ErrorCode == jsNotAvailable)
 }
 
-func open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledger, error) {
+func open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Client, error) {
 	cfg = cfg.withDefaults()
 	info, err := streamInfo(ctx, js, cfg.Stream)
 	if err != nil {
@@ -306,12 +306,12 @@ func open(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*Ledge
 	}
 	// What the stream has, so Config tells the truth.
 	cfg.Replicas, cfg.MaxAge = info.Config.Replicas, info.Config.MaxAge
-	return &Ledger{cfg: cfg, nc: js.Conn(), js: js, log: cfg.logger()}, nil
+	return &Client{cfg: cfg, nc: js.Conn(), js: js, log: cfg.logger()}, nil
 }
 
 // Ping checks that the connection is up and the stream answers, and is
 // still as the ledger needs it (ErrStreamMissing, ErrStreamMisconfigured).
-func (l *Ledger) Ping(ctx context.Context) error {
+func (l *Client) Ping(ctx context.Context) error {
 	if st := l.nc.Status(); st != nats.CONNECTED {
 		return fmt.Errorf("%w: nats connection %s", ErrUnavailable, strings.ToLower(st.String()))
 	}
@@ -325,7 +325,7 @@ func (l *Ledger) Ping(ctx context.Context) error {
 // Close sends the grants still queued and waits for their acks, then
 // closes the connection Dial opened. A ledger from Open leaves its
 // caller's connection alone.
-func (l *Ledger) Close() {
+func (l *Client) Close() {
 	l.commitOnce.Do(func() {}) // no committer starts after this
 	if l.commit != nil {
 		l.commit.close()
@@ -337,4 +337,4 @@ func (l *Ledger) Close() {
 }
 
 // Config is the ledger's configuration with defaults applied.
-func (l *Ledger) Config() LedgerConfig { return l.cfg }
+func (l *Client) Config() Config { return l.cfg }

@@ -1,4 +1,4 @@
-package grant
+package ledger
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func TestConsumeSurvivesConsumerLeaderKill(t *testing.T) {
 		t.Skip("starts a three-node cluster")
 	}
 	cluster := testenv.StartNATSCluster(t, 3)
-	dial(t, cluster.URL(), LedgerConfig{Replicas: 3}) // creates the stream
+	dial(t, cluster.URL(), Config{Replicas: 3}) // creates the stream
 	_, js := connect(t, cluster.URL())
 
 	// Create the durable as the sweeper will, then find its leader and
@@ -43,7 +43,7 @@ func TestConsumeSurvivesConsumerLeaderKill(t *testing.T) {
 	if victim == nil {
 		t.Fatalf("no node is named %q", leader)
 	}
-	l := dial(t, sweeperURL, LedgerConfig{Replicas: 3})
+	l := dial(t, sweeperURL, Config{Replicas: 3})
 	rec := newRecorder()
 	consume(t, l, rec.handle, WithObserver(rec.observe), WithTrimInterval(0))
 
@@ -130,7 +130,7 @@ func TestDialWaitsOutAClusterWithoutQuorum(t *testing.T) {
 		t.Skip("starts a three-node cluster")
 	}
 	cluster := testenv.StartNATSCluster(t, 3)
-	dial(t, cluster.URL(), LedgerConfig{Replicas: 3}) // the operator step, then a first service
+	dial(t, cluster.URL(), Config{Replicas: 3}) // the operator step, then a first service
 	for _, n := range cluster.Nodes[1:] {
 		n.Kill()
 	}
@@ -138,13 +138,13 @@ func TestDialWaitsOutAClusterWithoutQuorum(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	type opened struct {
-		l   *Ledger
+		l   *Client
 		err error
 	}
 	done := make(chan opened, 1)
 	start := time.Now()
 	go func() {
-		l, err := Dial(ctx, cluster.Nodes[0].URL(), LedgerConfig{Replicas: 3, Secret: testSecret})
+		l, err := Dial(ctx, cluster.Nodes[0].URL(), Config{Replicas: 3, Secret: testSecret})
 		done <- opened{l, err}
 	}()
 	var o opened

@@ -1,4 +1,4 @@
-package grant
+package ledger
 
 import (
 	"context"
@@ -46,7 +46,7 @@ func consumerConfig(durable string, o consumeOptions) jetstream.ConsumerConfig {
 // killed, an election is under way) answers with timeouts, or with
 // "temporarily unavailable", for a while: that is retried with backoff until ctx ends, instead of ending the
 // service, which would only be restarted into the same election.
-func (l *Ledger) subscribe(ctx context.Context, cfg jetstream.ConsumerConfig, o consumeOptions) (jetstream.Stream, jetstream.MessagesContext, error) {
+func (l *Client) subscribe(ctx context.Context, cfg jetstream.ConsumerConfig, o consumeOptions) (jetstream.Stream, jetstream.MessagesContext, error) {
 	for n := 1; ; n++ {
 		stream, it, err := l.trySubscribe(ctx, cfg, o)
 		if err == nil {
@@ -66,7 +66,7 @@ func (l *Ledger) subscribe(ctx context.Context, cfg jetstream.ConsumerConfig, o 
 
 // trySubscribe is one try of subscribe, its requests bounded by openTry (a
 // request that reached a cluster without a meta leader may get no answer).
-func (l *Ledger) trySubscribe(ctx context.Context, cfg jetstream.ConsumerConfig, o consumeOptions) (jetstream.Stream, jetstream.MessagesContext, error) {
+func (l *Client) trySubscribe(ctx context.Context, cfg jetstream.ConsumerConfig, o consumeOptions) (jetstream.Stream, jetstream.MessagesContext, error) {
 	try, cancel := context.WithTimeout(ctx, openTry)
 	defer cancel()
 	stream, err := l.js.Stream(try, l.cfg.Stream)

@@ -1,10 +1,13 @@
-// Package grant is what the signer hands out — one presigned upload URL —
-// and the ledger that remembers each grant until it is due for a refund check.
+// Package ledger is the grant ledger on NATS JetStream: what the signer
+// hands out (a Grant, one presigned upload URL) and the stream that
+// remembers each grant until it is due for a refund check. A Client
+// records grants (Dial, Client.Record) and consumes them when due
+// (Client.Consume); the operator's EnsureStream makes the stream.
 //
 // Grants are group-committed: the grants of concurrent signs travel in one
 // ledger message, a Batch, sealed with an HMAC so that nobody without the
 // secret can make the sweepers refund anything.
-package grant
+package ledger
 
 import (
 	"errors"

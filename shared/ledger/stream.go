@@ -1,4 +1,4 @@
-package grant
+package ledger
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 // stays until MaxAge after it fired, and so do the ones after it while it
 // holds the floor. No per-message TTL (allow_msg_ttl stays off): see
 // consumeLoop.trimLoop.
-func (c LedgerConfig) StreamConfig() jetstream.StreamConfig {
+func (c Config) StreamConfig() jetstream.StreamConfig {
 	c = c.withDefaults()
 	return jetstream.StreamConfig{
 		Name:              c.Stream,
@@ -113,7 +113,7 @@ func checkStream(version string, info *jetstream.StreamInfo, grace time.Duration
 // the server stored it, checked as Open checks it. Replicas and MaxAge
 // left unset keep the existing stream's (keepOperatorSettings). It is
 // idempotent, and waits out an election as Open does.
-func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*jetstream.StreamInfo, error) {
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg Config) (*jetstream.StreamInfo, error) {
 	version := js.Conn().ConnectedServerVersion()
 	if err := checkVersion(version); err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig)
 	}
 }
 
-func ensureStream(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (*jetstream.StreamInfo, error) {
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg Config) (*jetstream.StreamInfo, error) {
 	cfg, err := keepOperatorSettings(ctx, js, cfg)
 	if err != nil {
 		return nil, err
@@ -159,7 +159,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig)
 // unset from the stream as it exists, so a run of the operator step with
 // defaults never shrinks a stream an operator gave three replicas or a
 // longer retention.
-func keepOperatorSettings(ctx context.Context, js jetstream.JetStream, cfg LedgerConfig) (LedgerConfig, error) {
+func keepOperatorSettings(ctx context.Context, js jetstream.JetStream, cfg Config) (Config, error) {
 	name := cfg.Stream
 	if name == "" {
 		name = DefaultStream

@@ -1,4 +1,4 @@
-package grant
+package ledger
 
 import (
 	"context"
@@ -78,7 +78,7 @@ func (tr *trims) get() []Trim {
 // until it is applied.
 func TestHandledGrantsLeaveNothingBehind(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	l := dial(t, srv.URL(), LedgerConfig{Grace: 100 * time.Millisecond})
+	l := dial(t, srv.URL(), Config{Grace: 100 * time.Millisecond})
 	_, js := connect(t, srv.URL())
 	r, tr := newRecorder(), &trims{}
 	var stuck atomic.Bool
@@ -163,7 +163,7 @@ func TestHandledGrantsLeaveNothingBehind(t *testing.T) {
 // again; the grant stays acked, and its message goes once a trim works.
 func TestFailedTrimIsReportedAndRetried(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	l := dial(t, srv.URL(), LedgerConfig{})
+	l := dial(t, srv.URL(), Config{})
 	_, js := connect(t, srv.URL())
 	r, tr := newRecorder(), &trims{}
 	consume(t, l, r.handle, WithObserver(r.observe), WithTrimInterval(300*time.Millisecond), WithTrimObserver(tr.observe))

@@ -1,4 +1,4 @@
-package grant
+package ledger
 
 import (
 	"context"
@@ -117,7 +117,7 @@ func connect(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
 
 // ensure is the operator step on url: the stream of cfg, created or
 // updated.
-func ensure(t *testing.T, url string, cfg LedgerConfig) *jetstream.StreamInfo {
+func ensure(t *testing.T, url string, cfg Config) *jetstream.StreamInfo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -130,7 +130,7 @@ func ensure(t *testing.T, url string, cfg LedgerConfig) *jetstream.StreamInfo {
 }
 
 // dial is a service's Dial after the operator step made cfg's stream.
-func dial(t *testing.T, url string, cfg LedgerConfig) *Ledger {
+func dial(t *testing.T, url string, cfg Config) *Client {
 	t.Helper()
 	ensure(t, url, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -161,7 +161,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 func TestRecordIsDeliveredOnceAtDueNeverBefore(t *testing.T) {
 	srv := testenv.StartNATS(t)
 	grace := 700 * time.Millisecond
-	l := dial(t, srv.URL(), LedgerConfig{Grace: grace})
+	l := dial(t, srv.URL(), Config{Grace: grace})
 	_, js := connect(t, srv.URL())
 	got := watchDue(t, js, DefaultStream)
 
@@ -202,7 +202,7 @@ func TestRecordIsDeliveredOnceAtDueNeverBefore(t *testing.T) {
 
 func TestRecordSurvivesServerKill(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	l := dial(t, srv.URL(), LedgerConfig{Grace: time.Second})
+	l := dial(t, srv.URL(), Config{Grace: time.Second})
 	const n = 300
 	expires := time.Now().Add(2 * time.Second)
 	for i := range n {
@@ -231,7 +231,7 @@ func TestRecordSurvivesServerKill(t *testing.T) {
 
 func TestRecordFailsFastWhileServerIsDown(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	l := dial(t, srv.URL(), LedgerConfig{Grace: time.Second})
+	l := dial(t, srv.URL(), Config{Grace: time.Second})
 	srv.Stop()
 	for i := range 3 {
 		start := time.Now()
@@ -257,7 +257,7 @@ func TestRecordFailsFastWhileServerIsDown(t *testing.T) {
 
 func TestRecordRejectsBadGrant(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	l := dial(t, srv.URL(), LedgerConfig{})
+	l := dial(t, srv.URL(), Config{})
 	for _, id := range []string{"", "a.b", "a*", "a>", "a b"} {
 		err := l.Record(context.Background(), testGrant(id, time.Now()))
 		if !errors.Is(err, ErrInvalidGrant) || !errors.Is(err, ErrUnavailable) {
@@ -268,7 +268,7 @@ func TestRecordRejectsBadGrant(t *testing.T) {
 
 func TestStreamConfigAsCreated(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	dial(t, srv.URL(), LedgerConfig{Stream: "G", MaxAge: time.Hour})
+	dial(t, srv.URL(), Config{Stream: "G", MaxAge: time.Hour})
 	_, js := connect(t, srv.URL())
 	s, err := js.Stream(context.Background(), "G")
 	if err != nil {
@@ -296,14 +296,14 @@ func TestOperatorUpgradesAStreamWithoutScheduling(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_, err := Dial(short, srv.URL(), LedgerConfig{Secret: testSecret})
+	_, err := Dial(short, srv.URL(), Config{Secret: testSecret})
 	if !errors.Is(err, ErrStreamMisconfigured) || !errors.Is(err, ErrNoScheduling) || !strings.Contains(err.Error(), "allow_msg_schedules") {
 		t.Fatalf("Dial on a stream without scheduling: %v; want ErrStreamMisconfigured naming allow_msg_schedules", err)
 	}
 	if s, err := js.Stream(ctx, DefaultStream); err != nil || s.CachedInfo().Config.AllowMsgSchedules {
 		t.Fatalf("the service changed the stream: %v", err)
 	}
-	l := dial(t, srv.URL(), LedgerConfig{Grace: 100 * time.Millisecond})
+	l := dial(t, srv.URL(), Config{Grace: 100 * time.Millisecond})
 	got := watchDue(t, js, DefaultStream)
 	if err := l.Record(ctx, testGrant("pre", time.Now())); err != nil {
 		t.Fatal(err)
@@ -315,7 +315,7 @@ func TestOldServerIsRefusedNamingItsVersion(t *testing.T) {
 	old := testenv.StartNATSWith(t, testenv.NATSOptions{Binary: testenv.OldNATSBinary(t), NoSyncAlways: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := Dial(ctx, old.URL(), LedgerConfig{Secret: testSecret})
+	_, err := Dial(ctx, old.URL(), Config{Secret: testSecret})
 	if !errors.Is(err, ErrNoScheduling) || !strings.Contains(err.Error(), "2.9.10") {
 		t.Fatalf("Dial on nats-server 2.9.10: %v; want ErrNoScheduling naming 2.9.10", err)
 	}
@@ -324,10 +324,10 @@ func TestOldServerIsRefusedNamingItsVersion(t *testing.T) {
 	// The second guard on real data: the old server takes the setting and
 	// drops it, and the stored config says so.
 	nc, js := connect(t, old.URL())
-	if _, err := EnsureStream(ctx, js, LedgerConfig{}); !errors.Is(err, ErrNoScheduling) {
+	if _, err := EnsureStream(ctx, js, Config{}); !errors.Is(err, ErrNoScheduling) {
 		t.Errorf("the operator step on nats-server 2.9.10: %v; want ErrNoScheduling", err)
 	}
-	info, err := ensureStream(ctx, js, LedgerConfig{}.withDefaults())
+	info, err := ensureStream(ctx, js, Config{}.withDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestOpenNeverCreatesTheStream(t *testing.T) {
 	ctx := context.Background()
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if _, err := Open(short, js, LedgerConfig{Secret: testSecret}); !errors.Is(err, ErrStreamMissing) || !errors.Is(err, ErrUnavailable) {
+	if _, err := Open(short, js, Config{Secret: testSecret}); !errors.Is(err, ErrStreamMissing) || !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Open without a stream: %v; want ErrStreamMissing", err)
 	}
 	if _, err := js.Stream(ctx, DefaultStream); !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -358,11 +358,11 @@ func TestOpenNeverCreatesTheStream(t *testing.T) {
 	go func() {
 		wait, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		_, err := Open(wait, js, LedgerConfig{Secret: testSecret})
+		_, err := Open(wait, js, Config{Secret: testSecret})
 		opened <- err
 	}()
 	time.Sleep(500 * time.Millisecond)
-	ensure(t, srv.URL(), LedgerConfig{})
+	ensure(t, srv.URL(), Config{})
 	if err := <-opened; err != nil {
 		t.Fatalf("Open after the operator step: %v", err)
 	}
@@ -384,7 +384,7 @@ func TestOpenNamesWhatIsMisconfigured(t *testing.T) {
 		{"deny delete", func(c *jetstream.StreamConfig) { c.DenyDelete = true }, "deny_delete"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sc := LedgerConfig{}.StreamConfig()
+			sc := Config{}.StreamConfig()
 			c.change(&sc)
 			_ = js.DeleteStream(ctx, DefaultStream)
 			// A stream made again right after its delete can meet the old
@@ -400,7 +400,7 @@ func TestOpenNamesWhatIsMisconfigured(t *testing.T) {
 			}
 			short, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			_, err := Open(short, js, LedgerConfig{Secret: testSecret})
+			_, err := Open(short, js, Config{Secret: testSecret})
 			if !errors.Is(err, ErrStreamMisconfigured) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("Open: %v; want ErrStreamMisconfigured naming %s", err, c.want)
 			}
@@ -408,8 +408,8 @@ func TestOpenNamesWhatIsMisconfigured(t *testing.T) {
 	}
 	// A ledger opened on a good stream turns unready when it changes.
 	_ = js.DeleteStream(ctx, DefaultStream)
-	l := dial(t, srv.URL(), LedgerConfig{})
-	sc := LedgerConfig{}.StreamConfig()
+	l := dial(t, srv.URL(), Config{})
+	sc := Config{}.StreamConfig()
 	sc.MaxAge, sc.Duplicates = time.Minute, time.Minute
 	if _, err := js.UpdateStream(ctx, sc); err != nil {
 		t.Fatal(err)
@@ -426,9 +426,9 @@ func TestEnsureStreamKeepsOperatorSettings(t *testing.T) {
 	srv := testenv.StartNATS(t)
 	ctx := context.Background()
 	_, js := connect(t, srv.URL())
-	ensure(t, srv.URL(), LedgerConfig{MaxAge: 30 * 24 * time.Hour})
-	ensure(t, srv.URL(), LedgerConfig{}) // idempotent, keeps the 720h
-	l, err := Open(ctx, js, LedgerConfig{Grace: time.Second, Secret: testSecret})
+	ensure(t, srv.URL(), Config{MaxAge: 30 * 24 * time.Hour})
+	ensure(t, srv.URL(), Config{}) // idempotent, keeps the 720h
+	l, err := Open(ctx, js, Config{Grace: time.Second, Secret: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +448,7 @@ func TestEnsureStreamKeepsOperatorSettings(t *testing.T) {
 // delivered once.
 func TestBatchIsDeduplicatedByItsID(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	l := dial(t, srv.URL(), LedgerConfig{Grace: 200 * time.Millisecond})
+	l := dial(t, srv.URL(), Config{Grace: 200 * time.Millisecond})
 	_, js := connect(t, srv.URL())
 	got := watchDue(t, js, DefaultStream)
 	b := Batch{ID: "batch-1", Grants: []Grant{testGrant("x-1", time.Now()), testGrant("x-2", time.Now())}}
@@ -469,7 +469,7 @@ func TestBatchIsDeduplicatedByItsID(t *testing.T) {
 func TestConcurrentRecordsAreGroupCommitted(t *testing.T) {
 	srv := testenv.StartNATS(t)
 	const grace = 300 * time.Millisecond
-	l := dial(t, srv.URL(), LedgerConfig{Grace: grace, MaxBatch: 64})
+	l := dial(t, srv.URL(), Config{Grace: grace, MaxBatch: 64})
 	_, js := connect(t, srv.URL())
 	got := watchDue(t, js, DefaultStream)
 	const n = 2000
@@ -527,7 +527,7 @@ func TestConcurrentRecordsAreGroupCommitted(t *testing.T) {
 func TestDialOpeningServesUntilTheOperatorStep(t *testing.T) {
 	srv := testenv.StartNATS(t)
 	ctx := context.Background()
-	p, err := DialOpening(ctx, srv.URL(), LedgerConfig{Secret: testSecret})
+	p, err := DialOpening(ctx, srv.URL(), Config{Secret: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,7 +538,7 @@ func TestDialOpeningServesUntilTheOperatorStep(t *testing.T) {
 	if err := p.Record(ctx, testGrant("early", time.Now())); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("Record before the ledger is open: %v; want ErrUnavailable", err)
 	}
-	ensure(t, srv.URL(), LedgerConfig{})
+	ensure(t, srv.URL(), Config{})
 	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if _, err := p.Wait(wait); err != nil {

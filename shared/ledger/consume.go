@@ -1,4 +1,4 @@
-package grant
+package ledger
 
 import (
 	"context"
@@ -89,7 +89,7 @@ func (a Action) String() string {
 // (their context is not cancelled by ctx, only bounded by the handle
 // timeout), releases the messages pulled but not started for redelivery at
 // once, and acks nothing it did not apply. stop waits for all of it.
-func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, opts ...ConsumeOption) (stop func(), err error) {
+func (l *Client) Consume(ctx context.Context, durable string, handle Handler, opts ...ConsumeOption) (stop func(), err error) {
 	o := defaultConsumeOptions()
 	for _, opt := range opts {
 		opt(&o)
@@ -140,7 +140,7 @@ func (l *Ledger) Consume(ctx context.Context, durable string, handle Handler, op
 }
 
 type consumeLoop struct {
-	l        *Ledger
+	l        *Client
 	o        consumeOptions
 	cfg      jetstream.ConsumerConfig
 	handle   Handler          // with the handle timeout

@@ -1,4 +1,4 @@
-package grant
+package ledger
 
 import (
 	"bytes"
@@ -84,7 +84,7 @@ func dueGrant(t *testing.T, js jetstream.JetStream, id string) {
 	publishDue(t, js, body)
 }
 
-func consume(t *testing.T, l *Ledger, h Handler, opts ...ConsumeOption) func() {
+func consume(t *testing.T, l *Client, h Handler, opts ...ConsumeOption) func() {
 	t.Helper()
 	stop, err := l.Consume(context.Background(), "sweeper", h, opts...)
 	if err != nil {
@@ -96,7 +96,7 @@ func consume(t *testing.T, l *Ledger, h Handler, opts ...ConsumeOption) func() {
 
 func TestConsumeRetriesWithBackoffThenAcks(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	l := dial(t, srv.URL(), LedgerConfig{})
+	l := dial(t, srv.URL(), Config{})
 	_, js := connect(t, srv.URL())
 	r := newRecorder()
 	r.fail = func(g Grant, n int) error {
@@ -139,7 +139,7 @@ func waitForIdle(t *testing.T, js jetstream.JetStream) {
 
 func TestConsumeTerminatesWhatCanNeverApply(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	l := dial(t, srv.URL(), LedgerConfig{})
+	l := dial(t, srv.URL(), Config{})
 	_, js := connect(t, srv.URL())
 	r := newRecorder()
 	r.fail = func(g Grant, n int) error {
@@ -168,7 +168,7 @@ func TestConsumeTerminatesWhatCanNeverApply(t *testing.T) {
 // timeout is tried again.
 func TestConsumeFollowsThePipeline(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	l := dial(t, srv.URL(), LedgerConfig{})
+	l := dial(t, srv.URL(), Config{})
 	_, js := connect(t, srv.URL())
 	r := newRecorder()
 	r.fail = func(g Grant, n int) error {
@@ -213,7 +213,7 @@ func TestConsumeFollowsThePipeline(t *testing.T) {
 // secret, and a sealed batch whose grants were altered on the way.
 func TestConsumeNeverAppliesForgeries(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	l := dial(t, srv.URL(), LedgerConfig{})
+	l := dial(t, srv.URL(), Config{})
 	_, js := connect(t, srv.URL())
 	r := newRecorder()
 	consume(t, l, r.handle, WithObserver(r.observe))
@@ -243,7 +243,7 @@ func TestConsumeNeverAppliesForgeries(t *testing.T) {
 
 func TestConsumeStopFinishesInFlightAndReleasesTheRest(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	l := dial(t, srv.URL(), LedgerConfig{})
+	l := dial(t, srv.URL(), Config{})
 	_, js := connect(t, srv.URL())
 	const n = 40
 	for i := range n {
@@ -292,8 +292,8 @@ func TestConsumeStopFinishesInFlightAndReleasesTheRest(t *testing.T) {
 
 func TestConsumersShareTheDurable(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	l1 := dial(t, srv.URL(), LedgerConfig{})
-	l2 := dial(t, srv.URL(), LedgerConfig{})
+	l1 := dial(t, srv.URL(), Config{})
+	l2 := dial(t, srv.URL(), Config{})
 	_, js := connect(t, srv.URL())
 	a, b := newRecorder(), newRecorder()
 	consume(t, l1, a.handle, WithObserver(a.observe))
