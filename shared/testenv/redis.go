@@ -68,8 +68,11 @@ func StartRedisCluster(tb testing.TB) []string {
 	tb.Helper()
 	var addrs []string
 	for range 3 {
+		// The bus port is chosen free like the client port: left to
+		// itself it is the client port + 10000, which another test's
+		// server may hold (seen: a bind failure of the bus port under load).
 		r := StartRedis(tb, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000")
+			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(FreePort(tb)))
 		addrs = append(addrs, r.Addr)
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
