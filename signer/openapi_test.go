@@ -158,6 +158,11 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	env["MINTGATE_TENANT_TIERS"] = "tiny:tenant=1:0.01"
 	const adminToken = "an-admin-token-of-at-least-32-bytes!"
 	env["MINTGATE_ADMIN_TOKEN"] = adminToken
+	// A burst for the whole test and no refill to speak of, so that once
+	// the reads have emptied the bucket below, every read route refuses
+	// (at the default 10 a second a token could come back between two
+	// calls on a loaded machine).
+	env["MINTGATE_READ_LIMIT"] = "60:1/1h"
 	s := start(t, env)
 	ops := &signer{t: t, base: s.ops, clock: s.clock}
 	const sign = "/uploads/sign"
