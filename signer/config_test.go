@@ -97,6 +97,22 @@ func TestJWKSModeNeedsHTTPSAndAudience(t *testing.T) {
 	}
 }
 
+// startWarnings is the signer's configuration of env with set on top of
+// it, and what the signer warns about at start with it.
+func startWarnings(t *testing.T, env, set map[string]string) (cfg, *bytes.Buffer) {
+	t.Helper()
+	for k, v := range set {
+		env[k] = v
+	}
+	c, err := loadConfig(mapEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	warnRisky(slog.New(slog.NewJSONHandler(&out, nil)), c)
+	return c, &out
+}
+
 // The warning about anonymous callers read by their socket address fires
 // when MINTGATE_IP_SOURCE was left to its default, not when an operator set
 // remote on purpose (clients connecting directly, as on the local stack).
@@ -119,15 +135,7 @@ func TestRemoteIPWarningOnlyWhenDefaulted(t *testing.T) {
 				"MINTGATE_ANON_TENANTS":     "demo",
 				"MINTGATE_IP_HASH_SECRET":   "an-ip-hash-secret-of-32-bytes!!!",
 			}
-			for k, v := range tc.set {
-				env[k] = v
-			}
-			c, err := loadConfig(mapEnv(env))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out bytes.Buffer
-			warnRisky(slog.New(slog.NewJSONHandler(&out, nil)), c)
+			_, out := startWarnings(t, env, tc.set)
 			if got := strings.Contains(out.String(), "MINTGATE_IP_SOURCE=remote"); got != tc.warn {
 				t.Errorf("warned %v, want %v:\n%s", got, tc.warn, out.String())
 			}
@@ -158,15 +166,7 @@ func TestHS256WithoutAudienceWarns(t *testing.T) {
 				"MINTGATE_GRANT_SECRET":     testenv.GrantSecret,
 				"MINTGATE_JWT_HS256_SECRET": secret,
 			}
-			for k, v := range tc.set {
-				env[k] = v
-			}
-			c, err := loadConfig(mapEnv(env))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out bytes.Buffer
-			warnRisky(slog.New(slog.NewJSONHandler(&out, nil)), c)
+			c, out := startWarnings(t, env, tc.set)
 			if got := strings.Contains(out.String(), "without MINTGATE_JWT_AUDIENCE"); got != tc.warnAud {
 				t.Errorf("audience warning %v, want %v:\n%s", got, tc.warnAud, out.String())
 			}
