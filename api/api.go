@@ -25,3 +25,70 @@ type UploadHeaders struct {
 	ContentType   string `json:"Content-Type"`
 	IfNoneMatch   string `json:"If-None-Match"`
 }
+
+// MultipartResponse is the 201 body of POST /uploads/multipart (and of its
+// replay, with 200): a multipart grant. Its parts are signed by POST
+// /uploads/{urlId}/parts; every part is PartSize bytes but the last.
+type MultipartResponse struct {
+	URLID     string    `json:"urlId"`
+	Key       string    `json:"key"`
+	UploadID  string    `json:"uploadId"`
+	PartSize  int64     `json:"partSize"`
+	PartCount int       `json:"partCount"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	ExpiresIn int64     `json:"expiresIn"`
+}
+
+// PartsRequest is the body of POST /uploads/{urlId}/parts.
+type PartsRequest struct {
+	PartNumbers []int `json:"partNumbers"`
+}
+
+// PartsResponse is its 200 body: one presigned PUT per part asked for.
+type PartsResponse struct {
+	Parts []SignedPart `json:"parts"`
+}
+
+// SignedPart is one part's presigned PUT and the header it must carry.
+type SignedPart struct {
+	PartNumber int         `json:"partNumber"`
+	URL        string      `json:"url"`
+	Method     string      `json:"method"`
+	Headers    PartHeaders `json:"headers"`
+}
+
+// PartHeaders are the headers a part's PUT must send: its exact length.
+type PartHeaders struct {
+	ContentLength string `json:"Content-Length"`
+}
+
+// PartList is the 200 body of GET /uploads/{urlId}/parts: what S3 holds.
+type PartList struct {
+	Parts []ListedPart `json:"parts"`
+}
+
+// ListedPart is one uploaded part.
+type ListedPart struct {
+	PartNumber int    `json:"partNumber"`
+	Size       int64  `json:"size"`
+	ETag       string `json:"etag"`
+}
+
+// CompleteRequest is the body of POST /uploads/{urlId}/complete: every
+// part of the object, ascending, with the ETag its PUT answered.
+type CompleteRequest struct {
+	Parts []CompletedPart `json:"parts"`
+}
+
+// CompletedPart names one part of a complete.
+type CompletedPart struct {
+	PartNumber int    `json:"partNumber"`
+	ETag       string `json:"etag"`
+}
+
+// CompleteResponse is the 200 body of a complete, and of its retries.
+type CompleteResponse struct {
+	URLID string `json:"urlId"`
+	Key   string `json:"key"`
+	Size  int64  `json:"size"`
+}

@@ -33,7 +33,7 @@ const (
 	// stored. Also what a completer with events off writes.
 	markerDone = "1"
 	// markerUnpublished: the upload is done, its event may not be stored yet.
-	markerUnpublished = "pending"
+	markerUnpublished = quota.DoneUnpublished
 )
 
 // completer is the service's business: an upload that happened gets its

@@ -112,7 +112,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	}
 	s.Signer, s.SignerURL = startService(t, "./signer", common, testenv.S3Env(in.S3Endpoint, in.Bucket), signerEnv, opts.Extra, opts.SignerExtra)
 	s.Completer, s.CompleterURL = startService(t, "./completer", common, completerEnv, opts.Extra)
-	s.Sweeper, s.SweeperURL = startService(t, "./sweeper", common, opts.Extra, opts.SweeperExtra)
+	s.Sweeper, s.SweeperURL = startService(t, "./sweeper", common, testenv.S3Env(in.S3Endpoint, in.Bucket), opts.Extra, opts.SweeperExtra)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for name, p := range map[string]*testenv.Process{"signer": s.Signer, "completer": s.Completer, "sweeper": s.Sweeper} {

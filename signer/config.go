@@ -11,6 +11,7 @@ import (
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/ledger"
+	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
 
@@ -58,6 +59,10 @@ type cfg struct {
 	SweepGrace   time.Duration
 	MaxObject    int64
 	ContentTypes map[string]bool
+	// Multipart is how multipart grants are cut and how long they live
+	// (MINTGATE_MAX_MULTIPART_BYTES, MINTGATE_MULTIPART_PART_BYTES,
+	// MINTGATE_MULTIPART_TTL).
+	Multipart multipartLimits
 
 	// Degraded decides without Redis, while it is unavailable, from
 	// in-process buckets holding DegradedShare of every limit
@@ -118,8 +123,45 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		e.Fail("MINTGATE_OPS_ADDR", "%q is MINTGATE_HTTP_ADDR too: /metrics must not be on the public port", c.OpsAddr)
 	}
 	c.MaxObject, c.ContentTypes = uploadLimits(e)
+	c.Multipart = readMultipartLimits(e)
 	operatorSettings(e, &c)
 	return c, e.Err()
+}
+
+// multipartLimits bound a multipart grant.
+type multipartLimits struct {
+	MaxObject int64         // the largest object
+	PartSize  int64         // every part's size but the last
+	TTL       time.Duration // the grant's life
+}
+
+// Defaults of multipartLimits.
+const (
+	defaultMaxMultipart = 5 << 30
+	defaultPartSize     = 16 << 20
+)
+
+// readMultipartLimits reads MINTGATE_MAX_MULTIPART_BYTES,
+// MINTGATE_MULTIPART_PART_BYTES and MINTGATE_MULTIPART_TTL: parts S3
+// accepts, and no more than its 10,000 of them for the largest object.
+func readMultipartLimits(e *config.Env) multipartLimits {
+	l := multipartLimits{
+		MaxObject: e.Int("MINTGATE_MAX_MULTIPART_BYTES", defaultMaxMultipart),
+		PartSize:  e.Int("MINTGATE_MULTIPART_PART_BYTES", defaultPartSize),
+		TTL:       e.MultipartTTL(),
+	}
+	switch {
+	case l.MaxObject < 1 || l.MaxObject > multipart.MaxObjectSize:
+		e.Fail("MINTGATE_MAX_MULTIPART_BYTES", "%d must be between 1 and %d, S3's largest object", l.MaxObject, int64(multipart.MaxObjectSize))
+	case l.PartSize < multipart.MinPartSize || l.PartSize > multipart.MaxPartSize:
+		e.Fail("MINTGATE_MULTIPART_PART_BYTES", "%d must be between %d (5 MiB) and %d (5 GiB), S3's part sizes", l.PartSize, multipart.MinPartSize, int64(multipart.MaxPartSize))
+	default:
+		if n := (multipart.Layout{Size: l.MaxObject, PartSize: l.PartSize}).Count(); n > multipart.MaxParts {
+			e.Fail("MINTGATE_MULTIPART_PART_BYTES", "%d cuts MINTGATE_MAX_MULTIPART_BYTES (%d) into %d parts; S3 allows %d: raise the part size to at least %d",
+				l.PartSize, l.MaxObject, n, multipart.MaxParts, (l.MaxObject+multipart.MaxParts-1)/multipart.MaxParts)
+		}
+	}
+	return l
 }
 
 // uploadLimits reads what a sign may ask for: the largest object and the

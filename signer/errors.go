@@ -13,7 +13,9 @@ import (
 )
 
 // The stable error codes of docs/api.md, and the few this service adds
-// (not_found, method_not_allowed, presign_unavailable, internal_error).
+// (not_found, method_not_allowed, presign_unavailable, internal_error), and
+// the multipart routes' (storage_unavailable, grant_closed, size_mismatch,
+// not_abortable).
 const (
 	codeKeyRequired      = "idempotency_key_required"
 	codeKeyInvalid       = "idempotency_key_invalid"
@@ -29,6 +31,10 @@ const (
 	codeLimiterDown      = "limiter_unavailable"
 	codeLedgerDown       = "grant_ledger_unavailable"
 	codePresignDown      = "presign_unavailable"
+	codeStorageDown      = "storage_unavailable" // S3 did not answer a multipart call
+	codeGrantClosed      = "grant_closed"        // a multipart grant completed, aborted or past its life
+	codeSizeMismatch     = "size_mismatch"       // a complete whose parts do not add up to contentLength
+	codeNotAbortable     = "not_abortable"       // DELETE of a single PUT's grant, or of a completed upload
 	codeNotFound         = "not_found"
 	codeMethodNotAllowed = "method_not_allowed"
 	codeInternal         = "internal_error"

@@ -320,11 +320,7 @@ var finishBackoff = backoff.Policy{Min: 50 * time.Millisecond, Max: 200 * time.M
 // grant record, in one step, shared with the tenant's concurrent Finishes
 // (quota.FinishCoalescer), retrying a failed write a few times: a failed
 // call fails each Finish in it, and each caller retries its own.
-func (g *gate) finish(ctx context.Context, a attempt, urlID string, body []byte, expiresAt time.Time, ttl, grace time.Duration) error {
-	f := quota.Finished{
-		URLID: urlID, Subject: a.who.Subject, Body: body, ExpiresAt: expiresAt,
-		RecordTTL: ttl, GrantTTL: quota.GrantRecordTTL(ttl, grace),
-	}
+func (g *gate) finish(ctx context.Context, a attempt, f quota.Finished) error {
 	var err error
 	for i := range finishAttempts {
 		if i > 0 {

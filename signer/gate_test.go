@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
@@ -35,7 +36,10 @@ func TestGateFinishesGathered(t *testing.T) {
 	errs := make([]error, n)
 	for i := range as {
 		wg.Go(func() {
-			errs[i] = g.finish(ctx, as[i], fmt.Sprintf("g%d", i), fmt.Appendf(nil, `{"i":%d}`, i), time.Now().Add(time.Minute), time.Minute, 30*time.Second)
+			errs[i] = g.finish(ctx, as[i], quota.Finished{
+				URLID: fmt.Sprintf("g%d", i), Subject: as[i].who.Subject, Body: fmt.Appendf(nil, `{"i":%d}`, i), ExpiresAt: time.Now().Add(time.Minute),
+				RecordTTL: time.Minute, GrantTTL: quota.GrantRecordTTL(time.Minute, 30*time.Second),
+			})
 		})
 	}
 	wg.Wait()

@@ -18,6 +18,7 @@ type metrics struct {
 	cancelPending prometheus.Gauge         // cancels queued or being retried
 	lateSpends    prometheus.Counter       // spends Redis answered Late in time: its clock is ahead of the estimate
 	shadowDenied  *prometheus.CounterVec   // signs a short bucket would have refused, issued in shadow mode, by scope
+	multipart     *prometheus.CounterVec   // multipart requests by step and outcome
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -67,6 +68,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mintgate_signer_shadow_denied_total",
 			Help: "Signs of tenants in shadow mode (MINTGATE_SHADOW_TENANTS) that a short bucket would have refused, issued anyway, by scope: caller or tenant.",
 		}, []string{"scope"}),
+		multipart: factory.NewCounterVec(prometheus.CounterOpts{
+			Name: "mintgate_signer_multipart_total",
+			Help: "Multipart requests by step (create, parts, list, complete, abort) and outcome. A create's decision is also counted in mintgate_signer_signs_total, as a sign's.",
+		}, []string{"step", "outcome"}),
 		lateSpends: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_signer_late_spends_total",
 			Help: "Spends Redis answered in time but judged late by its own clock, then retried without a deadline: " +

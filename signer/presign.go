@@ -64,7 +64,7 @@ type upload struct {
 // run, else the SDK's default chain (shared files, SSO, IMDS, IRSA …).
 // It fails when no credentials can be found, so a misconfigured signer
 // does not start.
-func newPresigner(ctx context.Context, c cfg) (*presigner, error) {
+func newPresigner(ctx context.Context, c cfg) (*presigner, *s3.Client, error) {
 	var opts []func(*awsconfig.LoadOptions) error
 	if c.S3.Region != "" {
 		opts = append(opts, awsconfig.WithRegion(c.S3.Region))
@@ -77,30 +77,19 @@ func newPresigner(ctx context.Context, c cfg) (*presigner, error) {
 	}))
 	ac, err := dial.AWS(ctx, c.AWS, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("s3 presigner (region from MINTGATE_S3_REGION or AWS_REGION): %w", err)
+		return nil, nil, fmt.Errorf("s3 presigner (region from MINTGATE_S3_REGION or AWS_REGION): %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := ac.Credentials.Retrieve(cctx); err != nil {
-		return nil, fmt.Errorf("aws credentials: %w", err)
+		return nil, nil, fmt.Errorf("aws credentials: %w", err)
 	}
-	client := s3.NewFromConfig(ac, bucketAddressing(c.S3.Endpoint, c.S3.PathStyle))
+	client := s3.NewFromConfig(ac, dial.S3Addressing(c.S3.Endpoint, c.S3.PathStyle))
 	p, err := presignerFor(ctx, client.Options(), c.S3.Bucket)
 	if err != nil {
-		return nil, fmt.Errorf("s3 presigner (MINTGATE_S3_BUCKET, MINTGATE_S3_ENDPOINT, MINTGATE_S3_PATH_STYLE): %w", err)
+		return nil, nil, fmt.Errorf("s3 presigner (MINTGATE_S3_BUCKET, MINTGATE_S3_ENDPOINT, MINTGATE_S3_PATH_STYLE): %w", err)
 	}
-	return p, nil
-}
-
-// bucketAddressing applies MINTGATE_S3_ENDPOINT (empty: AWS's own) and
-// MINTGATE_S3_PATH_STYLE to an S3 client.
-func bucketAddressing(endpoint string, pathStyle bool) func(*s3.Options) {
-	return func(o *s3.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = aws.String(endpoint)
-		}
-		o.UsePathStyle = pathStyle
-	}
+	return p, client, nil
 }
 
 // presignerFor signs for bucket with an S3 client's resolved options: its

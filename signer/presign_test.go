@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/uuid"
+
+	"github.com/mintgate/mintgate/shared/dial"
 )
 
 // The URL a client gets signs exactly what docs/api.md promises: the host, the
@@ -129,7 +131,7 @@ func TestPresignedURLIsTheSDKsByteForByte(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			creds := &rotatingCreds{c: aws.Credentials{AccessKeyID: akid, SecretAccessKey: secret, SessionToken: tc.token}}
-			opts := []func(*s3.Options){bucketAddressing(tc.endpoint, tc.pathStyle)}
+			opts := []func(*s3.Options){dial.S3Addressing(tc.endpoint, tc.pathStyle)}
 			if tc.opt != nil {
 				opts = append(opts, tc.opt)
 			}
@@ -289,8 +291,8 @@ func FuzzPresignMatchesV4Signer(f *testing.F) {
 	creds := &rotatingCreds{}
 	var presigners []*presigner
 	for _, opt := range []func(*s3.Options){
-		bucketAddressing("", false),
-		bucketAddressing("http://127.0.0.1:9/base", true),
+		dial.S3Addressing("", false),
+		dial.S3Addressing("http://127.0.0.1:9/base", true),
 	} {
 		creds.c = aws.Credentials{AccessKeyID: "AKIDMINTGATETEST", SecretAccessKey: "secret"}
 		client := s3.NewFromConfig(aws.Config{Region: "eu-west-1", Credentials: creds}, opt)

@@ -96,6 +96,30 @@ func decodeSignRequest(key string, body io.Reader, p signPolicy) (signRequest, *
 	return signRequest{Key: key, ContentType: *w.ContentType, ContentLength: *w.ContentLength}, nil
 }
 
+// decodeJSON reads a body of at most limit bytes holding exactly one JSON
+// object of v's shape, no unknown fields. Every failure is a 4xx apiError.
+func decodeJSON(body io.Reader, limit int, v any) *apiError {
+	if body == nil {
+		body = http.NoBody
+	}
+	raw, err := io.ReadAll(io.LimitReader(body, int64(limit)+1))
+	if err != nil {
+		return newError(http.StatusBadRequest, codeInvalidRequest, "could not read the body")
+	}
+	if len(raw) > limit {
+		return newError(http.StatusRequestEntityTooLarge, codeTooLarge, "the request body is above %d bytes", limit)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return newError(http.StatusBadRequest, codeInvalidRequest, "%s", jsonProblem(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return newError(http.StatusBadRequest, codeInvalidRequest, "the body must be exactly one JSON object")
+	}
+	return nil
+}
+
 // validIdempotencyKey is 1 to 255 characters of 0x21–0x7E.
 func validIdempotencyKey(k string) bool {
 	if len(k) == 0 || len(k) > maxKeyLen {

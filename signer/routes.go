@@ -16,6 +16,18 @@ func addRoutes(e *echo.Echo, d deps) {
 	e.POST("/uploads/sign", handleSign(d))
 	e.GET("/uploads/quota", handleQuota(d), reads)
 	e.GET("/uploads/:urlId", handleStatus(d), reads)
+	// Multipart grants: the create is charged as a sign; the rest cost
+	// Redis and S3 calls but no token, so they are limited as the reads.
+	e.POST("/uploads/multipart", handleMultipartCreate(d))
+	e.POST("/uploads/:urlId/parts", handleSignParts(d), reads)
+	e.GET("/uploads/:urlId/parts", handleListParts(d), reads)
+	e.POST("/uploads/:urlId/complete", handleComplete(d), reads)
+	e.DELETE("/uploads/:urlId", handleAbort(d), reads)
+	// DELETE /uploads/:urlId would take these for urlIds: they are routes
+	// of their own, with no DELETE.
+	for _, p := range []string{"/uploads/sign", "/uploads/quota", "/uploads/multipart"} {
+		e.DELETE(p, func(echo.Context) error { return echo.ErrMethodNotAllowed })
+	}
 	e.GET("/healthz", echo.WrapHandler(ops.Healthz()))
 	e.GET("/readyz", echo.WrapHandler(ops.Readyz(d.checks...)), reads)
 	if d.cfg.DemoPage {

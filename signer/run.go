@@ -12,6 +12,7 @@ import (
 	"github.com/mintgate/mintgate/shared/auth"
 	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/ledger"
+	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/service"
 	"github.com/mintgate/mintgate/shared/tiers"
@@ -70,9 +71,11 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if d.reads == nil {
 		d.reads = newReadLimiter(c.ReadLimit, c.ReadLimitOn, d.ident.ip)
 	}
-	if d.presign, err = newPresigner(ctx, c); err != nil {
+	presign, s3c, err := newPresigner(ctx, c)
+	if err != nil {
 		return err
 	}
+	d.presign, d.uploads = presign, multipart.New(s3c, c.S3.Bucket)
 	if d.ledger == nil {
 		// Opened in the background: while the stream is missing or
 		// misconfigured (the operator step has not run) the signer serves,

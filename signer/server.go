@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
@@ -21,6 +22,7 @@ type deps struct {
 	ident   *identity
 	gate    *gate
 	presign *presigner
+	uploads *multipart.Uploads // the multipart routes' S3 calls
 	ledger  recorder
 	metrics *metrics
 	reg     *prometheus.Registry

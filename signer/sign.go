@@ -235,7 +235,7 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 		// and no status; its ledger record still refunds it if unused.
 		d.count("issued_degraded")
 	default:
-		if err := d.gate.finish(ctx, a, urlID, body, expiresAt, d.cfg.URLTTL, d.cfg.SweepGrace); err != nil {
+		if err := d.gate.finish(ctx, a, d.finished(a, urlID, body, expiresAt, d.cfg.URLTTL)); err != nil {
 			// The URL is paid for and in the ledger, so it is still issued;
 			// only a replay of this key and its status lookup are lost.
 			d.metrics.finishFailed.Inc()
@@ -244,6 +244,15 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 		d.count("issued")
 	}
 	return body, nil
+}
+
+// finished is what gate.finish stores of a's grant urlID, which lives
+// ttl until expiresAt: the body a replay answers and the grant record.
+func (d deps) finished(a attempt, urlID string, body []byte, expiresAt time.Time, ttl time.Duration) quota.Finished {
+	return quota.Finished{
+		URLID: urlID, Subject: a.who.Subject, Body: body, ExpiresAt: expiresAt,
+		RecordTTL: ttl, GrantTTL: quota.GrantRecordTTL(ttl, d.cfg.SweepGrace),
+	}
 }
 
 // refund gives back the token of a sign that issues no URL, and marks its

@@ -15,6 +15,7 @@ const (
 	statusCompleted = "completed" // the object was created (done marker)
 	statusExpired   = "expired"   // expired unused; the refund is due after the grace
 	statusRefunded  = "refunded"  // expired unused and its token given back
+	statusAborted   = "aborted"   // a multipart upload aborted (DELETE, or the sweeper after its life) and its tokens given back
 )
 
 type statusResponse struct {
@@ -55,6 +56,8 @@ func handleStatus(d deps) echo.HandlerFunc {
 		switch {
 		case st.Done:
 			resp.Status = statusCompleted
+		case st.Refunded && st.Multipart != "":
+			resp.Status = statusAborted
 		case st.Refunded:
 			resp.Status = statusRefunded
 		case d.now().Before(at):

@@ -14,6 +14,10 @@ type settings struct {
 	Redis    config.Redis
 	NATS     config.NATS
 	HTTPAddr string
+	// S3 is the bucket of the multipart uploads the sweeper aborts, and
+	// AWS its credentials (empty: the SDK's chain).
+	S3  config.S3
+	AWS config.AWS
 	// Limits holds Tiers (MINTGATE_TIERS with MINTGATE_TENANT_TIERS'
 	// overrides: each refund is capped by them) and TiersFile
 	// (MINTGATE_TENANT_TIERS_FILE: more overrides, re-read while running).
@@ -41,6 +45,8 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		Redis:        e.Redis(),
 		NATS:         e.NATS(),
 		HTTPAddr:     e.HTTPAddr(defaultHTTPAddr),
+		S3:           e.S3(),
+		AWS:          e.AWS(),
 		Limits:       tiers.ReadLimits(e),
 		Grace:        e.SweepGrace(),
 		Secret:       ledger.ReadSecret(e),

@@ -14,6 +14,7 @@ func TestSettingsShareTheSignersForms(t *testing.T) {
 	vars := map[string]string{
 		"MINTGATE_GRANT_SECRET": testenv.GrantSecret,
 		"MINTGATE_NATS_URL":     "wss://nats.example:443,ws://127.0.0.1:8080",
+		"MINTGATE_S3_BUCKET":    testenv.VersityBucket,
 	}
 	s, err := loadSettings(func(k string) string { return vars[k] })
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"testing"
 	"time"
@@ -87,6 +88,7 @@ func (s *stack) env(extra map[string]string) func(string) string {
 		"MINTGATE_REDIS_TIMEOUT": "150ms",
 		"MINTGATE_GRANT_SECRET":  testenv.GrantSecret,
 	}
+	maps.Copy(vars, testenv.UnusedS3Env())
 	for k, v := range extra {
 		vars[k] = v
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/mintgate/mintgate/shared/ledger"
+	"github.com/mintgate/mintgate/shared/multipart"
 )
 
 // metrics are what an operator watches: how many grants came due, what
@@ -23,6 +24,7 @@ type metrics struct {
 	trimFailures    prometheus.Counter
 	rescued         prometheus.Counter
 	early           prometheus.Counter
+	aborts          *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		errors: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_errors_total",
-			Help: "Deliveries not applied: kind=redis (retried with backoff) or malformed (terminated).",
+			Help: "Deliveries not applied: kind=redis (Redis or, for multipart grants, S3 unavailable: retried with backoff) or malformed (terminated).",
 		}, []string{"kind"}),
 		skipped: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_skipped_total",
@@ -69,6 +71,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mintgate_sweeper_early_total",
 			Help: "Grant batches delivered before their grants' due time (a copy re-published early, or clocks apart): held, and applied only once due.",
 		}),
+		aborts: factory.NewCounterVec(prometheus.CounterOpts{
+			Name: "mintgate_sweeper_multipart_aborts_total",
+			Help: "Due multipart grants' uploads ended in S3 before their refund, by outcome: aborted (now), completed (never refunded), gone (aborted before: a DELETE, or an earlier delivery), error (S3 unavailable: the batch is retried).",
+		}, []string{"outcome"}),
 		rescued: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_sweeper_rescued_batches_total",
 			Help: "Grant batches applied from their schedule because nats-server had not fired it 30 s after it was due (a stuck scheduler); their grants count in grants_swept too.",
@@ -76,6 +82,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.errors.WithLabelValues("redis")
 	m.errors.WithLabelValues("malformed")
+	for _, e := range []multipart.Ending{multipart.Aborted, multipart.Completed, multipart.AbortedBefore} {
+		m.aborts.WithLabelValues(e.String())
+	}
+	m.aborts.WithLabelValues(abortError)
 	for _, r := range []string{outcomeDegraded, outcomeShadow, outcomeStale, outcomeMalformed} {
 		m.skipped.WithLabelValues(r)
 	}

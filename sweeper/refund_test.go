@@ -98,6 +98,7 @@ func TestRefundIsCappedByTheTenantOverride(t *testing.T) {
 		"MINTGATE_TIERS":        testTiers,
 		"MINTGATE_TENANT_TIERS": tenant + ":user=3:0.001,tenant=7:0.001",
 		"MINTGATE_GRANT_SECRET": testenv.GrantSecret,
+		"MINTGATE_S3_BUCKET":    testenv.VersityBucket,
 	}
 	cfg, err := loadSettings(func(k string) string { return vars[k] })
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/ledger"
+	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/service"
@@ -131,8 +132,13 @@ func newSweeper(ctx context.Context, cfg settings, rdb redis.UniversalClient, re
 		return nil, err
 	}
 	live.WatchAndLog(ctx, reg, log)
+	s3c, err := dial.S3(ctx, cfg.AWS, cfg.S3)
+	if err != nil {
+		return nil, err
+	}
 	return &sweeper{
 		refunder: &refunder{store: quota.New(rdb), tiers: cfg.Tiers, live: live, now: time.Now},
+		uploads:  multipart.New(s3c, cfg.S3.Bucket),
 		grace:    cfg.Grace,
 		metrics:  m,
 		log:      log,
@@ -147,9 +153,11 @@ func consume(ctx context.Context, lc *ledger.Client, sw *sweeper, cfg settings, 
 		ledger.WithObserver(m.observe),
 		ledger.WithTrimInterval(cfg.TrimInterval),
 		ledger.WithTrimObserver(m.trimmed),
-		// A handler call is one script bounded by the Redis timeout; this
-		// only caps how long a shutdown waits for the ones in flight.
-		ledger.WithHandleTimeout(max(5*time.Second, 10*cfg.Redis.Timeout)),
+		// A handler call is one script bounded by the Redis timeout, and for
+		// a batch of multipart grants their S3 aborts (endParallel at a
+		// time); this caps it, and how long a shutdown waits for the ones
+		// in flight.
+		ledger.WithHandleTimeout(max(30*time.Second, 10*cfg.Redis.Timeout)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("consume due grants: %w", err)

@@ -13,6 +13,7 @@ import (
 // shared/ledger does the acking, retrying and terminating around it.
 type sweeper struct {
 	refunder *refunder
+	uploads  uploadEnder // ends multipart grants' uploads before their refund
 	grace    time.Duration
 	metrics  *metrics
 	log      *slog.Logger
@@ -63,6 +64,11 @@ func (s *sweeper) handle(ctx context.Context, b ledger.Batch) error {
 			outs[i] = outcomeStale
 		}
 	}
+	busy, err := s.endUploads(ctx, b.Grants, outs)
+	if err != nil {
+		return err
+	}
+	notDue = later(notDue, busy)
 	if err := s.refunder.refundAll(ctx, b.Grants, outs); err != nil {
 		return err
 	}

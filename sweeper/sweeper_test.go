@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -276,6 +277,7 @@ func TestStartRefusedWithoutScheduling(t *testing.T) {
 		"MINTGATE_HTTP_ADDR":    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 		"MINTGATE_GRANT_SECRET": testenv.GrantSecret,
 	}
+	maps.Copy(vars, testenv.UnusedS3Env())
 	var out testenv.Buffer
 	err := run(context.Background(), []string{"sweeper"}, func(k string) string { return vars[k] }, &out)
 	if err == nil || !strings.Contains(err.Error(), "2.9.10") || !strings.Contains(err.Error(), "scheduling") {

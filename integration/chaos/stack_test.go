@@ -100,7 +100,7 @@ func startStack(t *testing.T, p plan, topo topology) *stack {
 	}
 	for range 2 {
 		st.signers = append(st.signers, testenv.StartService(t, "./signer", common, testenv.S3Env(s3.Endpoint, s3.Bucket), signerEnv))
-		st.sweepers = append(st.sweepers, testenv.StartService(t, "./sweeper", common))
+		st.sweepers = append(st.sweepers, testenv.StartService(t, "./sweeper", common, testenv.S3Env(s3.Endpoint, s3.Bucket)))
 	}
 	st.completer = testenv.StartService(t, "./completer", common, completerEnv)
 	t.Cleanup(func() {

@@ -15,6 +15,13 @@ const (
 	DefaultSweepGrace = 30 * time.Second
 	// MaxURLTTL is the longest expiry SigV4 presigning allows.
 	MaxURLTTL = 7 * 24 * time.Hour
+	// DefaultMultipartTTL is how long a multipart grant lives
+	// (MINTGATE_MULTIPART_TTL).
+	DefaultMultipartTTL = time.Hour
+	// MaxMultipartTTL is the longest: far inside the day every marker of
+	// a grant's end lives (quota.MarkerTTL), and inside the bucket's
+	// AbortIncompleteMultipartUpload rule of one day.
+	MaxMultipartTTL = 12 * time.Hour
 )
 
 // HTTPAddr reads MINTGATE_HTTP_ADDR, where a service listens (its API, or
@@ -45,6 +52,17 @@ func (e *Env) URLTTL() time.Duration {
 	d := e.Duration(name, DefaultURLTTL)
 	if d < time.Second || d > MaxURLTTL {
 		e.Fail(name, "%v must be between 1s and %v (the SigV4 presign limit)", d, MaxURLTTL)
+	}
+	return d
+}
+
+// MultipartTTL reads MINTGATE_MULTIPART_TTL, the life of a multipart
+// grant: between one minute and MaxMultipartTTL.
+func (e *Env) MultipartTTL() time.Duration {
+	const name = "MINTGATE_MULTIPART_TTL"
+	d := e.Duration(name, DefaultMultipartTTL)
+	if d < time.Minute || d > MaxMultipartTTL {
+		e.Fail(name, "%v must be between 1m and %v", d, MaxMultipartTTL)
 	}
 	return d
 }

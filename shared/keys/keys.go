@@ -64,6 +64,11 @@ func Done(tenant, urlID string) string { return "sign:done:" + tag(tenant) + ":"
 // Refunded is the marker the sweeper sets when it refunded a grant.
 func Refunded(tenant, urlID string) string { return "sign:refunded:" + tag(tenant) + ":" + urlID }
 
+// Closing is a multipart grant's closing record: the claims that keep its
+// complete (the signer's) and its abort (a DELETE's, the sweeper's) from
+// ever running at once (quota.Store.Close).
+func Closing(tenant, urlID string) string { return "sign:closing:" + tag(tenant) + ":" + urlID }
+
 // Grant is the signer's record of an issued grant, read by GET /uploads/{urlId}.
 func Grant(tenant, urlID string) string { return "sign:grant:" + tag(tenant) + ":" + urlID }
 

@@ -83,7 +83,7 @@ func newCommitter(cfg gather.Config, newID func() string, publish func(Batch) er
 // gave up before its batch left is not sent: storing it would be harmless,
 // since the undo's marker stops its refund, but useless.
 func (c *committer) record(ctx context.Context, g Grant) error {
-	res, gaveUp := c.g.Do(ctx, "", g)
+	res, gaveUp := c.g.Do(ctx, lane(g), g)
 	switch {
 	case errors.Is(gaveUp, gather.ErrClosed):
 		return errClosed
@@ -91,6 +91,16 @@ func (c *committer) record(ctx context.Context, g Grant) error {
 		return fmt.Errorf("grant %s: waiting for the ledger's ack: %w", g.URLID, gaveUp)
 	}
 	return res
+}
+
+// lane is the batch lane of g: a batch falls due with the latest of its
+// grants, so multipart grants, which live far longer than a URL, travel
+// apart from single PUTs and never hold back their refunds.
+func lane(g Grant) string {
+	if g.UploadID != "" {
+		return "multipart"
+	}
+	return ""
 }
 
 // close sends what is queued, waits for every publish, and refuses every

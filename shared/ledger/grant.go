@@ -18,11 +18,17 @@ import (
 // Grant is one issued URL: what the sweeper needs to refund its token if the
 // upload never happened.
 type Grant struct {
-	URLID     string    `json:"urlId"`
-	Tenant    string    `json:"tenant"`
-	Tier      string    `json:"tier"`    // the tier the caller's token came from: "user" or "anonymous"
-	Subject   string    `json:"subject"` // the caller's bucket subject: "u:<user>" or "a:<ip hash>"
-	Key       string    `json:"key"`     // the object key, incoming/<tenant>/<urlId>
+	URLID   string `json:"urlId"`
+	Tenant  string `json:"tenant"`
+	Tier    string `json:"tier"`    // the tier the caller's token came from: "user" or "anonymous"
+	Subject string `json:"subject"` // the caller's bucket subject: "u:<user>" or "a:<ip hash>"
+	Key     string `json:"key"`     // the object key, incoming/<tenant>/<urlId>
+	// UploadID marks a multipart grant: the S3 upload the signer created
+	// for Key. A sweeper aborts it before it refunds the grant, and never
+	// refunds one that was completed. Empty for a single PUT. Roll
+	// sweepers out before signers that set it: an older sweeper would
+	// refund the grant without aborting its upload.
+	UploadID  string    `json:"uploadId,omitempty"`
 	IssuedAt  time.Time `json:"issuedAt"`
 	ExpiresAt time.Time `json:"expiresAt"`
 	// DueAt is the earliest time the grant may be refunded: its expiry

@@ -1,6 +1,7 @@
 -- Finish a sign once its grant is in the ledger, as a
 -- function: the idempotency record becomes done with the 201 body, and the
--- grant record that GET /uploads/{urlId} reads is written, in one step. It
+-- grant record that GET /uploads/{urlId} reads (with a multipart grant's
+-- record, which its parts, complete and abort read) is written, in one step. It
 -- moves no tokens, so it does not compose the bucket core. finish.lua calls
 -- it once, finish_many.lua once per finish of a batch, in order.
 --
@@ -18,6 +19,9 @@ local function finish(keys, k, argv, a)
     redis.call('PEXPIRE', idem, argv[a + FINISH.record_ttl])
   end
   redis.call('HSET', grant, 'expiresAt', argv[a + FINISH.expires_at], 'subject', argv[a + FINISH.subject])
+  if argv[a + FINISH.multipart] ~= '' then
+    redis.call('HSET', grant, 'multipart', argv[a + FINISH.multipart])
+  end
   redis.call('PEXPIRE', grant, argv[a + FINISH.grant_ttl])
   return 1
 end

@@ -105,6 +105,7 @@ var (
 		layout.Value("expires_at", func(f Finishing) any { return f.Finished.ExpiresAt.UnixMilli() }),
 		layout.Value("subject", func(f Finishing) any { return f.Finished.Subject }),
 		layout.Value("grant_ttl", func(f Finishing) any { return f.Finished.GrantTTL.Milliseconds() }),
+		layout.Value("multipart", func(f Finishing) any { return f.Finished.Multipart }), // '' for a single PUT
 	)
 	finishManyKeys = layout.Args("FINISH_MANY_KEYS", layout.Rest[struct{}]("finishes", finishKeys))
 	finishManyArgs = layout.Args("FINISH_MANY", layout.Rest[struct{}]("finishes", finishArgs))
@@ -161,6 +162,27 @@ var (
 	)
 )
 
+// closing is one run of close.lua.
+type closing struct {
+	tenant, urlID, mode, nonce string
+	lease                      time.Duration
+}
+
+// Close (close.lua).
+var (
+	closeKeys = layout.Args("CLOSE_KEYS",
+		layout.Value("done", func(c closing) string { return keys.Done(c.tenant, c.urlID) }),
+		layout.Value("refunded", func(c closing) string { return keys.Refunded(c.tenant, c.urlID) }),
+		layout.Value("closing", func(c closing) string { return keys.Closing(c.tenant, c.urlID) }),
+	)
+	closeArgs = layout.Args("CLOSE",
+		layout.Value("mode", func(c closing) any { return c.mode }), // complete, abort or release
+		layout.Value("nonce", func(c closing) any { return c.nonce }),
+		layout.Value("lease", func(c closing) any { return c.lease.Milliseconds() }),
+		layout.Value("ttl", func(closing) any { return MarkerTTL.Milliseconds() }), // an abort's claim's, ms
+	)
+)
+
 // The scripts, composed once: a name a script reads that its layouts lack
 // stops the program here, at its start.
 var (
@@ -170,6 +192,7 @@ var (
 	cancelScript     = bucket.NewScript(noncesSrc+"\n"+cancelEntry, cancelKeys, cancelArgs)
 	refundScript     = bucket.NewScript(refundEntry, refundKeys, refundArgs)
 	completeScript   = bucket.NewScript(completeEntry, completeKeys, completeArgs)
+	closeScript      = layout.Script(closeEntry, closeKeys, closeArgs)
 	finishScript     = layout.Script(finishFn+"\n"+finishEntry, finishKeys, finishArgs)
 	finishManyScript = layout.Script(finishFn+"\n"+finishManyEntry, finishManyKeys, finishManyArgs)
 )

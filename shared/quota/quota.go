@@ -59,6 +59,8 @@ var (
 	refundEntry string
 	//go:embed complete.lua
 	completeEntry string
+	//go:embed close.lua
+	closeEntry string
 )
 
 // MarkerTTL is the least time every marker of how a grant ended (done,
@@ -68,6 +70,13 @@ var (
 // could still carry a grant meets the marker its end left: a copy replayed
 // late, or twice, moves nothing.
 const MarkerTTL = 24 * time.Hour
+
+// DoneUnpublished is the done marker's value for an upload that is done and
+// whose upload-completed event (docs/events.md) may not be stored yet: what
+// a completer writes first, and what the signer and the sweeper write when
+// they learn from S3 that a multipart upload completed, so that the
+// completer still publishes its event when the ObjectCreated arrives.
+const DoneUnpublished = "pending"
 
 // RefundedTTL is how long a refunded marker lives, and what GET
 // /uploads/{urlId} reports as "refunded" meanwhile.
@@ -170,6 +179,10 @@ type Finished struct {
 	ExpiresAt time.Time     // the URL's expiry, kept in the grant record
 	RecordTTL time.Duration // of the completed idempotency record
 	GrantTTL  time.Duration // of the grant record
+	// Multipart is a multipart grant's record (the signer's JSON: its
+	// upload, layout and refund), kept in the grant record's field
+	// "multipart"; empty for a single PUT.
+	Multipart string
 }
 
 // Status is what Redis knows of one grant.
@@ -178,11 +191,12 @@ type Status struct {
 	Refunded  bool      // its token was given back, by Undo or Refund
 	ExpiresAt time.Time // from the grant record, in UTC
 	Subject   string    // from the grant record
+	Multipart string    // from the grant record: Finished.Multipart
 	Found     bool      // the grant record exists
 }
 
-func status(done, refunded bool, expiresAt, subject string) Status {
-	s := Status{Done: done, Refunded: refunded, Subject: subject}
+func status(done, refunded bool, expiresAt, subject, multipart string) Status {
+	s := Status{Done: done, Refunded: refunded, Subject: subject, Multipart: multipart}
 	if ms, err := strconv.ParseInt(expiresAt, 10, 64); err == nil {
 		s.ExpiresAt, s.Found = time.UnixMilli(ms).UTC(), true
 	}
@@ -194,6 +208,7 @@ type Store struct {
 	rdb                                 redis.UniversalClient
 	spend, undo, finish, refund, cancel *redis.Script
 	spendMany, finishMany, complete     *redis.Script
+	close                               *redis.Script
 }
 
 // New returns a Store on rdb, a *redis.Client or a *redis.ClusterClient.
@@ -209,6 +224,7 @@ func New(rdb redis.UniversalClient) *Store {
 		spendMany:  spendManyScript,
 		finishMany: finishManyScript,
 		complete:   completeScript,
+		close:      closeScript,
 	}
 }
 
@@ -332,13 +348,14 @@ func (s *Store) Status(ctx context.Context, tenant, urlID string) (Status, error
 	pipe := s.rdb.Pipeline()
 	done := pipe.Exists(ctx, keys.Done(tenant, urlID))
 	refunded := pipe.Exists(ctx, keys.Refunded(tenant, urlID))
-	rec := pipe.HMGet(ctx, keys.Grant(tenant, urlID), "expiresAt", "subject")
+	rec := pipe.HMGet(ctx, keys.Grant(tenant, urlID), "expiresAt", "subject", "multipart")
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Status{}, unavailable("status", err)
 	}
 	expiresAt, _ := rec.Val()[0].(string)
 	subject, _ := rec.Val()[1].(string)
-	return status(done.Val() > 0, refunded.Val() > 0, expiresAt, subject), nil
+	mp, _ := rec.Val()[2].(string)
+	return status(done.Val() > 0, refunded.Val() > 0, expiresAt, subject, mp), nil
 }
 
 func unavailable(op string, err error) error {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -193,3 +194,12 @@ func (b *Bridge) String() string { return "s3bridge " + b.Addr }
 
 // String names the server in test logs.
 func (f *Fauxqs) String() string { return "fauxqs " + f.Endpoint }
+
+// UnusedS3Env is the S3 environment of a service under test that never
+// reaches S3 (a sweeper meeting no multipart grant): the bucket, a region,
+// static credentials and an endpoint nothing listens on.
+func UnusedS3Env() map[string]string {
+	env := S3Env("http://127.0.0.1:1", VersityBucket)
+	maps.Copy(env, AWSEnv())
+	return env
+}

@@ -166,7 +166,8 @@ func (t *Twin) Status(_ context.Context, tenant, urlID string) (quota.Status, er
 	defer t.mu.Unlock()
 	expiresAt, _ := t.field(keys.Grant(tenant, urlID), "expiresAt")
 	subject, _ := t.field(keys.Grant(tenant, urlID), "subject")
-	st := quota.Status{Done: t.live(keys.Done(tenant, urlID)) != nil, Refunded: t.live(keys.Refunded(tenant, urlID)) != nil, Subject: subject}
+	mp, _ := t.field(keys.Grant(tenant, urlID), "multipart")
+	st := quota.Status{Done: t.live(keys.Done(tenant, urlID)) != nil, Refunded: t.live(keys.Refunded(tenant, urlID)) != nil, Subject: subject, Multipart: mp}
 	if ms, err := strconv.ParseInt(expiresAt, 10, 64); err == nil {
 		st.ExpiresAt, st.Found = time.UnixMilli(ms).UTC(), true
 	}
@@ -344,6 +345,9 @@ func (t *Twin) finish(a quota.Ask, f quota.Finished) {
 		t.hset(a.Idem, f.RecordTTL, "state", "done", "fp", a.Fingerprint, "nonce", a.Nonce, "body", string(f.Body))
 	}
 	t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "expiresAt", strconv.FormatInt(f.ExpiresAt.UnixMilli(), 10), "subject", f.Subject)
+	if f.Multipart != "" {
+		t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "multipart", f.Multipart)
+	}
 }
 
 // Peek is Store.Peek.

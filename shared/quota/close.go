@@ -1,0 +1,75 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Claim is what Close answered.
+type Claim string
+
+// The claims of Close.
+const (
+	// ClaimOK: the caller may go on (complete, or abort, the upload).
+	ClaimOK Claim = "ok"
+	// ClaimDone: the grant's upload completed (done marker): nothing to
+	// complete or abort.
+	ClaimDone Claim = "done"
+	// ClaimClosed (complete only): an abort claimed the grant, or it was
+	// refunded: it can no longer complete.
+	ClaimClosed Claim = "closed"
+	// ClaimBusy (abort only): a complete is in progress; ask again once
+	// its lease ends (Closing.Wait).
+	ClaimBusy Claim = "busy"
+)
+
+// Closing is a Close's answer.
+type Closing struct {
+	Claim Claim
+	Wait  time.Duration // for ClaimBusy: until the last complete's lease ends
+}
+
+// CompleteLease bounds how long a complete's claim holds off every abort:
+// the signer's S3 complete is cut off well before (its budget), and the
+// rest is slack for S3 to finish a request it was already given.
+const CompleteLease = 3 * time.Minute
+
+// ClaimComplete claims multipart grant urlID for the complete nonce
+// (fresh per request) until lease ends: no abort claims it meanwhile. A
+// complete whose S3 call failed for good releases its claim (Release).
+func (s *Store) ClaimComplete(ctx context.Context, tenant, urlID, nonce string, lease time.Duration) (Closing, error) {
+	return s.claim(ctx, closing{tenant: tenant, urlID: urlID, mode: "complete", nonce: nonce, lease: lease})
+}
+
+// ClaimAbort claims multipart grant urlID for an abort, for good: from
+// then on no complete claims it. ClaimBusy while a complete's claim holds.
+func (s *Store) ClaimAbort(ctx context.Context, tenant, urlID string) (Closing, error) {
+	return s.claim(ctx, closing{tenant: tenant, urlID: urlID, mode: "abort"})
+}
+
+// Release ends complete nonce's claim on urlID early.
+func (s *Store) Release(ctx context.Context, tenant, urlID, nonce string) error {
+	_, err := s.claim(ctx, closing{tenant: tenant, urlID: urlID, mode: "release", nonce: nonce})
+	return err
+}
+
+func (s *Store) claim(ctx context.Context, c closing) (Closing, error) {
+	if err := checkGrant(c.tenant, c.urlID); err != nil {
+		return Closing{}, err
+	}
+	v, err := s.close.Run(ctx, s.rdb, closeKeys.Append(nil, c), closeArgs.Append(nil, c)...).Slice()
+	if err != nil {
+		return Closing{}, unavailable("close "+c.mode, err)
+	}
+	if len(v) != 2 {
+		return Closing{}, fmt.Errorf("%w: close replied %v", ErrUnavailable, v)
+	}
+	claim, _ := v[0].(string)
+	ms, _ := v[1].(int64)
+	switch Claim(claim) {
+	case ClaimOK, ClaimDone, ClaimClosed, ClaimBusy:
+		return Closing{Claim: Claim(claim), Wait: time.Duration(ms) * time.Millisecond}, nil
+	}
+	return Closing{}, fmt.Errorf("%w: close replied %v", ErrUnavailable, v)
+}

@@ -1,0 +1,504 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/mintgate/mintgate/api"
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ledger"
+	"github.com/mintgate/mintgate/shared/multipart"
+	"github.com/mintgate/mintgate/shared/quota"
+)
+
+// Multipart grants (docs/api.md, "Multipart uploads"). A multipart grant is
+// charged and recorded as a sign is; what its parts, complete and abort
+// need is its grant record's multipart field (mpRecord). How each of its
+// steps survives a SIGKILL of the signer, the sweeper or the completer at
+// any line is written out in docs/production.md ("Multipart uploads");
+// the short of it:
+//
+//   - create: killed before the ledger's ack, the URL never left: the
+//     token is spent (as for a sign killed there) and S3 holds an empty
+//     upload with no parts, which the bucket's lifecycle rule removes.
+//     Killed after it, the sweeper aborts and refunds the grant after its
+//     life, whether or not the 201 reached the caller.
+//   - parts and list: read only.
+//   - complete and abort never run at once: each claims the grant in Redis
+//     first (quota.Store.ClaimComplete, ClaimAbort), a complete for a
+//     lease, an abort for good. Killed mid-complete, the claim's lease
+//     ends and the sweeper's abort learns from S3 whether it completed; a
+//     retry of a complete that succeeded answers the same 200 (S3's
+//     complete is repeatable, and a gone upload whose object exists is
+//     complete). The done marker follows S3's answer, here and in the
+//     completer.
+//   - abort: the claim, S3's abort, then the refund in one script with the
+//     refunded marker, which the sweeper's refund of the same grant meets:
+//     once. Killed between the abort and the refund, the sweeper finds
+//     the upload gone and its object absent, and refunds.
+
+// mpRecord is a multipart grant's record, JSON in its grant record
+// (quota.Finished.Multipart).
+type mpRecord struct {
+	UploadID string `json:"uploadId"`
+	Size     int64  `json:"size"`
+	PartSize int64  `json:"partSize"`
+	// Refund is the refund record of the buckets the create charged, at
+	// their shapes then (quota.RefundRecord): what an abort gives back.
+	Refund string `json:"refund"`
+}
+
+func (r mpRecord) layout() multipart.Layout {
+	return multipart.Layout{Size: r.Size, PartSize: r.PartSize}
+}
+
+// Request limits of the multipart routes.
+const (
+	maxPartsPerRequest = 100
+	// maxCompleteBytes bounds a complete's body: 10,000 parts of a
+	// number and a quoted ETag.
+	maxCompleteBytes = 1 << 20
+	// storageBudget bounds a complete's or an abort's work, detached from
+	// the client: a large complete takes S3 a while, and once S3 answered
+	// the done marker or the refund must still be written.
+	storageBudget = 2 * time.Minute
+)
+
+// multipartFingerprint sets a multipart create's fingerprint apart from a
+// sign's of the same body: one Idempotency-Key cannot be replayed as both.
+func multipartFingerprint(fp string) string { return "multipart:" + fp }
+
+// handleMultipartCreate is POST /uploads/multipart: a sign's checks and
+// decision, then the S3 upload is created and the grant recorded with its
+// upload id before the 201.
+func handleMultipartCreate(d deps) echo.HandlerFunc {
+	policy := newSignPolicy(d.cfg.Multipart.MaxObject, d.cfg.ContentTypes)
+	return func(c echo.Context) error {
+		r := c.Request()
+		who, aerr := d.ident.authenticate(r)
+		if aerr != nil {
+			d.countMP("create", "rejected")
+			return aerr
+		}
+		req, aerr := decodeSignRequest(r.Header.Get(hdrIdempotencyKey), r.Body, policy)
+		if aerr != nil {
+			d.countMP("create", "rejected")
+			return aerr
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), signBudget)
+		defer cancel()
+		a := newAttempt(who, req, d.tiers(), d.cfg.shadowCap(who.Tenant))
+		a.ask.Fingerprint = multipartFingerprint(a.ask.Fingerprint)
+		urlID := uuid.NewString()
+		a.ask.Nonce = urlID
+		now := d.now()
+		dec, err := d.gate.decide(ctx, a, now)
+		if err == nil && dec.degraded {
+			// A multipart grant needs its grant record in Redis for every
+			// later step: it is never issued from the in-process buckets.
+			if dec.outcome == quota.Allowed {
+				d.refund(ctx, a, dec, urlID)
+			}
+			err = errors.New("redis unavailable: multipart grants are not issued in degraded mode")
+		}
+		if err != nil {
+			d.countMP("create", "limiter_unavailable")
+			return unavailable(codeLimiterDown, "the rate limiter is unavailable; no upload was created", retryLimiter, err)
+		}
+		if done, err := d.refuse(ctx, c, &a, &dec, now); done {
+			return err
+		}
+		body, aerr := d.openMultipart(ctx, a, dec, urlID, now)
+		if aerr != nil {
+			return aerr
+		}
+		setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
+		return c.JSONBlob(http.StatusCreated, body)
+	}
+}
+
+// openMultipart turns an allowed decision into multipart grant urlID:
+// create the S3 upload, record the grant and wait for the ledger's ack,
+// then store the grant record and the replay. On any failure before the
+// answer the token goes back and the upload is aborted.
+func (d deps) openMultipart(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apiError) {
+	who, lim := a.who, d.cfg.Multipart
+	key := keys.Object(who.Tenant, urlID)
+	expiresAt := now.UTC().Truncate(time.Second).Add(lim.TTL.Truncate(time.Second))
+	uploadID, err := d.uploads.Create(ctx, key, a.req.ContentType)
+	if err != nil {
+		d.refund(ctx, a, dec, urlID)
+		d.countMP("create", "storage_unavailable")
+		return nil, unavailable(codeStorageDown, "the upload cannot be created right now; nothing was charged", retryPresign, err)
+	}
+	fail := func(outcome string, e *apiError) ([]byte, *apiError) {
+		d.refund(ctx, a, dec, urlID)
+		if err := d.uploads.Abort(ctx, key, uploadID); err != nil && !errors.Is(err, multipart.ErrGone) {
+			// Its grant, if it reached the ledger, aborts it after its
+			// life; else the bucket's lifecycle rule does. No part URL left.
+			d.log.Warn("aborting the upload of a multipart create that failed", "tenant", who.Tenant, "urlId", urlID, "err", err)
+		}
+		d.countMP("create", outcome)
+		return nil, e
+	}
+	g := ledger.Grant{
+		URLID: urlID, Tenant: who.Tenant, Tier: who.Tier, Subject: who.Subject, Key: key, UploadID: uploadID,
+		IssuedAt: now.UTC(), ExpiresAt: expiresAt, Credits: a.credits(), Shadow: dec.shadow,
+	}
+	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
+		return fail("ledger_unavailable", unavailable(codeLedgerDown, "the grant ledger is unavailable; no upload was created and nothing was charged", retryLedger, err))
+	}
+	layout := multipart.Layout{Size: a.req.ContentLength, PartSize: lim.PartSize}
+	body, _ := json.Marshal(api.MultipartResponse{ // strings and integers always encode
+		URLID: urlID, Key: key, UploadID: uploadID, PartSize: lim.PartSize, PartCount: layout.Count(),
+		ExpiresAt: expiresAt, ExpiresIn: int64(lim.TTL / time.Second),
+	})
+	rec, _ := json.Marshal(mpRecord{UploadID: uploadID, Size: layout.Size, PartSize: layout.PartSize, Refund: quota.RefundRecord(now, a.ask.Buckets)})
+	f := d.finished(a, urlID, body, expiresAt, lim.TTL)
+	f.Multipart = string(rec)
+	if err := d.gate.finish(ctx, a, f); err != nil {
+		// Without its grant record no part can be signed: the grant is
+		// given back now (its refunded marker stops the sweeper's refund;
+		// the sweeper still aborts the upload) rather than left to its
+		// life.
+		d.metrics.finishFailed.Inc()
+		return fail("limiter_unavailable", unavailable(codeLimiterDown, "the rate limiter is unavailable; no upload was created and nothing was charged", retryLimiter, err))
+	}
+	d.count("issued")
+	d.countMP("create", "created")
+	return body, nil
+}
+
+// grantOf is the caller's multipart grant of the request's urlId, as Redis
+// knows it: a 404 for anyone else's, an unknown one and a single PUT's
+// (they have no parts), unless single is set, when a single PUT's is
+// returned with a nil record.
+func (d deps) grantOf(c echo.Context, single bool) (caller, string, quota.Status, *mpRecord, *apiError) {
+	who, aerr := d.ident.authenticate(c.Request())
+	if aerr != nil {
+		return caller{}, "", quota.Status{}, nil, aerr
+	}
+	id := c.Param("urlId")
+	if u, err := uuid.Parse(id); err != nil || u.String() != id {
+		return caller{}, "", quota.Status{}, nil, newError(http.StatusBadRequest, codeInvalidRequest, "urlId must be a lower-case UUID")
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), d.cfg.Redis.Timeout)
+	defer cancel()
+	st, err := d.gate.store.Status(ctx, who.Tenant, id)
+	if err != nil {
+		return caller{}, "", quota.Status{}, nil, unavailable(codeLimiterDown, "the grant is unavailable", retryLimiter, err)
+	}
+	notFound := newError(http.StatusNotFound, codeNotFound, "no multipart upload of yours with this urlId")
+	if !st.Found || st.Subject != who.Subject {
+		return caller{}, "", quota.Status{}, nil, notFound
+	}
+	if st.Multipart == "" {
+		if single {
+			return who, id, st, nil, nil
+		}
+		return caller{}, "", quota.Status{}, nil, notFound
+	}
+	var rec mpRecord
+	if err := json.Unmarshal([]byte(st.Multipart), &rec); err != nil || rec.UploadID == "" || rec.layout().Check() != nil {
+		return caller{}, "", quota.Status{}, nil, &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error", cause: errors.New("unreadable multipart grant record")}
+	}
+	return who, id, st, &rec, nil
+}
+
+// closed is the 410 of a grant that takes no more parts.
+func closed(why string) *apiError {
+	return newError(http.StatusGone, codeGrantClosed, "this upload is %s", why)
+}
+
+// endedWhy is why a grant whose record st is closed, or "".
+func endedWhy(st quota.Status) string {
+	switch {
+	case st.Done:
+		return "completed"
+	case st.Refunded:
+		return "aborted"
+	}
+	return ""
+}
+
+// handleSignParts is POST /uploads/{urlId}/parts: a presigned PUT of each
+// part asked for, each for its exact length, free within the grant's life.
+func handleSignParts(d deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		who, id, st, rec, aerr := d.grantOf(c, false)
+		if aerr != nil {
+			return aerr
+		}
+		var req api.PartsRequest
+		if aerr := decodeJSON(c.Request().Body, maxBodyBytes, &req); aerr != nil {
+			return aerr
+		}
+		l := rec.layout()
+		if aerr := checkPartNumbers(req.PartNumbers, l.Count()); aerr != nil {
+			return aerr
+		}
+		if why := endedWhy(st); why != "" {
+			return closed(why)
+		}
+		now := d.now()
+		// Whole seconds (SigV4's), and never past the grant's life: the
+		// sweeper aborts the upload after it.
+		ttl := min(d.cfg.URLTTL, st.ExpiresAt.Sub(now)).Truncate(time.Second)
+		if ttl < time.Second {
+			return closed("past its life")
+		}
+		key := keys.Object(who.Tenant, id)
+		out := api.PartsResponse{Parts: make([]api.SignedPart, len(req.PartNumbers))}
+		for i, n := range req.PartNumbers {
+			p, err := d.uploads.SignPart(c.Request().Context(), key, rec.UploadID, n, l.PartLen(n), ttl)
+			if err != nil {
+				d.countMP("parts", "presign_unavailable")
+				return unavailable(codePresignDown, "part URLs cannot be signed right now", retryPresign, err)
+			}
+			out.Parts[i] = api.SignedPart{PartNumber: n, URL: p.URL, Method: http.MethodPut,
+				Headers: api.PartHeaders{ContentLength: strconv.FormatInt(p.ContentLength, 10)}}
+		}
+		d.countMP("parts", "signed")
+		return c.JSON(http.StatusOK, out)
+	}
+}
+
+// checkPartNumbers: 1 to maxPartsPerRequest distinct numbers of 1 to count.
+func checkPartNumbers(ns []int, count int) *apiError {
+	if len(ns) == 0 || len(ns) > maxPartsPerRequest {
+		return newError(http.StatusBadRequest, codeInvalidRequest, "partNumbers must list 1 to %d part numbers", maxPartsPerRequest)
+	}
+	seen := make(map[int]bool, len(ns))
+	for _, n := range ns {
+		if n < 1 || n > count {
+			return newError(http.StatusBadRequest, codeInvalidRequest, "part number %d is not between 1 and %d, this upload's parts", n, count)
+		}
+		if seen[n] {
+			return newError(http.StatusBadRequest, codeInvalidRequest, "part number %d is listed twice", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// handleListParts is GET /uploads/{urlId}/parts: what S3 holds, to resume.
+func handleListParts(d deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		who, id, st, rec, aerr := d.grantOf(c, false)
+		if aerr != nil {
+			return aerr
+		}
+		if why := endedWhy(st); why != "" {
+			return closed(why)
+		}
+		parts, err := d.uploads.List(c.Request().Context(), keys.Object(who.Tenant, id), rec.UploadID)
+		switch {
+		case errors.Is(err, multipart.ErrGone):
+			return closed("completed or aborted")
+		case err != nil:
+			d.countMP("list", "storage_unavailable")
+			return unavailable(codeStorageDown, "the upload's parts cannot be listed right now", retryPresign, err)
+		}
+		out := api.PartList{Parts: make([]api.ListedPart, len(parts))}
+		for i, p := range parts {
+			out.Parts[i] = api.ListedPart{PartNumber: p.Number, Size: p.Size, ETag: p.ETag}
+		}
+		d.countMP("list", "listed")
+		return c.JSON(http.StatusOK, out)
+	}
+}
+
+// handleComplete is POST /uploads/{urlId}/complete: the parts named are
+// checked against S3's and the declared total, then completed
+// create-only; the done marker follows S3's answer.
+func handleComplete(d deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		who, id, st, rec, aerr := d.grantOf(c, false)
+		if aerr != nil {
+			return aerr
+		}
+		var req api.CompleteRequest
+		if aerr := decodeJSON(c.Request().Body, maxCompleteBytes, &req); aerr != nil {
+			return aerr
+		}
+		if len(req.Parts) == 0 || len(req.Parts) > multipart.MaxParts {
+			return newError(http.StatusBadRequest, codeInvalidRequest, "parts must list 1 to %d parts", multipart.MaxParts)
+		}
+		key := keys.Object(who.Tenant, id)
+		answer := api.CompleteResponse{URLID: id, Key: key, Size: rec.Size}
+		switch {
+		case st.Done:
+			d.countMP("complete", "completed_before")
+			return c.JSON(http.StatusOK, answer)
+		case st.Refunded:
+			return closed("aborted")
+		}
+		parts := make([]multipart.Part, len(req.Parts))
+		for i, p := range req.Parts {
+			parts[i] = multipart.Part{Number: p.PartNumber, ETag: p.ETag}
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), storageBudget)
+		defer cancel()
+		// The claim keeps every abort off the upload while S3 completes
+		// it (S3 may let a complete and an abort that run at once both
+		// succeed), and refuses once an abort claimed it.
+		nonce := uuid.NewString()
+		var cl quota.Closing
+		err := d.gate.call(ctx, "claim_complete", func(ctx context.Context) (err error) {
+			cl, err = d.gate.store.ClaimComplete(ctx, who.Tenant, id, nonce, quota.CompleteLease)
+			return err
+		})
+		switch {
+		case err != nil:
+			return unavailable(codeLimiterDown, "the upload cannot be completed right now", retryLimiter, err)
+		case cl.Claim == quota.ClaimDone:
+			d.countMP("complete", "completed_before")
+			return c.JSON(http.StatusOK, answer)
+		case cl.Claim == quota.ClaimClosed:
+			d.countMP("complete", "closed")
+			return closed("aborted")
+		}
+		size, err := d.uploads.Complete(ctx, key, rec.UploadID, rec.Size, parts)
+		if err != nil && !errors.Is(err, multipart.ErrUnavailable) {
+			// Nothing was created, for good: aborts may claim it now. A
+			// failure to reach S3 keeps the claim to its lease: S3 may
+			// still complete what it was sent.
+			d.release(ctx, who.Tenant, id, nonce)
+		}
+		switch {
+		case errors.Is(err, multipart.ErrGone):
+			d.countMP("complete", "closed")
+			return closed("aborted")
+		case errors.Is(err, multipart.ErrSizeMismatch):
+			d.countMP("complete", "size_mismatch")
+			return newError(http.StatusUnprocessableEntity, codeSizeMismatch, "%s; contentLength was %d: nothing was created", detail(err, multipart.ErrSizeMismatch), rec.Size)
+		case errors.Is(err, multipart.ErrInvalidPart):
+			d.countMP("complete", "invalid_parts")
+			return newError(http.StatusBadRequest, codeInvalidRequest, "%s", detail(err, multipart.ErrInvalidPart))
+		case err != nil:
+			d.countMP("complete", "storage_unavailable")
+			return unavailable(codeStorageDown, "the upload cannot be completed right now", retryPresign, err)
+		}
+		d.markCompleted(ctx, who.Tenant, id)
+		d.countMP("complete", "completed")
+		answer.Size = size
+		return c.JSON(http.StatusOK, answer)
+	}
+}
+
+// release ends complete nonce's claim on grant urlID early; best effort,
+// the claim's lease ends it anyway.
+func (d deps) release(ctx context.Context, tenant, urlID, nonce string) {
+	if err := d.gate.call(ctx, "release", func(ctx context.Context) error { return d.gate.store.Release(ctx, tenant, urlID, nonce) }); err != nil {
+		d.log.Warn("releasing a complete's claim failed; aborts wait for its lease", "tenant", tenant, "urlId", urlID, "err", err)
+	}
+}
+
+// markCompleted sets the done marker of a grant S3 says is complete, as the
+// completer's first step does (quota.DoneUnpublished: the completer still
+// publishes its event). Best effort: the completer's ObjectCreated sets it
+// too, and a sweeper that finds none learns it from S3.
+func (d deps) markCompleted(ctx context.Context, tenant, urlID string) {
+	err := d.gate.call(ctx, "complete_upload", func(ctx context.Context) error {
+		_, err := d.gate.store.Complete(ctx, d.now(), quota.Completion{Tenant: tenant, URLID: urlID, Value: quota.DoneUnpublished, TTL: quota.MarkerTTL, First: true})
+		return err
+	})
+	if err != nil {
+		d.log.Warn("marking a completed multipart upload done failed; the completer's event marks it", "tenant", tenant, "urlId", urlID, "err", err)
+	}
+}
+
+// handleAbort is DELETE /uploads/{urlId}: a multipart grant's upload is
+// aborted in S3, then its tokens go back at once, once. A single PUT's
+// grant is never refunded early: its URL cannot be revoked.
+func handleAbort(d deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		who, id, st, rec, aerr := d.grantOf(c, true)
+		switch {
+		case aerr != nil:
+			return aerr
+		case rec == nil:
+			return newError(http.StatusConflict, codeNotAbortable, "a single-PUT upload cannot be aborted: its presigned URL cannot be revoked, so its token comes back only after it expires unused")
+		case st.Done:
+			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+		case st.Refunded:
+			// Refunded only once its upload was ended (this route, the
+			// sweeper), or at its create, which then answered no upload.
+			d.countMP("abort", "already")
+			return c.NoContent(http.StatusNoContent)
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), storageBudget)
+		defer cancel()
+		var cl quota.Closing
+		err := d.gate.call(ctx, "claim_abort", func(ctx context.Context) (err error) {
+			cl, err = d.gate.store.ClaimAbort(ctx, who.Tenant, id)
+			return err
+		})
+		switch {
+		case err != nil:
+			return unavailable(codeLimiterDown, "the upload cannot be aborted right now", retryLimiter, err)
+		case cl.Claim == quota.ClaimDone:
+			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+		case cl.Claim == quota.ClaimBusy:
+			e := newError(http.StatusConflict, codeInProgress, "a complete of this upload is in progress; retry once it answered")
+			e.retry = max(cl.Wait, time.Second)
+			return e
+		}
+		key := keys.Object(who.Tenant, id)
+		ending, err := d.uploads.End(ctx, key, rec.UploadID)
+		if err != nil {
+			d.countMP("abort", "storage_unavailable")
+			return unavailable(codeStorageDown, "the upload cannot be aborted right now", retryPresign, err)
+		}
+		if ending == multipart.Completed {
+			d.markCompleted(ctx, who.Tenant, id)
+			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+		}
+		// Aborted: no complete can succeed from here on, so its tokens are
+		// owed; the refunded marker makes this refund and the sweeper's one.
+		bs, err := quota.ParseRefundRecord(who.Tenant, rec.Refund)
+		if err != nil {
+			return &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error", cause: err}
+		}
+		var outs []quota.RefundOutcome
+		err = d.gate.call(ctx, "abort", func(ctx context.Context) (err error) {
+			outs, err = d.gate.store.Refund(ctx, d.now(), []quota.Due{{Tenant: who.Tenant, URLID: id, Buckets: bs}})
+			return err
+		})
+		if err != nil {
+			// Aborted in S3: the sweeper refunds it after its life.
+			d.countMP("abort", "limiter_unavailable")
+			return unavailable(codeLimiterDown, "the upload is aborted; its tokens come back after its life, as the rate limiter is unavailable", retryLimiter, err)
+		}
+		if outs[0] == quota.Done {
+			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+		}
+		d.countMP("abort", string(outs[0]))
+		return c.NoContent(http.StatusNoContent)
+	}
+}
+
+// detail is err's message after sentinel's: what went wrong, without the
+// package's prefix.
+func detail(err, sentinel error) string {
+	msg, s := err.Error(), sentinel.Error()
+	if i := strings.Index(msg, s); i >= 0 {
+		if rest := strings.TrimPrefix(msg[i+len(s):], ": "); rest != "" {
+			return rest
+		}
+	}
+	return s
+}
+
+// countMP adds one multipart request of step to its outcome's series.
+func (d deps) countMP(step, outcome string) {
+	d.metrics.multipart.WithLabelValues(step, outcome).Inc()
+}
