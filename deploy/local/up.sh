@@ -196,6 +196,8 @@ start completer env "${common[@]}" \
   "$stack/bin/completer"
 start sweeper env "${common[@]}" "${nats[@]}" MINTGATE_NATS_CREDS="$secrets/nats-sweeper.nk" \
   MINTGATE_HTTP_ADDR="127.0.0.1:$p_sweeper" \
+  MINTGATE_S3_BUCKET="$bucket" MINTGATE_S3_ENDPOINT="http://127.0.0.1:$p_s3" \
+  MINTGATE_S3_PATH_STYLE=true MINTGATE_S3_REGION=us-east-1 \
   "$stack/bin/sweeper"
 wait_for signer http_ok "http://127.0.0.1:$p_signer/readyz"
 wait_for completer http_ok "http://127.0.0.1:$p_completer/readyz"
