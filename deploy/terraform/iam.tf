@@ -3,7 +3,13 @@
 #
 #   signer     s3:PutObject on <bucket>/incoming/* — what its presigned URLs
 #              do; a URL is authorised with the signer's own credentials, so
-#              this is also the most any URL can ever do.
+#              this is also the most any URL can ever do. s3:PutObject also
+#              authorises CreateMultipartUpload, UploadPart (the part URLs)
+#              and CompleteMultipartUpload. For multipart uploads, on the
+#              same objects: s3:AbortMultipartUpload (DELETE /uploads/{urlId}),
+#              s3:ListMultipartUploadParts (listing the parts, and checking
+#              them before a complete) and s3:GetObject (HeadObject: tells a
+#              completed upload from an aborted one). It signs only PUTs.
 #   completer  sqs:ReceiveMessage, sqs:DeleteMessage (which also authorises
 #              DeleteMessageBatch), sqs:ChangeMessageVisibility (which also
 #              authorises ChangeMessageVisibilityBatch: while Redis is down
@@ -16,7 +22,10 @@
 #              sqs:GetQueueUrl and sqs:GetQueueAttributes: it finds the DLQ
 #              through the queue's RedrivePolicy and exports its depth
 #              (mintgate_completer_dlq_messages); it never reads its messages.
-#   sweeper    no AWS access: it talks to NATS and Redis only.
+#   sweeper    s3:AbortMultipartUpload and s3:GetObject (HeadObject: tells a
+#              completed upload from an aborted one) on <bucket>/incoming/*:
+#              a multipart upload not completed by its grant's end is
+#              aborted before its tokens go back.
 
 locals {
   oidc_issuer = trimprefix(var.eks_oidc_issuer, "https://")
@@ -48,10 +57,22 @@ data "aws_iam_policy_document" "signer_trust" {
 }
 
 data "aws_iam_policy_document" "signer" {
+  # Also CreateMultipartUpload, UploadPart and CompleteMultipartUpload.
   statement {
     sid       = "PutIncomingObjects"
     effect    = "Allow"
     actions   = ["s3:PutObject"]
+    resources = ["${aws_s3_bucket.uploads.arn}/incoming/*"]
+  }
+
+  statement {
+    sid    = "ManageIncomingMultipartUploads"
+    effect = "Allow"
+    actions = [
+      "s3:AbortMultipartUpload",
+      "s3:ListMultipartUploadParts",
+      "s3:GetObject",
+    ]
     resources = ["${aws_s3_bucket.uploads.arn}/incoming/*"]
   }
 }
@@ -125,4 +146,52 @@ resource "aws_iam_role_policy" "completer" {
   name   = "${var.name_prefix}-completer"
   role   = aws_iam_role.completer.id
   policy = data.aws_iam_policy_document.completer.json
+}
+
+data "aws_iam_policy_document" "sweeper_trust" {
+  statement {
+    sid     = "SweeperServiceAccount"
+    effect  = "Allow"
+    actions = ["sts:AssumeRoleWithWebIdentity"]
+
+    principals {
+      type        = "Federated"
+      identifiers = [var.eks_oidc_provider_arn]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "${local.oidc_issuer}:sub"
+      values   = ["system:serviceaccount:${var.k8s_namespace}:mintgate-sweeper"]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "${local.oidc_issuer}:aud"
+      values   = ["sts.amazonaws.com"]
+    }
+  }
+}
+
+data "aws_iam_policy_document" "sweeper" {
+  statement {
+    sid    = "AbortExpiredMultipartUploads"
+    effect = "Allow"
+    actions = [
+      "s3:AbortMultipartUpload",
+      "s3:GetObject",
+    ]
+    resources = ["${aws_s3_bucket.uploads.arn}/incoming/*"]
+  }
+}
+
+resource "aws_iam_role" "sweeper" {
+  name               = "${var.name_prefix}-sweeper"
+  assume_role_policy = data.aws_iam_policy_document.sweeper_trust.json
+}
+
+resource "aws_iam_role_policy" "sweeper" {
+  name   = "${var.name_prefix}-sweeper"
+  role   = aws_iam_role.sweeper.id
+  policy = data.aws_iam_policy_document.sweeper.json
 }

@@ -30,3 +30,8 @@ output "completer_role_arn" {
   description = "Annotate the mintgate-completer service account with it (eks.amazonaws.com/role-arn)."
   value       = aws_iam_role.completer.arn
 }
+
+output "sweeper_role_arn" {
+  description = "Annotate the mintgate-sweeper service account with it (eks.amazonaws.com/role-arn)."
+  value       = aws_iam_role.sweeper.arn
+}

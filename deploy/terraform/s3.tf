@@ -54,8 +54,12 @@ resource "aws_s3_bucket_lifecycle_configuration" "uploads" {
     }
   }
 
-  # Our URLs are single PUTs, but parts of a multipart upload started any
-  # other way would be stored (and billed) until aborted.
+  # The belt under the sweeper: it aborts our multipart uploads under
+  # incoming/ at their grant's end (MINTGATE_MULTIPART_TTL, at most 12h, +
+  # grace); this removes, a day after it started, one it never aborts (a
+  # signer killed between creating the upload and recording its grant
+  # leaves one with no parts), and one started any other way anywhere in
+  # the bucket, whose parts would be stored (and billed) until aborted.
   rule {
     id     = "abort-incomplete-multipart-uploads"
     status = "Enabled"
@@ -68,6 +72,8 @@ resource "aws_s3_bucket_lifecycle_configuration" "uploads" {
   }
 }
 
+# Browsers PUT single uploads and multipart parts. A part's ETag is in the
+# PUT's answer and the browser must read it to complete the upload: expose it.
 resource "aws_s3_bucket_cors_configuration" "uploads" {
   count  = length(var.cors_allowed_origins) > 0 ? 1 : 0
   bucket = aws_s3_bucket.uploads.id
