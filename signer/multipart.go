@@ -350,10 +350,9 @@ func handleComplete(d deps) echo.HandlerFunc {
 		// The claim keeps every abort off the upload while S3 completes
 		// it (S3 may let a complete and an abort that run at once both
 		// succeed), and refuses once an abort claimed it.
-		nonce := uuid.NewString()
 		var cl quota.Closing
 		err := d.gate.call(ctx, "claim_complete", func(ctx context.Context) (err error) {
-			cl, err = d.gate.store.ClaimComplete(ctx, who.Tenant, id, nonce, quota.CompleteLease)
+			cl, err = d.gate.store.ClaimComplete(ctx, who.Tenant, id, quota.CompleteLease)
 			return err
 		})
 		switch {
@@ -371,7 +370,7 @@ func handleComplete(d deps) echo.HandlerFunc {
 			// Nothing was created, for good: aborts may claim it now. A
 			// failure to reach S3 keeps the claim to its lease: S3 may
 			// still complete what it was sent.
-			d.release(ctx, who.Tenant, id, nonce)
+			d.release(ctx, who.Tenant, id)
 		}
 		switch {
 		case errors.Is(err, multipart.ErrGone):
@@ -394,10 +393,10 @@ func handleComplete(d deps) echo.HandlerFunc {
 	}
 }
 
-// release ends complete nonce's claim on grant urlID early; best effort,
-// the claim's lease ends it anyway.
-func (d deps) release(ctx context.Context, tenant, urlID, nonce string) {
-	if err := d.gate.call(ctx, "release", func(ctx context.Context) error { return d.gate.store.Release(ctx, tenant, urlID, nonce) }); err != nil {
+// release gives up a complete's claim on grant urlID; best effort, the
+// claim's lease ends it anyway.
+func (d deps) release(ctx context.Context, tenant, urlID string) {
+	if err := d.gate.call(ctx, "release", func(ctx context.Context) error { return d.gate.store.Release(ctx, tenant, urlID) }); err != nil {
 		d.log.Warn("releasing a complete's claim failed; aborts wait for its lease", "tenant", tenant, "urlId", urlID, "err", err)
 	}
 }

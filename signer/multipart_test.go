@@ -413,3 +413,76 @@ func TestCompleteRacingAbort(t *testing.T) {
 	}
 	t.Logf("12 races: %d completed, %d aborted", completed, aborted)
 }
+
+// The multipart routes' real answers match api/openapi.yaml: every status
+// a caller can cause, with its headers and body.
+func TestMultipartAnswersMatchOpenAPI(t *testing.T) {
+	c := &apiCheck{t: t, doc: loadAPI(t), seen: map[string]bool{}}
+	s := startMultipart(t, nil)
+	post, del, get := http.MethodPost, http.MethodDelete, http.MethodGet
+	alice, bob := s.token("acme", "alice"), s.token("acme", "bob")
+	const create = "/uploads/multipart"
+
+	key := newKey()
+	g := c.expect(http.StatusCreated, post, create, s.create(alice, key, 12*mib))
+	c.expect(http.StatusOK, post, create, s.create(alice, key, 12*mib))
+	c.expect(http.StatusUnprocessableEntity, post, create, s.create(alice, key, 11*mib))
+	c.expect(http.StatusRequestEntityTooLarge, post, create, s.create(alice, newKey(), 6<<30))
+	c.expect(http.StatusUnauthorized, post, create, s.create("", newKey(), mib))
+	id := g.str("urlId")
+	parts, list, complete, grant := "/uploads/"+id+"/parts", "/uploads/"+id+"/parts", "/uploads/"+id+"/complete", "/uploads/"+id
+
+	ps := signed(t, c.expect(http.StatusOK, post, parts, s.parts(alice, id, 1, 2, 3)))
+	c.expect(http.StatusBadRequest, post, parts, s.parts(alice, id, 0))
+	c.expect(http.StatusNotFound, post, parts, s.parts(bob, id, 1))
+	var done []api.CompletedPart
+	for i, p := range ps {
+		done = append(done, s.put(p, []int64{5 * mib, 5 * mib, 2 * mib}[i]))
+	}
+	c.expect(http.StatusOK, get, list, s.do(get, list, bearer(alice), ""))
+	c.expect(http.StatusNotFound, get, list, s.do(get, list, bearer(bob), ""))
+	c.expect(http.StatusUnprocessableEntity, post, complete, s.complete(alice, id, done[:2]))
+	c.expect(http.StatusBadRequest, post, complete, s.complete(alice, id, []api.CompletedPart{done[1], done[0]}))
+	c.expect(http.StatusNotFound, post, complete, s.complete(bob, id, done))
+	c.expect(http.StatusOK, post, complete, s.complete(alice, id, done))
+	c.expect(http.StatusOK, post, complete, s.complete(alice, id, done))
+	c.expect(http.StatusGone, post, parts, s.parts(alice, id, 1))
+	c.expect(http.StatusGone, get, list, s.do(get, list, bearer(alice), ""))
+	c.expect(http.StatusConflict, del, grant, s.abort(alice, id))
+
+	// Abort, and what a closed grant answers.
+	other := c.expect(http.StatusCreated, post, create, s.create(alice, newKey(), mib)).str("urlId")
+	c.expect(http.StatusNotFound, del, "/uploads/"+other, s.abort(bob, other))
+	c.expect(http.StatusNoContent, del, "/uploads/"+other, s.abort(alice, other))
+	c.expect(http.StatusNoContent, del, "/uploads/"+other, s.abort(alice, other))
+	if r := c.expect(http.StatusOK, get, "/uploads/"+other, s.do(get, "/uploads/"+other, bearer(alice), "")); r.str("status") != statusAborted {
+		t.Errorf("status %s, want aborted", r.raw)
+	}
+	c.expect(http.StatusGone, post, "/uploads/"+other+"/complete", s.complete(alice, other, done[:1]))
+	single := s.sign(alice, newKey(), pngBody).str("urlId")
+	c.expect(http.StatusConflict, del, "/uploads/"+single, s.abort(alice, single))
+
+	// Once alice's bucket (3) is spent: 429 as a sign's.
+	r := s.create(alice, newKey(), mib)
+	for ; r.status == http.StatusCreated; r = s.create(alice, newKey(), mib) {
+		c.expect(http.StatusCreated, post, create, r)
+	}
+	if r := c.expect(http.StatusTooManyRequests, post, create, r); r.str("scope") != scopeCaller {
+		t.Errorf("429 %s, want scope caller", r.raw)
+	}
+
+	// 503: S3 down.
+	carol := s.token("acme", "carol")
+	open := c.expect(http.StatusCreated, post, create, s.create(carol, newKey(), mib)).str("urlId")
+	open2 := c.expect(http.StatusCreated, post, create, s.create(carol, newKey(), mib)).str("urlId")
+	s.s3.Stop()
+	c.expect(http.StatusServiceUnavailable, post, create, s.create(carol, newKey(), mib))
+	c.expect(http.StatusServiceUnavailable, get, "/uploads/"+open+"/parts", s.do(get, "/uploads/"+open+"/parts", bearer(carol), ""))
+	c.expect(http.StatusServiceUnavailable, del, "/uploads/"+open2, s.abort(carol, open2))
+	c.expect(http.StatusServiceUnavailable, post, "/uploads/"+open+"/complete", s.complete(carol, open, done[:1]))
+	// That complete may yet run in S3: its claim holds aborts off until
+	// its lease ends.
+	if r := c.expect(http.StatusConflict, del, "/uploads/"+open, s.abort(carol, open)); r.code() != codeInProgress || retryAfter(t, r) < 60 {
+		t.Errorf("DELETE after a complete S3 did not answer: %s %v", r.raw, r.header)
+	}
+}

@@ -89,6 +89,11 @@ func newPresigner(ctx context.Context, c cfg) (*presigner, *s3.Client, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("s3 presigner (MINTGATE_S3_BUCKET, MINTGATE_S3_ENDPOINT, MINTGATE_S3_PATH_STYLE): %w", err)
 	}
+	if c.S3.Internal != "" {
+		// The URLs name Endpoint, where browsers reach S3; the signer's
+		// own calls go to Internal.
+		client = s3.NewFromConfig(ac, dial.S3Addressing(c.S3.CallEndpoint(), c.S3.PathStyle))
+	}
 	return p, client, nil
 }
 

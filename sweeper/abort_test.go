@@ -147,7 +147,7 @@ func TestMultipartHeldWhileACompleteRuns(t *testing.T) {
 	user := keys.Bucket(tenant, "u:alice")
 	m.setTokens(user, 0)
 	g, _ := m.grant()
-	cl, err := m.store.ClaimComplete(context.Background(), tenant, g.URLID, "complete-1", 4*time.Second)
+	cl, err := m.store.ClaimComplete(context.Background(), tenant, g.URLID, 4*time.Second)
 	if err != nil || cl.Claim != quota.ClaimOK {
 		t.Fatalf("claim: %+v %v", cl, err)
 	}
@@ -161,7 +161,7 @@ func TestMultipartHeldWhileACompleteRuns(t *testing.T) {
 	if m.open(g) || floor(m.tokens(user)) != 1 {
 		t.Fatalf("after the lease: upload open %v, %v tokens", m.open(g), m.tokens(user))
 	}
-	if cl, err := m.store.ClaimComplete(context.Background(), tenant, g.URLID, "complete-2", time.Minute); err != nil || cl.Claim != quota.ClaimClosed {
+	if cl, err := m.store.ClaimComplete(context.Background(), tenant, g.URLID, time.Minute); err != nil || cl.Claim != quota.ClaimClosed {
 		t.Fatalf("a complete after the abort: %+v %v, want closed", cl, err)
 	}
 	if n := in.metric(t, "mintgate_sweeper_early_total"); n < 1 {

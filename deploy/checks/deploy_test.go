@@ -49,10 +49,10 @@ var specEnv = map[string][]string{
 	"MINTGATE_REDIS_TIMEOUT":          everyService,
 	"MINTGATE_NATS_URL":               everyService, // the completer for upload-completed events (SPEC §7)
 	"MINTGATE_HTTP_ADDR":              everyService,
-	"MINTGATE_S3_BUCKET":              {signer, completer}, // the completer marks only its records done (SPEC §7)
-	"MINTGATE_S3_REGION":              {signer},
-	"MINTGATE_S3_ENDPOINT":            {signer},
-	"MINTGATE_S3_PATH_STYLE":          {signer},
+	"MINTGATE_S3_BUCKET":              {signer, completer, sweeper}, // the completer marks only its records done (SPEC §7); the sweeper aborts multipart uploads (§8)
+	"MINTGATE_S3_REGION":              {signer, sweeper},
+	"MINTGATE_S3_ENDPOINT":            {signer, sweeper},
+	"MINTGATE_S3_PATH_STYLE":          {signer, sweeper},
 	"MINTGATE_URL_TTL":                {signer, completer},
 	"MINTGATE_MAX_OBJECT_BYTES":       {signer},
 	"MINTGATE_CONTENT_TYPES":          {signer},
@@ -82,20 +82,29 @@ var addedEnv = map[string][]string{
 	"MINTGATE_REDIS_CA":     everyService,
 	"MINTGATE_GRANT_SECRET": {signer, sweeper},
 	"MINTGATE_OPS_ADDR":     {signer},
+	// SPEC §8, multipart uploads.
+	"MINTGATE_MAX_MULTIPART_BYTES":  {signer},
+	"MINTGATE_MULTIPART_PART_BYTES": {signer},
+	"MINTGATE_MULTIPART_TTL":        {signer},
+	"MINTGATE_S3_INTERNAL_ENDPOINT": {signer, sweeper},
 }
 
 // awsEnv are the SDK's own variables, for the services that call AWS.
 var awsEnv = map[string][]string{
-	"AWS_ACCESS_KEY_ID":     {signer, completer},
-	"AWS_SECRET_ACCESS_KEY": {signer, completer},
-	"AWS_SESSION_TOKEN":     {signer, completer},
-	"AWS_REGION":            {signer, completer},
+	"AWS_ACCESS_KEY_ID":     {signer, completer, sweeper},
+	"AWS_SECRET_ACCESS_KEY": {signer, completer, sweeper},
+	"AWS_SESSION_TOKEN":     {signer, completer, sweeper},
+	"AWS_REGION":            {signer, completer, sweeper},
 }
 
-// widenedBy7 are the services SPEC §7 adds to a §5 variable's users.
+// widenedBy7 are the services SPEC §7 and §8 add to a §5 variable's users.
 var widenedBy7 = map[string][]string{
-	"MINTGATE_S3_BUCKET": {completer}, // "the completer ignores ... records whose bucket is not MINTGATE_S3_BUCKET"
-	"MINTGATE_NATS_URL":  {completer}, // "the completer (given MINTGATE_NATS_URL) publishes ... upload-completed events"
+	"MINTGATE_S3_BUCKET": {completer, sweeper}, // "the completer ignores ... records whose bucket is not MINTGATE_S3_BUCKET"; §8: "the sweeper aborts the upload"
+	"MINTGATE_NATS_URL":  {completer},          // "the completer (given MINTGATE_NATS_URL) publishes ... upload-completed events"
+	// §8: the sweeper aborts multipart uploads, on the signer's bucket.
+	"MINTGATE_S3_REGION":     {sweeper},
+	"MINTGATE_S3_ENDPOINT":   {sweeper},
+	"MINTGATE_S3_PATH_STYLE": {sweeper},
 }
 
 // runtimeEnv are the Go runtime's variables the manifests set, by service.

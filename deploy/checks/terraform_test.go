@@ -391,6 +391,7 @@ func TestTerraformLeastPrivilege(t *testing.T) {
 	roles := map[string]struct{ policy, trust, sa string }{
 		signer:    {"signer", "signer_trust", "mintgate-signer"},
 		completer: {"completer", "completer_trust", "mintgate-completer"},
+		sweeper:   {"sweeper", "sweeper_trust", "mintgate-sweeper"},
 	}
 	var rolePolicies int
 	for _, b := range m.blocks {
@@ -399,7 +400,7 @@ func TestTerraformLeastPrivilege(t *testing.T) {
 		}
 		if b.Type == "resource" && b.Labels[0] == "aws_iam_role" {
 			if _, ok := roles[b.Labels[1]]; !ok {
-				t.Errorf("unexpected role %s (the sweeper needs no AWS access)", b.Labels[1])
+				t.Errorf("unexpected role %s", b.Labels[1])
 			}
 		}
 	}
@@ -429,14 +430,25 @@ func TestTerraformLeastPrivilege(t *testing.T) {
 		}
 	}
 
-	signerSt := m.statements(t, "signer")
-	if len(signerSt) != 1 {
-		t.Fatalf("signer policy: want one statement, got %d", len(signerSt))
-	}
-	if s := signerSt[0]; s.effect != "Allow" ||
-		!slices.Equal(s.actions, []string{"s3:PutObject"}) ||
-		!slices.Equal(s.resources, []string{`"${aws_s3_bucket.uploads.arn}/incoming/*"`}) {
-		t.Errorf("signer policy: %+v, want exactly s3:PutObject on the bucket's incoming/*", s)
+	// The signer: PutObject (presigned PUTs, and a multipart upload's
+	// create, parts and complete), then what multipart needs besides:
+	// list its parts, abort it, and HeadObject (s3:GetObject) to tell a
+	// completed upload from an aborted one. The sweeper: abort and
+	// HeadObject. All on incoming/* only.
+	incoming := []string{`"${aws_s3_bucket.uploads.arn}/incoming/*"`}
+	for role, want := range map[string][][]string{
+		"signer":  {{"s3:PutObject"}, {"s3:AbortMultipartUpload", "s3:GetObject", "s3:ListMultipartUploadParts"}},
+		"sweeper": {{"s3:AbortMultipartUpload", "s3:GetObject"}},
+	} {
+		st := m.statements(t, role)
+		if len(st) != len(want) {
+			t.Fatalf("%s policy: want %d statements, got %d", role, len(want), len(st))
+		}
+		for i, s := range st {
+			if got := slices.Sorted(slices.Values(s.actions)); s.effect != "Allow" || !slices.Equal(got, want[i]) || !slices.Equal(s.resources, incoming) {
+				t.Errorf("%s policy statement %d: %+v, want exactly %v on the bucket's incoming/*", role, i, s, want[i])
+			}
+		}
 	}
 
 	completerSt := m.statements(t, "completer")

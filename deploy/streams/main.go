@@ -44,29 +44,33 @@ const minOutage = 24 * time.Hour
 
 // settings is what shapes the streams.
 type settings struct {
-	NATS     config.NATS
-	URLTTL   time.Duration
-	Grace    time.Duration
-	DoneTTL  time.Duration
-	Replicas int           // 0: keep the existing stream's, else 1
-	MaxAge   time.Duration // 0: keep the existing ledger's, else ledger.DefaultMaxAge
+	NATS   config.NATS
+	URLTTL time.Duration
+	// MultipartTTL is a multipart grant's life (MINTGATE_MULTIPART_TTL),
+	// the longest a grant waits in the ledger.
+	MultipartTTL time.Duration
+	Grace        time.Duration
+	DoneTTL      time.Duration
+	Replicas     int           // 0: keep the existing stream's, else 1
+	MaxAge       time.Duration // 0: keep the existing ledger's, else ledger.DefaultMaxAge
 }
 
 func loadSettings(getenv func(string) string) (settings, error) {
 	e := config.New(getenv)
 	s := settings{
-		NATS:     e.NATS(),
-		URLTTL:   e.URLTTL(),
-		Grace:    e.SweepGrace(),
-		DoneTTL:  e.Duration("MINTGATE_DONE_TTL", 15*time.Minute),
-		Replicas: int(e.Int("MINTGATE_STREAM_REPLICAS", 0)),
-		MaxAge:   e.Duration("MINTGATE_LEDGER_MAX_AGE", 0),
+		NATS:         e.NATS(),
+		URLTTL:       e.URLTTL(),
+		MultipartTTL: e.MultipartTTL(),
+		Grace:        e.SweepGrace(),
+		DoneTTL:      e.Duration("MINTGATE_DONE_TTL", 15*time.Minute),
+		Replicas:     int(e.Int("MINTGATE_STREAM_REPLICAS", 0)),
+		MaxAge:       e.Duration("MINTGATE_LEDGER_MAX_AGE", 0),
 	}
 	if s.Replicas < 0 || s.Replicas > 5 {
 		e.Fail("MINTGATE_STREAM_REPLICAS", "%d must be between 1 and 5 (JetStream's limit), or unset to keep the streams'", s.Replicas)
 	}
-	if need := s.URLTTL + s.Grace + minOutage; s.MaxAge != 0 && s.MaxAge < need {
-		e.Fail("MINTGATE_LEDGER_MAX_AGE", "%v must be at least MINTGATE_URL_TTL + MINTGATE_SWEEP_GRACE + %v = %v: "+
+	if need := max(s.URLTTL, s.MultipartTTL) + s.Grace + minOutage; s.MaxAge != 0 && s.MaxAge < need {
+		e.Fail("MINTGATE_LEDGER_MAX_AGE", "%v must be at least the longer of MINTGATE_URL_TTL and MINTGATE_MULTIPART_TTL, + MINTGATE_SWEEP_GRACE + %v = %v: "+
 			"the stream drops pending grants older than it", s.MaxAge, minOutage, need)
 	}
 	if s.DoneTTL <= 0 {

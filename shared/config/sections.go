@@ -57,12 +57,12 @@ func (e *Env) URLTTL() time.Duration {
 }
 
 // MultipartTTL reads MINTGATE_MULTIPART_TTL, the life of a multipart
-// grant: between one minute and MaxMultipartTTL.
+// grant: between one second and MaxMultipartTTL.
 func (e *Env) MultipartTTL() time.Duration {
 	const name = "MINTGATE_MULTIPART_TTL"
 	d := e.Duration(name, DefaultMultipartTTL)
-	if d < time.Minute || d > MaxMultipartTTL {
-		e.Fail(name, "%v must be between 1m and %v", d, MaxMultipartTTL)
+	if d < time.Second || d > MaxMultipartTTL {
+		e.Fail(name, "%v must be between 1s and %v", d, MaxMultipartTTL)
 	}
 	return d
 }
@@ -79,16 +79,30 @@ type S3 struct {
 	Region    string // MINTGATE_S3_REGION; empty: AWS_REGION, else the SDK's
 	Endpoint  string // MINTGATE_S3_ENDPOINT; empty: AWS
 	PathStyle bool   // MINTGATE_S3_PATH_STYLE
+	// Internal is where the services send their own S3 calls (multipart
+	// create, complete, abort …) when they reach S3 by another address
+	// than the browsers the URLs are for, such as a compose network
+	// (MINTGATE_S3_INTERNAL_ENDPOINT); empty: Endpoint.
+	Internal string
 }
 
-// S3 reads MINTGATE_S3_BUCKET, MINTGATE_S3_REGION, MINTGATE_S3_ENDPOINT
-// and MINTGATE_S3_PATH_STYLE.
+// CallEndpoint is where the services' own S3 calls go.
+func (s S3) CallEndpoint() string {
+	if s.Internal != "" {
+		return s.Internal
+	}
+	return s.Endpoint
+}
+
+// S3 reads MINTGATE_S3_BUCKET, MINTGATE_S3_REGION, MINTGATE_S3_ENDPOINT,
+// MINTGATE_S3_PATH_STYLE and MINTGATE_S3_INTERNAL_ENDPOINT.
 func (e *Env) S3() S3 {
 	return S3{
 		Bucket:    e.S3Bucket(),
 		Region:    e.String("MINTGATE_S3_REGION", ""),
 		Endpoint:  e.URL("MINTGATE_S3_ENDPOINT", "", "http", "https"),
 		PathStyle: e.Bool("MINTGATE_S3_PATH_STYLE", false),
+		Internal:  e.URL("MINTGATE_S3_INTERNAL_ENDPOINT", "", "http", "https"),
 	}
 }
 

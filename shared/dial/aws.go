@@ -46,8 +46,9 @@ func S3Addressing(endpoint string, pathStyle bool) func(*s3.Options) {
 	}
 }
 
-// S3 is an S3 client for s (its region, when set, over a's), with a's
-// credentials or the SDK's chain.
+// S3 is an S3 client for the services' own calls to s (its region, when
+// set, over a's; its CallEndpoint), with a's credentials or the SDK's
+// chain.
 func S3(ctx context.Context, a config.AWS, s config.S3) (*s3.Client, error) {
 	var opts []func(*awsconfig.LoadOptions) error
 	if s.Region != "" {
@@ -57,5 +58,5 @@ func S3(ctx context.Context, a config.AWS, s config.S3) (*s3.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3 (region from MINTGATE_S3_REGION or AWS_REGION): %w", err)
 	}
-	return s3.NewFromConfig(ac, S3Addressing(s.Endpoint, s.PathStyle)), nil
+	return s3.NewFromConfig(ac, S3Addressing(s.CallEndpoint(), s.PathStyle)), nil
 }

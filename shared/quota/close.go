@@ -35,11 +35,12 @@ type Closing struct {
 // rest is slack for S3 to finish a request it was already given.
 const CompleteLease = 3 * time.Minute
 
-// ClaimComplete claims multipart grant urlID for the complete nonce
-// (fresh per request) until lease ends: no abort claims it meanwhile. A
-// complete whose S3 call failed for good releases its claim (Release).
-func (s *Store) ClaimComplete(ctx context.Context, tenant, urlID, nonce string, lease time.Duration) (Closing, error) {
-	return s.claim(ctx, closing{tenant: tenant, urlID: urlID, mode: "complete", nonce: nonce, lease: lease})
+// ClaimComplete claims multipart grant urlID for one more complete, until
+// lease ends at the earliest: no abort claims it while a complete holds
+// it. A complete whose S3 call failed for good releases its claim
+// (Release); one that died holds it to the end of the lease.
+func (s *Store) ClaimComplete(ctx context.Context, tenant, urlID string, lease time.Duration) (Closing, error) {
+	return s.claim(ctx, closing{tenant: tenant, urlID: urlID, mode: "complete", lease: lease})
 }
 
 // ClaimAbort claims multipart grant urlID for an abort, for good: from
@@ -48,9 +49,10 @@ func (s *Store) ClaimAbort(ctx context.Context, tenant, urlID string) (Closing, 
 	return s.claim(ctx, closing{tenant: tenant, urlID: urlID, mode: "abort"})
 }
 
-// Release ends complete nonce's claim on urlID early.
-func (s *Store) Release(ctx context.Context, tenant, urlID, nonce string) error {
-	_, err := s.claim(ctx, closing{tenant: tenant, urlID: urlID, mode: "release", nonce: nonce})
+// Release gives up one complete's claim on urlID: once none holds it, the
+// lease ends.
+func (s *Store) Release(ctx context.Context, tenant, urlID string) error {
+	_, err := s.claim(ctx, closing{tenant: tenant, urlID: urlID, mode: "release"})
 	return err
 }
 

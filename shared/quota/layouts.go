@@ -164,8 +164,8 @@ var (
 
 // closing is one run of close.lua.
 type closing struct {
-	tenant, urlID, mode, nonce string
-	lease                      time.Duration
+	tenant, urlID, mode string
+	lease               time.Duration
 }
 
 // Close (close.lua).
@@ -177,7 +177,6 @@ var (
 	)
 	closeArgs = layout.Args("CLOSE",
 		layout.Value("mode", func(c closing) any { return c.mode }), // complete, abort or release
-		layout.Value("nonce", func(c closing) any { return c.nonce }),
 		layout.Value("lease", func(c closing) any { return c.lease.Milliseconds() }),
 		layout.Value("ttl", func(closing) any { return MarkerTTL.Milliseconds() }), // an abort's claim's, ms
 	)
