@@ -77,52 +77,14 @@ const (
 func multipartFingerprint(fp string) string { return "multipart:" + fp }
 
 // handleMultipartCreate is POST /uploads/multipart: a sign's checks and
-// decision, then the S3 upload is created and the grant recorded with its
-// upload id before the 201.
+// decision (serveCharged), then the S3 upload is created and the grant
+// recorded with its upload id before the 201.
 func handleMultipartCreate(d deps) echo.HandlerFunc {
-	policy := newSignPolicy(d.cfg.Multipart.MaxObject, d.cfg.ContentTypes)
-	return func(c echo.Context) error {
-		r := c.Request()
-		who, aerr := d.ident.authenticate(r)
-		if aerr != nil {
-			d.countMP("create", "rejected")
-			return aerr
-		}
-		req, aerr := decodeSignRequest(r.Header.Get(hdrIdempotencyKey), r.Body, policy)
-		if aerr != nil {
-			d.countMP("create", "rejected")
-			return aerr
-		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), signBudget)
-		defer cancel()
-		a := newAttempt(who, req, d.tiers(), d.cfg.shadowCap(who.Tenant))
-		a.ask.Fingerprint = multipartFingerprint(a.ask.Fingerprint)
-		urlID := uuid.NewString()
-		a.ask.Nonce = urlID
-		now := d.now()
-		dec, err := d.gate.decide(ctx, a, now)
-		if err == nil && dec.degraded {
-			// A multipart grant needs its grant record in Redis for every
-			// later step: it is never issued from the in-process buckets.
-			if dec.outcome == quota.Allowed {
-				d.refund(ctx, a, dec, urlID)
-			}
-			err = errors.New("redis unavailable: multipart grants are not issued in degraded mode")
-		}
-		if err != nil {
-			d.countMP("create", "limiter_unavailable")
-			return unavailable(codeLimiterDown, "the rate limiter is unavailable; no upload was created", retryLimiter, err)
-		}
-		if done, err := d.refuse(ctx, c, &a, &dec, now); done {
-			return err
-		}
-		body, aerr := d.openMultipart(ctx, a, dec, urlID, now)
-		if aerr != nil {
-			return aerr
-		}
-		setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
-		return c.JSONBlob(http.StatusCreated, body)
+	route := charged{
+		policy: newSignPolicy(d.cfg.Multipart.MaxObject, d.cfg.ContentTypes), multipart: true,
+		issue: d.openMultipart, count: func(outcome string) { d.countMP("create", outcome) }, nothing: "no upload was created",
 	}
+	return func(c echo.Context) error { return d.serveCharged(c, route) }
 }
 
 // openMultipart turns an allowed decision into multipart grant urlID:

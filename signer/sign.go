@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -78,45 +79,72 @@ func appendJSONString(dst []byte, s string) []byte {
 // handleSign is POST /uploads/sign (docs/api.md): validate, decide in one
 // script, then presign, record in the ledger and complete.
 func handleSign(d deps) echo.HandlerFunc {
-	policy := newSignPolicy(d.cfg.MaxObject, d.cfg.ContentTypes)
-	return func(c echo.Context) error {
-		r := c.Request()
-		who, aerr := d.ident.authenticate(r)
-		if aerr != nil {
-			d.count("rejected")
-			return aerr
-		}
-		req, aerr := decodeSignRequest(r.Header.Get(hdrIdempotencyKey), r.Body, policy)
-		if aerr != nil {
-			d.count("rejected")
-			return aerr
-		}
+	route := charged{policy: newSignPolicy(d.cfg.MaxObject, d.cfg.ContentTypes), issue: d.issue, count: d.count, nothing: "no URL was issued"}
+	return func(c echo.Context) error { return d.serveCharged(c, route) }
+}
 
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), signBudget)
-		defer cancel()
-		a := newAttempt(who, req, d.tiers(), d.cfg.shadowCap(who.Tenant))
-		// The urlId this request will issue is also its nonce: fresh for
-		// every request, retries with the same key included, so that a
-		// cancel or an undo touches only what this very request did.
-		urlID := uuid.NewString()
-		a.ask.Nonce = urlID
-		now := d.now()
-		dec, err := d.gate.decide(ctx, a, now)
-		if err != nil {
-			d.count("limiter_unavailable")
-			return unavailable(codeLimiterDown, "the rate limiter is unavailable; no URL was issued", retryLimiter, err)
-		}
-		if done, err := d.refuse(ctx, c, &a, &dec, now); done {
-			return err
-		}
+// charged is a route that spends what a sign spends: POST /uploads/sign,
+// and POST /uploads/multipart with multipart set.
+type charged struct {
+	policy    signPolicy
+	multipart bool
+	// issue turns an allowed decision into the 201 body.
+	issue func(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apiError)
+	// count adds a request to the route's outcome series.
+	count   func(outcome string)
+	nothing string // what the 503 of an unavailable limiter says was not done
+}
 
-		body, aerr := d.issue(ctx, a, dec, urlID, now)
-		if aerr != nil {
-			return aerr
-		}
-		setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
-		return c.JSONBlob(http.StatusCreated, body)
+// serveCharged authenticates, validates, decides in one script and issues
+// what route issues.
+func (d deps) serveCharged(c echo.Context, route charged) error {
+	r := c.Request()
+	who, aerr := d.ident.authenticate(r)
+	if aerr != nil {
+		route.count("rejected")
+		return aerr
 	}
+	req, aerr := decodeSignRequest(r.Header.Get(hdrIdempotencyKey), r.Body, route.policy)
+	if aerr != nil {
+		route.count("rejected")
+		return aerr
+	}
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), signBudget)
+	defer cancel()
+	a := newAttempt(who, req, d.tiers(), d.cfg.shadowCap(who.Tenant))
+	if route.multipart {
+		a.ask.Fingerprint = multipartFingerprint(a.ask.Fingerprint)
+	}
+	// The urlId this request will issue is also its nonce: fresh for
+	// every request, retries with the same key included, so that a
+	// cancel or an undo touches only what this very request did.
+	urlID := uuid.NewString()
+	a.ask.Nonce = urlID
+	now := d.now()
+	dec, err := d.gate.decide(ctx, a, now)
+	if err == nil && route.multipart && dec.degraded {
+		// A multipart grant needs its grant record in Redis for every
+		// later step: it is never issued from the in-process buckets.
+		if dec.outcome == quota.Allowed {
+			d.refund(ctx, a, dec, urlID)
+		}
+		err = errors.New("redis unavailable: multipart grants are not issued in degraded mode")
+	}
+	if err != nil {
+		route.count("limiter_unavailable")
+		return unavailable(codeLimiterDown, "the rate limiter is unavailable; "+route.nothing, retryLimiter, err)
+	}
+	if done, err := d.refuse(ctx, c, &a, &dec, now); done {
+		return err
+	}
+
+	body, aerr := route.issue(ctx, a, dec, urlID, now)
+	if aerr != nil {
+		return aerr
+	}
+	setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
+	return c.JSONBlob(http.StatusCreated, body)
 }
 
 // refuse answers the decisions that issue no URL: a replay, a key reused

@@ -48,21 +48,21 @@ func (e *Env) Addr(name, def string) string {
 // URLTTL reads MINTGATE_URL_TTL, the lifetime of a presigned URL: between
 // one second and MaxURLTTL.
 func (e *Env) URLTTL() time.Duration {
-	const name = "MINTGATE_URL_TTL"
-	d := e.Duration(name, DefaultURLTTL)
-	if d < time.Second || d > MaxURLTTL {
-		e.Fail(name, "%v must be between 1s and %v (the SigV4 presign limit)", d, MaxURLTTL)
-	}
-	return d
+	return e.lifetime("MINTGATE_URL_TTL", DefaultURLTTL, MaxURLTTL, " (the SigV4 presign limit)")
 }
 
 // MultipartTTL reads MINTGATE_MULTIPART_TTL, the life of a multipart
 // grant: between one second and MaxMultipartTTL.
 func (e *Env) MultipartTTL() time.Duration {
-	const name = "MINTGATE_MULTIPART_TTL"
-	d := e.Duration(name, DefaultMultipartTTL)
-	if d < time.Second || d > MaxMultipartTTL {
-		e.Fail(name, "%v must be between 1s and %v", d, MaxMultipartTTL)
+	return e.lifetime("MINTGATE_MULTIPART_TTL", DefaultMultipartTTL, MaxMultipartTTL, "")
+}
+
+// lifetime reads a duration of at least a second and at most most (why
+// says where that bound comes from).
+func (e *Env) lifetime(name string, def, most time.Duration, why string) time.Duration {
+	d := e.Duration(name, def)
+	if d < time.Second || d > most {
+		e.Fail(name, "%v must be between 1s and %v%s", d, most, why)
 	}
 	return d
 }
