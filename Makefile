@@ -18,7 +18,8 @@ bench:
 
 # The fault soak's long form (its short form runs in make test): at least 10
 # kills of every process kind against a single nats-server, then against a
-# 3-node cluster; prints the invariant table of each. Extra flags go in
+# 3-node cluster, with single PUTs and multipart grants in the load; prints
+# the invariant table of each. Extra flags go in
 # CHAOS_ARGS, e.g. make chaos CHAOS_ARGS='-chaos.seed=42 -chaos.topology=r3'.
 chaos:
 	deploy/local/tools.sh redis nats versitygw fauxqs

@@ -25,6 +25,7 @@ type plan struct {
 	think   time.Duration // longest pause between one client's requests
 
 	ttl, grace time.Duration // MINTGATE_URL_TTL, MINTGATE_SWEEP_GRACE
+	mpTTL      time.Duration // MINTGATE_MULTIPART_TTL: a multipart grant's life
 	visibility time.Duration // the SQS queue's, well below grace
 	doneTTL    time.Duration // above the whole run and quota.MarkerTTL, so no done marker expires before the check and its TTL tells when it was set
 
@@ -42,7 +43,7 @@ type plan struct {
 // resumes.
 var shortPlan = plan{
 	name: "short", clients: 6, users: 60, tenants: 3, think: 20 * time.Millisecond,
-	ttl: 3 * time.Second, grace: 4 * time.Second, visibility: time.Second, doneTTL: 25 * time.Hour,
+	ttl: 3 * time.Second, grace: 4 * time.Second, mpTTL: 3 * time.Second, visibility: time.Second, doneTTL: 25 * time.Hour,
 	faults: map[kind]int{
 		killSigner: 2, killSweeper: 1, killCompleter: 1, killNATS: 1, killRedis: 1,
 		stallNATS: 2, stallRedis: 1, scriptFlush: 1,
@@ -56,7 +57,7 @@ var longPlan = plan{
 	name: "long", clients: 8, users: 400, tenants: 4, think: 20 * time.Millisecond,
 	// A grace above the completer's hold (see completerHold), so any
 	// order of faults is fair game.
-	ttl: 5 * time.Second, grace: 40 * time.Second, visibility: time.Second, doneTTL: 27 * time.Hour,
+	ttl: 5 * time.Second, grace: 40 * time.Second, mpTTL: 5 * time.Second, visibility: time.Second, doneTTL: 27 * time.Hour,
 	faults: map[kind]int{
 		killSigner: 12, killSweeper: 12, killCompleter: 12, killNATS: 12, killRedis: 12,
 		stallNATS: 10, stallRedis: 8, scriptFlush: 6,

@@ -62,15 +62,17 @@ func (st *stack) outcomes(ctx context.Context, urls []received) ([]outcome, erro
 	return out, nil
 }
 
-// settle waits until every grant is due, then until every URL received
-// has a marker and the ledger has nothing left to deliver, within the
-// plan's settle time. It reports whether that happened.
+// settle waits until every grant is due, then until every URL and
+// multipart grant received has a marker and the ledger has nothing left
+// to deliver, within the plan's settle time. It reports whether that
+// happened.
 func (st *stack) settle(ctx context.Context, t *testing.T, res result, loadStop time.Time) bool {
 	t.Helper()
-	// A grant the clients never saw (its sign was cut) was issued before
-	// the load stopped: due at most TTL + grace later.
-	due := loadStop.Add(st.p.ttl + st.p.grace + time.Second)
-	for _, u := range res.urls {
+	// A grant the clients never saw (its sign or create was cut) was
+	// issued before the load stopped: due at most its life + grace later.
+	due := loadStop.Add(max(st.p.ttl, st.p.mpTTL) + st.p.grace + time.Second)
+	all := append(slices.Clip(res.urls), res.mp.refs()...)
+	for _, u := range all {
 		if d := u.expiresAt.Add(st.p.grace); d.After(due) {
 			due = d
 		}
@@ -78,7 +80,7 @@ func (st *stack) settle(ctx context.Context, t *testing.T, res result, loadStop 
 	time.Sleep(time.Until(due))
 	began := time.Now()
 	for time.Since(began) < st.p.settle && ctx.Err() == nil {
-		if st.allMarked(ctx, res.urls) && st.ledgerIdle(ctx) {
+		if st.allMarked(ctx, all) && st.ledgerIdle(ctx) {
 			time.Sleep(time.Second) // a last schedule may be firing
 			if st.ledgerIdle(ctx) {
 				t.Logf("%s: settled %v after the last grant was due", st.topo.name, time.Since(began).Round(time.Millisecond))
@@ -228,7 +230,11 @@ func check(ctx context.Context, t *testing.T, st *stack, res result, faults []in
 	if err != nil {
 		t.Fatalf("counting refunded markers: %v", err)
 	}
-	b, err := st.buckets(ctx, res)
+	mouts, orphans, err := st.mpOutcomes(ctx, res.mp.grants)
+	if err != nil {
+		t.Fatalf("reading the multipart grants' ends: %v", err)
+	}
+	b, err := st.buckets(ctx, res, mouts)
 	if err != nil {
 		t.Fatalf("reading the buckets: %v", err)
 	}
@@ -237,10 +243,12 @@ func check(ctx context.Context, t *testing.T, st *stack, res result, faults []in
 		exposed += f.exposed
 	}
 
-	r.summarize(res, outs, faults, exposed, markers)
+	r.summarize(res, outs, mouts, faults, exposed, markers)
+	r.summarizeMultipart(res, mouts)
 	r.summary = append(r.summary, fmt.Sprintf("rescues: %d passes applied schedules nats-server had not fired 30 s after due", st.rescues()))
 	r.checkURLs(res, outs)
-	r.add("no token minted (final > capacity − uploads)",
+	r.checkMultipart(res, mouts, orphans)
+	r.add("no token minted (final > capacity − uploads − multipart objects)",
 		fmt.Sprintf("users +%d in %d buckets, tenants +%d in %d", b.users.minted, b.users.mintedIn, b.tenants.minted, b.tenants.mintedIn),
 		"0", b.users.minted == 0 && b.tenants.minted == 0)
 	r.add("no refund lost (tokens never given back)",
@@ -248,12 +256,20 @@ func check(ctx context.Context, t *testing.T, st *stack, res result, faults []in
 		fmt.Sprintf("≤ %d at risk at signer kills", exposed), b.users.short <= exposed && b.tenants.short <= exposed)
 	r.checkAnswers(res)
 	r.add("no service exited by itself", strings.Join(append([]string{fmt.Sprint(len(st.crashes))}, st.crashes...), " "), "0", len(st.crashes) == 0)
-	r.checkLateness(res, outs, st.p, lastFault)
+	// The sweeper's refunds: every URL's, and the multipart grants' no
+	// DELETE was sent for (a DELETE refunds at once, before the due time).
+	urls, uouts := slices.Clip(res.urls), slices.Clip(outs)
+	for i, g := range res.mp.grants {
+		if g.abort == "" {
+			urls, uouts = append(urls, g.ref()), append(uouts, mouts[i].outcome)
+		}
+	}
+	r.checkLateness(urls, uouts, st.p, lastFault)
 	return r
 }
 
 // summarize writes the run's numbers above the table.
-func (r *report) summarize(res result, outs []outcome, faults []injected, exposed, markers int) {
+func (r *report) summarize(res result, outs []outcome, mouts []mpOutcome, faults []injected, exposed, markers int) {
 	var kinds [numKinds]int
 	for _, f := range faults {
 		kinds[f.kind]++
@@ -262,7 +278,12 @@ func (r *report) summarize(res result, outs []outcome, faults []injected, expose
 	for k, n := range kinds {
 		counts = append(counts, fmt.Sprintf("%s %d", kind(k), n))
 	}
-	uploaded, refused, refunded, late, lateAfter, takenBack := 0, 0, 0, 0, 0, 0
+	uploaded, refused, refunded, late, lateAfter, takenBack, mpRefunded := 0, 0, 0, 0, 0, 0, 0
+	for _, o := range mouts {
+		if o.refunded {
+			mpRefunded++
+		}
+	}
 	for i, u := range res.urls {
 		switch {
 		case u.uploaded:
@@ -289,8 +310,9 @@ func (r *report) summarize(res result, outs []outcome, faults []injected, expose
 			res.ops, res.replays, len(res.urls), uploaded, len(res.urls)-uploaded, refused, res.abandoned),
 		"answers: "+answers(res.answers),
 		fmt.Sprintf("tokens at risk: %d requests in flight or cancels held at signer kills; %d answers 503 limiter_unavailable "+
-			"(a spend that timed out on a paused Redis runs when it resumes, past its deadline: it takes nothing, and a cancel follows)", exposed, res.answers["503 limiter_unavailable"]),
-		fmt.Sprintf("refunded markers: %d of URLs received, %d of grants no client received", refunded, markers-refunded),
+			"(a spend that timed out on a paused Redis runs when it resumes, past its deadline: it takes nothing, and a cancel follows)",
+			exposed, res.answers["503 limiter_unavailable"]+res.mp.answers["create 503 limiter_unavailable"]),
+		fmt.Sprintf("refunded markers: %d of URLs received, %d of multipart grants received, %d of grants no client received", refunded, mpRefunded, markers-refunded-mpRefunded),
 		fmt.Sprintf("slow uploads: %d landed after their grant's due time, %d of them after its refund; %d refunds taken back", late, lateAfter, takenBack),
 	)
 }
@@ -342,15 +364,21 @@ func (r *report) checkAnswers(res result) {
 			n500 += n
 		}
 	}
+	for a, n := range res.mp.answers {
+		if _, status, _ := strings.Cut(a, " "); strings.HasPrefix(status, "500") || strings.HasPrefix(a, "PUT part 500") {
+			n500 += n
+		}
+	}
 	r.add("no HTTP 500", fmt.Sprint(n500), "0", n500 == 0)
 }
 
 // checkLateness: refund time (the marker's value) − due time (expiry +
-// grace), over every refunded URL and over those due after the last fault.
-func (r *report) checkLateness(res result, outs []outcome, p plan, lastFault time.Time) {
+// grace), over every refunded grant of urls and over those due after the
+// last fault.
+func (r *report) checkLateness(urls []received, outs []outcome, p plan, lastFault time.Time) {
 	var all, after []time.Duration
 	early := 0
-	for i, u := range res.urls {
+	for i, u := range urls {
 		if !outs[i].refunded || outs[i].refundedAt.IsZero() {
 			continue
 		}
@@ -394,8 +422,10 @@ type bucketTallies struct{ users, tenants tally }
 
 // buckets reads every user and tenant bucket the clients spent from. With
 // a negligible refill, a bucket's tokens are capacity − spends + refunds:
-// above capacity − uploads is a token minted, below it a token lost.
-func (st *stack) buckets(ctx context.Context, res result) (bucketTallies, error) {
+// above capacity − uploads is a token minted, below it a token lost. A
+// multipart grant whose object exists spent its token as an uploaded URL
+// did; any other gave it back.
+func (st *stack) buckets(ctx context.Context, res result, mouts []mpOutcome) (bucketTallies, error) {
 	userUploads := map[[2]string]int{}
 	tenantUploads := map[string]int{}
 	for _, u := range res.urls {
@@ -405,6 +435,15 @@ func (st *stack) buckets(ctx context.Context, res result) (bucketTallies, error)
 		if u.uploaded {
 			userUploads[k]++
 			tenantUploads[u.tenant]++
+		}
+	}
+	for i, g := range res.mp.grants {
+		k := [2]string{g.tenant, g.user}
+		userUploads[k] += 0
+		tenantUploads[g.tenant] += 0
+		if mouts[i].object {
+			userUploads[k]++
+			tenantUploads[g.tenant]++
 		}
 	}
 	var out bucketTallies

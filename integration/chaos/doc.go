@@ -7,6 +7,13 @@
 // from a seed; afterwards the test checks, from Redis and the HTTP answers
 // alone, that every token came back exactly when it should.
 //
+// One request in five is a multipart grant (multipart_test.go) of a small
+// object, which its client completes, abandons to the sweeper or aborts
+// with DELETE; the check adds S3 (a HEAD of each grant's key and the
+// uploads still listed) to tell that each ended exactly one way: completed
+// and never refunded, or without an object, its upload aborted and its
+// refund given once.
+//
 // The short form runs with go test (make test); make chaos runs the long
 // one (-chaos.long). -chaos.seed repeats a run's schedule of faults and
 // requests.

@@ -105,6 +105,7 @@ func startLoad(ctx context.Context, t *testing.T, st *stack, p plan, seed uint64
 			keys:    map[string][]string{},
 			seen:    map[string]int{},
 			answers: map[string]int{},
+			mp:      mpRecord{seen: map[string]int{}, answers: map[string]int{}},
 		}
 		ld.clients = append(ld.clients, c)
 		ld.wg.Go(func() { c.run(ctx) })
@@ -156,40 +157,56 @@ type client struct {
 	answers   map[string]int      // "201", "503 grant_ledger_unavailable", "transport", …
 	abandoned int                 // requests that ran out of attempts without a URL
 	replays   int
+
+	mp mpRecord // multipart grants (multipart_test.go)
 }
 
+// run signs in a loop: one request in mpEvery is a multipart grant
+// (multipart_test.go), the others single PUTs.
 func (c *client) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		u := c.users[c.rng.IntN(len(c.users))]
-		size := 1 + c.rng.IntN(256)
-		upload := c.rng.IntN(2) == 0
-		replay := c.rng.IntN(10) == 0
 		think := time.Duration(c.rng.Int64N(int64(c.think) + 1))
-		key := fmt.Sprintf("c%d-%d", c.id, c.ops)
-		c.ops++
-
-		slow := upload && c.rng.IntN(slowEvery) == 0
-		landIn := time.Duration(c.rng.Int64N(int64(slowSpread)))
-		if s, ok := c.sign(ctx, u, key, size, time.Time{}); ok {
-			i := c.receive(u, key, s)
-			switch {
-			case slow && !c.urls[i].late && !c.urls[i].uploaded:
-				c.urls[i].late = true
-				c.landLate(i, s, size, s.ExpiresAt.Add(c.st.p.grace+landIn))
-			case upload && !c.urls[i].late:
-				c.urls[i].uploaded, c.urls[i].putStatus = c.put(s, size)
-				c.urls[i].uploadedAt = time.Now()
-			}
-			if replay {
-				// A client that lost the answer asks again with the same
-				// key while the URL is valid: the same URL, no new token.
-				c.replays++
-				if again, ok := c.sign(ctx, u, key, size, s.ExpiresAt.Add(-time.Second)); ok {
-					c.receive(u, key, again)
-				}
-			}
+		if c.rng.IntN(mpEvery) == 0 {
+			c.multipart(ctx, u, c.drawMultipart())
+		} else {
+			c.single(ctx, u)
 		}
 		time.Sleep(think)
+	}
+}
+
+// single signs one URL for u and, as drawn, uploads it (maybe late) and
+// replays its key.
+func (c *client) single(ctx context.Context, u user) {
+	size := 1 + c.rng.IntN(256)
+	upload := c.rng.IntN(2) == 0
+	replay := c.rng.IntN(10) == 0
+	key := fmt.Sprintf("c%d-%d", c.id, c.ops)
+	c.ops++
+
+	slow := upload && c.rng.IntN(slowEvery) == 0
+	landIn := time.Duration(c.rng.Int64N(int64(slowSpread)))
+	s, ok := c.sign(ctx, u, key, size, time.Time{})
+	if !ok {
+		return
+	}
+	i := c.receive(u, key, s)
+	switch {
+	case slow && !c.urls[i].late && !c.urls[i].uploaded:
+		c.urls[i].late = true
+		c.landLate(i, s, size, s.ExpiresAt.Add(c.st.p.grace+landIn))
+	case upload && !c.urls[i].late:
+		c.urls[i].uploaded, c.urls[i].putStatus = c.put(s, size)
+		c.urls[i].uploadedAt = time.Now()
+	}
+	if replay {
+		// A client that lost the answer asks again with the same
+		// key while the URL is valid: the same URL, no new token.
+		c.replays++
+		if again, ok := c.sign(ctx, u, key, size, s.ExpiresAt.Add(-time.Second)); ok {
+			c.receive(u, key, again)
+		}
 	}
 }
 
@@ -220,6 +237,19 @@ func contains(xs []string, x string) bool {
 // set) until passes. Attempts go to the signers in turn.
 func (c *client) sign(ctx context.Context, u user, key string, size int, until time.Time) (signed, bool) {
 	body := fmt.Sprintf(`{"contentType":"image/png","contentLength":%d}`, size)
+	s, ok := charge(ctx, c, "/uploads/sign", u, key, body, c.ops, until, func(a string) { c.answers[a]++ }, func(s signed) string { return s.URLID })
+	if !ok {
+		c.abandoned++
+	}
+	return s, ok
+}
+
+// charge is one charged request (a sign, a multipart create) with its
+// retries: the same key on no answer, 503 and 409, until an answer with a
+// urlId, the attempts run out, the load stops or (when set) until passes.
+// Attempts go to the signers in turn from n; tally counts each answer.
+func charge[T any](ctx context.Context, c *client, path string, u user, key, body string, n int, until time.Time, tally func(string), urlID func(T) string) (T, bool) {
+	var zero T
 	backoff := firstBackoff
 	for attempt := range maxAttempts {
 		if attempt > 0 {
@@ -229,41 +259,45 @@ func (c *client) sign(ctx context.Context, u user, key string, size int, until t
 			time.Sleep(backoff)
 			backoff = min(2*backoff, maxBackoff)
 		}
-		status, raw, err := c.post((c.id+c.ops+attempt)%len(c.st.signers), u, key, body)
+		status, raw, err := c.post((c.id+n+attempt)%len(c.st.signers), path, u, key, body)
 		if err != nil {
-			c.answers["transport error"]++
+			tally("transport error")
 			continue
 		}
 		switch status {
 		case http.StatusCreated, http.StatusOK:
-			c.answers[fmt.Sprint(status)]++
-			var s signed
-			if err := json.Unmarshal(raw, &s); err != nil || s.URLID == "" {
-				c.answers[fmt.Sprintf("%d unreadable body", status)]++
-				return signed{}, false
+			tally(fmt.Sprint(status))
+			var s T
+			if err := json.Unmarshal(raw, &s); err != nil || urlID(s) == "" {
+				tally(fmt.Sprintf("%d unreadable body", status))
+				return zero, false
 			}
 			return s, true
 		}
-		var e struct {
-			Error string `json:"error"`
-		}
-		_ = json.Unmarshal(raw, &e)
-		c.answers[strings.TrimSpace(fmt.Sprintf("%d %s", status, e.Error))]++
+		tally(answerOf(status, raw))
 		if status != http.StatusServiceUnavailable && status != http.StatusConflict {
 			break
 		}
 	}
-	c.abandoned++
-	return signed{}, false
+	return zero, false
 }
 
-// post sends one sign request to signer i, counted in its flight.
-func (c *client) post(i int, u user, key, body string) (int, []byte, error) {
+// answerOf is how an answer is tallied: its status and error code.
+func answerOf(status int, raw []byte) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	_ = json.Unmarshal(raw, &e)
+	return strings.TrimSpace(fmt.Sprintf("%d %s", status, e.Error))
+}
+
+// post sends one charged request to signer i, counted in its flight.
+func (c *client) post(i int, path string, u user, key, body string) (int, []byte, error) {
 	fl := c.ld.flights[i]
 	fl.started.Add(1)
 	fl.inFlight.Add(1)
 	defer fl.inFlight.Add(-1)
-	req, err := http.NewRequest(http.MethodPost, c.st.signers[i].URL+"/uploads/sign", strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, c.st.signers[i].URL+path, strings.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -345,11 +379,12 @@ type result struct {
 	keys                    map[string][]string
 	answers                 map[string]int
 	ops, abandoned, replays int
+	mp                      mpRecord // every client's multipart grants
 }
 
 // result merges the clients' records; call it after stop.
 func (ld *load) result() result {
-	r := result{keys: map[string][]string{}, answers: map[string]int{}}
+	r := result{keys: map[string][]string{}, answers: map[string]int{}, mp: mpRecord{answers: map[string]int{}}}
 	for _, l := range ld.landed {
 		u := &ld.clients[l.client].urls[l.url]
 		u.uploaded, u.uploadedAt = l.stored, l.at
@@ -365,6 +400,7 @@ func (ld *load) result() result {
 		r.ops += c.ops
 		r.abandoned += c.abandoned
 		r.replays += c.replays
+		r.mp.merge(c.mp)
 	}
 	return r
 }

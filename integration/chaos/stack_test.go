@@ -91,7 +91,14 @@ func startStack(t *testing.T, p plan, topo topology) *stack {
 	for k, v := range testenv.AWSEnv() {
 		common[k] = v
 	}
-	signerEnv := map[string]string{"MINTGATE_JWT_HS256_SECRET": string(st.jwtSecret)}
+	signerEnv := map[string]string{
+		"MINTGATE_JWT_HS256_SECRET":     string(st.jwtSecret),
+		"MINTGATE_MULTIPART_TTL":        p.mpTTL.String(),
+		"MINTGATE_MULTIPART_PART_BYTES": fmt.Sprint(mpPartBytes),
+		// Every client comes from 127.0.0.1: a per-address read limit
+		// would refuse the multipart grants' parts and completes.
+		"MINTGATE_READ_LIMIT": "off",
+	}
 	completerEnv := map[string]string{
 		"MINTGATE_SQS_QUEUE_URL": q.URL,
 		"MINTGATE_S3_BUCKET":     s3.Bucket,
