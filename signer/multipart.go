@@ -104,8 +104,8 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec decision, urlID 
 	fail := func(outcome string, e *apiError) ([]byte, *apiError) {
 		d.refund(ctx, a, dec, urlID)
 		if err := d.uploads.Abort(ctx, key, uploadID); err != nil && !errors.Is(err, multipart.ErrGone) {
-			// Its grant, if it reached the ledger, aborts it after its
-			// life; else the bucket's lifecycle rule does. No part URL left.
+			// The bucket's lifecycle rule removes it: no part URL was
+			// signed for it, so it holds no part.
 			d.log.Warn("aborting the upload of a multipart create that failed", "tenant", who.Tenant, "urlId", urlID, "err", err)
 		}
 		d.countMP("create", outcome)
@@ -128,9 +128,10 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec decision, urlID 
 	f.Multipart = string(rec)
 	if err := d.gate.finish(ctx, a, f); err != nil {
 		// Without its grant record no part can be signed: the grant is
-		// given back now (its refunded marker stops the sweeper's refund;
-		// the sweeper still aborts the upload) rather than left to its
-		// life.
+		// given back now (its refunded marker stops the sweeper's refund)
+		// rather than left to its life, and its upload aborted here. Should
+		// that abort fail too, the bucket's lifecycle rule removes the
+		// upload: no part URL was ever signed for it.
 		d.metrics.finishFailed.Inc()
 		return fail("limiter_unavailable", unavailable(codeLimiterDown, "the rate limiter is unavailable; no upload was created and nothing was charged", retryLimiter, err))
 	}
