@@ -45,6 +45,9 @@ func newAttempt(who caller, req signRequest, set tiers.Set, shadowCap float64) a
 	// tiers.Parse guarantees the caller tiers and the tenant tier exist;
 	// tiers.Set.For derives anonymous_all when it is not named.
 	buckets, _ := set.SignBuckets(who.Tenant, who.Subject, who.Tier)
+	// The tiers of bytes, when set, in the same decision: the caller's and
+	// the tenant's buckets of bytes, each spending contentLength.
+	buckets = append(buckets, set.ByteBuckets(who.Tenant, who.Subject, who.Tier, req.ContentLength)...)
 	var hard []bucket.Bucket
 	if shadowCap > 0 {
 		ceiling := bucket.Bucket{Key: keys.ShadowBucket(who.Tenant, who.Subject), Limit: shadowLimit(buckets[0].Limit, shadowCap)}
@@ -83,8 +86,12 @@ func (a attempt) credits() []ledger.Credit {
 			role = ledger.BucketAnonymousAll
 		case keys.ShadowBucket(a.who.Tenant, a.who.Subject):
 			role = ledger.BucketShadow
+		case keys.ByteBucket(a.who.Tenant, a.who.Subject):
+			role = ledger.BucketCallerBytes
+		case keys.TenantByteBucket(a.who.Tenant):
+			role = ledger.BucketTenantBytes
 		}
-		out[i] = ledger.Credit{Bucket: role, Capacity: b.Limit.Capacity, Refill: b.Limit.Rate, TTL: b.Limit.TTL.Milliseconds()}
+		out[i] = ledger.Credit{Bucket: role, Capacity: b.Limit.Capacity, Refill: b.Limit.Rate, TTL: b.Limit.TTL.Milliseconds(), Units: b.Units}
 	}
 	return out
 }
@@ -358,7 +365,7 @@ func (g *gate) call(ctx context.Context, name string, op func(context.Context) e
 func (g *gate) degradedBuckets(bs []bucket.Bucket) []bucket.Bucket {
 	out := make([]bucket.Bucket, len(bs))
 	for i, b := range bs {
-		out[i] = bucket.Bucket{Key: b.Key, Limit: degradedLimit(b.Limit, g.share)}
+		out[i] = bucket.Bucket{Key: b.Key, Limit: degradedLimit(b.Limit, g.share), Units: b.Units}
 	}
 	return out
 }

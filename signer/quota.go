@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/keys"
 )
 
 // quotaScope is what one side of GET /uploads/quota reports.
@@ -20,6 +21,9 @@ type quotaScope struct {
 type quotaResponse struct {
 	Caller quotaScope `json:"caller"`
 	Tenant quotaScope `json:"tenant"`
+	// The buckets of bytes, in bytes, when their tiers are set.
+	CallerBytes *quotaScope `json:"callerBytes,omitempty"`
+	TenantBytes *quotaScope `json:"tenantBytes,omitempty"`
 }
 
 // handleQuota is GET /uploads/quota: what the caller's bucket and the
@@ -34,18 +38,30 @@ func handleQuota(d deps) echo.HandlerFunc {
 		if aerr != nil {
 			return aerr
 		}
-		buckets, _ := d.tiers().SignBuckets(who.Tenant, who.Subject, who.Tier)
+		set := d.tiers()
+		buckets, _ := set.SignBuckets(who.Tenant, who.Subject, who.Tier)
+		requests := len(buckets)
+		buckets = append(buckets, set.ByteBuckets(who.Tenant, who.Subject, who.Tier, 1)...)
 		res, err := d.peekRateHeaders(c.Request().Context(), c.Response().Header(), who, buckets, d.now())
 		if err != nil {
 			return unavailable(codeLimiterDown, "the rate limiter is unavailable", retryLimiter, err)
 		}
 		tenant := 1
-		for i := 2; i < len(res); i++ {
+		for i := 2; i < requests; i++ {
 			if res[i].Remaining < res[tenant].Remaining {
 				tenant = i
 			}
 		}
-		return c.JSON(http.StatusOK, quotaResponse{Caller: scopeOf(res[0]), Tenant: scopeOf(res[tenant])})
+		out := quotaResponse{Caller: scopeOf(res[0]), Tenant: scopeOf(res[tenant])}
+		for i := requests; i < len(buckets); i++ {
+			q := scopeOf(res[i])
+			if buckets[i].Key == keys.TenantByteBucket(who.Tenant) {
+				out.TenantBytes = &q
+			} else {
+				out.CallerBytes = &q
+			}
+		}
+		return c.JSON(http.StatusOK, out)
 	}
 }
 
@@ -60,9 +76,9 @@ func (d deps) peekRateHeaders(ctx context.Context, h http.Header, who caller, bu
 	if err != nil {
 		return nil, err
 	}
-	scarcest := 0
+	scarcest := 0 // of the buckets of requests: the headers describe those
 	for i := range res {
-		if res[i].Remaining < res[scarcest].Remaining {
+		if buckets[i].Units == 0 && res[i].Remaining < res[scarcest].Remaining {
 			scarcest = i
 		}
 	}

@@ -12,8 +12,10 @@ import (
 
 // Scopes of a 429: which bucket was short.
 const (
-	scopeCaller = "caller"
-	scopeTenant = "tenant"
+	scopeCaller      = "caller"
+	scopeTenant      = "tenant"
+	scopeCallerBytes = "caller_bytes" // the caller's bucket of bytes
+	scopeTenantBytes = "tenant_bytes" // the tenant's bucket of bytes
 )
 
 // scope names the bucket of bs that denied res. The caller's own bucket,
@@ -28,6 +30,10 @@ func scope(who caller, bs []bucket.Bucket, res bucket.Result) string {
 	switch bs[res.Blocked].Key {
 	case keys.Bucket(who.Tenant, who.Subject), keys.ShadowBucket(who.Tenant, who.Subject):
 		return scopeCaller
+	case keys.ByteBucket(who.Tenant, who.Subject):
+		return scopeCallerBytes
+	case keys.TenantByteBucket(who.Tenant):
+		return scopeTenantBytes
 	}
 	return scopeTenant
 }
@@ -39,6 +45,10 @@ func tierOf(who caller, b bucket.Bucket) string {
 		return tiers.Tenant
 	case keys.AnonBucket(who.Tenant):
 		return tiers.AnonymousAll
+	case keys.ByteBucket(who.Tenant, who.Subject):
+		return tiers.BytesTierOf(who.Tier)
+	case keys.TenantByteBucket(who.Tenant):
+		return tiers.TenantBytes
 	}
 	return who.Tier
 }
@@ -91,8 +101,13 @@ func setRateHeaders(h http.Header, form string, who caller, res bucket.Result, b
 func tooMany(who caller, bs []bucket.Bucket, res bucket.Result) *apiError {
 	s := scope(who, bs, res)
 	msg := "you have asked for too many upload URLs; retry later"
-	if s == scopeTenant {
+	switch s {
+	case scopeTenant:
 		msg = "your organisation has asked for too many upload URLs; retry later"
+	case scopeCallerBytes:
+		msg = "you have asked to upload too many bytes; retry later"
+	case scopeTenantBytes:
+		msg = "your organisation has asked to upload too many bytes; retry later"
 	}
 	retry := max(res.RetryAfter, time.Second)
 	return &apiError{

@@ -139,6 +139,14 @@ func credited(g ledger.Grant) ([]bucket.Bucket, error) {
 			}
 		case ledger.BucketShadow:
 			key = keys.ShadowBucket(g.Tenant, g.Subject)
+		case ledger.BucketCallerBytes:
+			key = keys.ByteBucket(g.Tenant, g.Subject)
+		case ledger.BucketTenantBytes:
+			key = keys.TenantByteBucket(g.Tenant)
+		}
+		bytes := c.Bucket == ledger.BucketCallerBytes || c.Bucket == ledger.BucketTenantBytes
+		if bytes != (c.Units > 0) {
+			return nil, fmt.Errorf("%w: grant %s credits bucket %q with %v units", ledger.ErrMalformed, g.URLID, c.Bucket, c.Units)
 		}
 		if key == "" || seen[key] {
 			return nil, fmt.Errorf("%w: grant %s credits bucket %q", ledger.ErrMalformed, g.URLID, c.Bucket)
@@ -148,7 +156,7 @@ func credited(g ledger.Grant) ([]bucket.Bucket, error) {
 		if err := l.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: grant %s bucket %q: %w", ledger.ErrMalformed, g.URLID, c.Bucket, err)
 		}
-		out = append(out, bucket.Bucket{Key: key, Limit: l})
+		out = append(out, bucket.Bucket{Key: key, Limit: l, Units: c.Units})
 	}
 	return out, nil
 }

@@ -198,3 +198,38 @@ func (r *refunder) refund(ctx context.Context, g ledger.Grant) (string, error) {
 	}
 	return out[0], nil
 }
+
+// A grant that spent bytes gives them back with its token: exactly its
+// contentLength, capped by the byte tier it was issued under, once; a
+// credit of bytes on a bucket of requests is malformed.
+func TestRefundGivesTheBytesBack(t *testing.T) {
+	r, rdb := newRefunder(t)
+	s := &stack{t: t, rdb: rdb}
+	ctx := context.Background()
+	const mib = 1 << 20
+	callerBytes, tenantBytes := keys.ByteBucket(tenant, "u:alice"), keys.TenantByteBucket(tenant)
+	s.setTokens(callerBytes, 2*mib)
+	s.setTokens(tenantBytes, 23*mib)
+	g := newGrant("b1", tiers.User, "u:alice", time.Now())
+	g.Credits = []ledger.Credit{
+		{Bucket: ledger.BucketCaller, Capacity: 1000, Refill: 0.001},
+		{Bucket: ledger.BucketCallerBytes, Capacity: 10 * mib, Refill: 1, Units: 4 * mib},
+		{Bucket: ledger.BucketTenantBytes, Capacity: 24 * mib, Refill: 1, Units: 4 * mib},
+	}
+	for range 2 {
+		if _, err := r.refund(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := floor(s.tokens(callerBytes)); got != 6*mib {
+		t.Errorf("caller's bytes %v, want 6 MiB (4 MiB back, once)", got)
+	}
+	if got := floor(s.tokens(tenantBytes)); got != 24*mib {
+		t.Errorf("tenant's bytes %v, want 24 MiB (capped)", got)
+	}
+	bad := newGrant("b2", tiers.User, "u:alice", time.Now())
+	bad.Credits = []ledger.Credit{{Bucket: ledger.BucketCaller, Capacity: 1000, Refill: 0.001, Units: 4 * mib}}
+	if _, err := r.refund(ctx, bad); !errors.Is(err, ledger.ErrMalformed) {
+		t.Errorf("bytes credited to a bucket of requests: %v, want malformed", err)
+	}
+}

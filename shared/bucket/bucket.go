@@ -86,6 +86,21 @@ const maxFillSeconds = float64(math.MaxInt64 / int64(time.Second))
 type Bucket struct {
 	Key   string
 	Limit Limit
+	// Units is 0 for a bucket of requests: each unit of a charge's cost
+	// takes one token. Above 0 it is a bucket of bytes, and each unit of
+	// cost takes Units tokens (a sign's contentLength): the same charge of
+	// 1, or refund of -1, moves a request and its bytes. A Result's
+	// headers (Remaining, Limit, Reset, Scarcest) are of the request
+	// buckets alone.
+	Units float64
+}
+
+// need is what a charge of cost takes from b.
+func (b Bucket) need(cost float64) float64 {
+	if b.Units > 0 {
+		return cost * b.Units
+	}
+	return cost
 }
 
 // Result is one decision. The headers a client sees describe the scarcest
@@ -116,6 +131,7 @@ var (
 		layout.Value("capacity", func(b Bucket) any { return formatFloat(b.Limit.Capacity) }),
 		layout.Value("rate", func(b Bucket) any { return formatFloat(b.Limit.Rate) }),
 		layout.Value("ttl", func(b Bucket) any { return strconv.FormatInt(b.Limit.ttl().Milliseconds(), 10) }),
+		layout.Value("units", func(b Bucket) any { return formatFloat(b.Units) }),
 	)
 	// Core is the core's ARGV: now (ms), the cost, then a Shape per bucket.
 	Core = layout.Record("CORE",

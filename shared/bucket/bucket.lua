@@ -3,7 +3,11 @@
 --
 -- keys from k (CORE_KEYS): the n bucket hashes {t = tokens "%.6f", ts = ms}.
 -- argv from a (CORE): now (ms, the caller's clock), cost (negative refunds),
--- then per bucket a SHAPE: capacity, refill per second, idle ttl (ms).
+-- then per bucket a SHAPE: capacity, refill per second, idle ttl (ms), and
+-- units: 0 for a bucket of requests, which each unit of cost takes one
+-- token from; above 0 for a bucket of bytes, which each unit of cost takes
+-- units tokens from (a sign's contentLength). The headers' figures (the
+-- scarcest) are of the request buckets alone.
 -- owe (a Lua argument, never ARGV): charge cost > 0 whatever the buckets
 -- hold, below 0 if need be (a refund taken back: the bucket owes and
 -- refills from there).
@@ -18,10 +22,13 @@ local function take(keys, k, n, argv, a, owe)
   local now = tonumber(argv[a + CORE.now])
   local cost = tonumber(argv[a + CORE.cost])
   local credit = cost < 0
-  local tok, cap, rate, ttl, stamp, missing = {}, {}, {}, {}, {}, {}
+  local tok, cap, rate, ttl, stamp, missing, need, bytes = {}, {}, {}, {}, {}, {}, {}, {}
   for i = 1, n do
     local b = CORE.item(a, i)
     cap[i], rate[i], ttl[i] = tonumber(argv[b + SHAPE.capacity]), tonumber(argv[b + SHAPE.rate]), tonumber(argv[b + SHAPE.ttl])
+    local units = tonumber(argv[b + SHAPE.units])
+    need[i], bytes[i] = cost, units > 0
+    if bytes[i] then need[i] = cost * units end
     local st = redis.call('HMGET', keys[CORE_KEYS.item(k, i)], 't', 'ts')
     local t, ts = tonumber(st[1]), tonumber(st[2])
     stamp[i] = argv[a + CORE.now]
@@ -42,22 +49,22 @@ local function take(keys, k, n, argv, a, owe)
   local allowed, blocked, retry = 1, 0, 0
   if cost > 0 and not owe then
     for i = 1, n do
-      if tok[i] < cost then
+      if tok[i] < need[i] then
         allowed = 0
-        local wait = math.ceil((cost - tok[i]) / rate[i])
+        local wait = math.ceil((need[i] - tok[i]) / rate[i])
         if blocked == 0 or wait > retry then blocked, retry = i, wait end
       end
     end
   end
 
-  local scarcest = 1
+  local scarcest = 0
   for i = 1, n do
     if owe then
-      tok[i] = tok[i] - cost
+      tok[i] = tok[i] - need[i]
     elseif credit then
-      if tok[i] < cap[i] then tok[i] = math.min(cap[i], tok[i] - cost) end
+      if tok[i] < cap[i] then tok[i] = math.min(cap[i], tok[i] - need[i]) end
     elseif allowed == 1 then
-      tok[i] = math.max(0, math.min(cap[i], tok[i] - cost))
+      tok[i] = math.max(0, math.min(cap[i], tok[i] - need[i]))
     end
     -- A missing key is a full bucket, of whatever shape: a credit has
     -- nothing to add, and writing this shape's capacity could lower it.
@@ -74,9 +81,10 @@ local function take(keys, k, n, argv, a, owe)
       redis.call('HSET', key, 't', string.format('%.6f', tok[i]), 'ts', stamp[i])
       redis.call('PEXPIRE', key, life)
     end
-    if tok[i] < tok[scarcest] then scarcest = i end
+    if not bytes[i] and (scarcest == 0 or tok[i] < tok[scarcest]) then scarcest = i end
   end
 
   local s = scarcest
+  if s == 0 then s = 1 end
   return {allowed, math.max(0, math.floor(tok[s])), cap[s], math.ceil((cap[s] - tok[s]) / rate[s]), retry, blocked, s}
 end

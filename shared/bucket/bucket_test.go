@@ -258,7 +258,8 @@ func TestLimitValidate(t *testing.T) {
 
 // TestDifferential feeds the Lua script and the Go twin the same random
 // sequences — times forward and backward, costs positive and negative, one
-// to three tiers — and requires identical decisions and stored state.
+// to three tiers, some of them buckets of bytes charged a random size each
+// step — and requires identical decisions and stored state.
 func TestDifferential(t *testing.T) {
 	rdb, _ := newClient(t)
 	lim := bucket.New(rdb)
@@ -273,8 +274,12 @@ func TestDifferential(t *testing.T) {
 		local := bucket.NewLocal()
 		n := 1 + r.IntN(3)
 		bs := make([]bucket.Bucket, n)
+		bytes := make([]bool, n)
 		for i := range bs {
 			bs[i] = bucket.Bucket{Key: fmt.Sprintf("rl:{t:d%d}:b%d", seq, i), Limit: limits[r.IntN(len(limits))]}
+			if bytes[i] = r.IntN(3) == 0; bytes[i] {
+				bs[i].Limit = bucket.Limit{Capacity: float64(8<<20 + r.IntN(8<<20)), Rate: 1024 + float64(r.IntN(1<<20))}
+			}
 		}
 		now := time.UnixMilli(1_700_000_000_000 + r.Int64N(1_000_000))
 		for step := range steps {
@@ -289,6 +294,11 @@ func TestDifferential(t *testing.T) {
 				cost = float64(r.IntN(5)) + r.Float64()
 			default:
 				cost = 1
+			}
+			for i := range bs {
+				if bytes[i] {
+					bs[i].Units = float64(1 + r.Int64N(3<<20))
+				}
 			}
 			// Sometimes only a prefix of the buckets, as a sweeper refund would.
 			use := bs[:1+r.IntN(n)]

@@ -103,9 +103,9 @@ func step(now time.Time, cost float64, owe bool, buckets []Bucket, load func(key
 	allowed, blocked, retry := true, -1, 0.0
 	if cost > 0 && !owe {
 		for i, b := range buckets {
-			if tok[i] < cost {
+			if need := b.need(cost); tok[i] < need {
 				allowed = false
-				wait := math.Ceil((cost - tok[i]) / b.Limit.Rate)
+				wait := math.Ceil((need - tok[i]) / b.Limit.Rate)
 				if blocked < 0 || wait > retry {
 					blocked, retry = i, wait
 				}
@@ -113,25 +113,27 @@ func step(now time.Time, cost float64, owe bool, buckets []Bucket, load func(key
 		}
 	}
 
-	s := 0
+	s := -1
 	for i, b := range buckets {
+		need := b.need(cost)
 		switch {
 		case owe:
-			tok[i] -= cost
+			tok[i] -= need
 		case credit:
 			if tok[i] < b.Limit.Capacity {
-				tok[i] = math.Min(b.Limit.Capacity, tok[i]-cost)
+				tok[i] = math.Min(b.Limit.Capacity, tok[i]-need)
 			}
 		case allowed:
-			tok[i] = math.Max(0, math.Min(b.Limit.Capacity, tok[i]-cost))
+			tok[i] = math.Max(0, math.Min(b.Limit.Capacity, tok[i]-need))
 		}
 		if !(credit && missing[i]) { // a missing key is a full bucket: nothing to credit
 			save(b.Key, Stored{T: strconv.FormatFloat(tok[i], 'f', 6, 64), TS: stamp[i]}, life(b.Limit, tok[i]), credit || owe)
 		}
-		if tok[i] < tok[s] {
+		if b.Units <= 0 && (s < 0 || tok[i] < tok[s]) {
 			s = i
 		}
 	}
+	s = max(s, 0) // buckets of bytes alone: the first
 	lim := buckets[s].Limit
 	return Result{
 		Allowed:    allowed,

@@ -40,6 +40,14 @@ func TenantBucket(tenant string) string { return "rl:" + tag(tenant) + ":sign:te
 // subjects start with "u:" or "a:".
 func AnonBucket(tenant string) string { return "rl:" + tag(tenant) + ":sign:anon" }
 
+// ByteBucket is the key of a caller's bucket of bytes in a tenant (tiers
+// anonymous_bytes and user_bytes): a sign spends its contentLength there.
+func ByteBucket(tenant, subject string) string { return "rl:" + tag(tenant) + ":bytes:" + subject }
+
+// TenantByteBucket is the key of the bucket of bytes every caller of a
+// tenant shares (tier tenant_bytes).
+func TenantByteBucket(tenant string) string { return "rl:" + tag(tenant) + ":bytes:tenant" }
+
 // ShadowBucket is the key of a caller's ceiling in shadow mode
 // (MINTGATE_SHADOW_TENANTS): MINTGATE_SHADOW_CAP times its tier, spent by
 // every sign of a shadowed tenant's caller and never let through, so that

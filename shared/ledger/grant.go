@@ -58,6 +58,10 @@ type Credit struct {
 	Capacity float64 `json:"capacity"` // the tier's capacity at issue, the refund's cap
 	Refill   float64 `json:"refill"`   // tokens per second at issue
 	TTL      int64   `json:"ttlMs"`    // the bucket key's idle expiry at issue, in ms
+	// Units is, for a bucket of bytes (BucketCallerBytes,
+	// BucketTenantBytes), what the sign spent there: its contentLength.
+	// Absent for a bucket of requests, which a refund gives one token.
+	Units float64 `json:"units,omitempty"`
 }
 
 // The buckets a Credit names. Each names one key of the grant's tenant and
@@ -68,6 +72,8 @@ const (
 	BucketTenant       = "tenant"        // the tenant's shared bucket
 	BucketAnonymousAll = "anonymous_all" // every anonymous caller's bucket of the tenant
 	BucketShadow       = "shadow"        // the caller's ceiling in shadow mode
+	BucketCallerBytes  = "caller_bytes"  // the caller's bucket of bytes (anonymous_bytes or user_bytes)
+	BucketTenantBytes  = "tenant_bytes"  // the tenant's bucket of bytes
 )
 
 // Due is when g may be refunded at the earliest: its sealed DueAt, and

@@ -3,6 +3,7 @@ package quota
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -111,6 +112,9 @@ func checkBuckets(tenant string, bs []bucket.Bucket) error {
 		}
 		if err := b.Limit.Validate(); err != nil {
 			return fmt.Errorf("quota: bucket %s: %w", b.Key, err)
+		}
+		if !(b.Units >= 0) || math.IsInf(b.Units, 1) {
+			return fmt.Errorf("quota: bucket %s: units %v: must be 0 (requests) or a finite count of bytes", b.Key, b.Units)
 		}
 	}
 	return nil

@@ -24,6 +24,7 @@ type recordBucket struct {
 	Capacity float64 `json:"capacity"`
 	Refill   float64 `json:"refill"`
 	TTL      int64   `json:"ttlMs"`
+	Units    float64 `json:"units,omitempty"` // a bucket of bytes: what the refund gave back per unit (bucket.Bucket.Units)
 }
 
 // RefundRecord is the refund record of a refund of bs at now. It starts
@@ -31,7 +32,7 @@ type recordBucket struct {
 func RefundRecord(now time.Time, bs []bucket.Bucket) string {
 	r := record{At: now.UnixMilli(), Buckets: make([]recordBucket, len(bs))}
 	for i, b := range bs {
-		r.Buckets[i] = recordBucket{Key: b.Key, Capacity: b.Limit.Capacity, Refill: b.Limit.Rate, TTL: b.Limit.TTL.Milliseconds()}
+		r.Buckets[i] = recordBucket{Key: b.Key, Capacity: b.Limit.Capacity, Refill: b.Limit.Rate, TTL: b.Limit.TTL.Milliseconds(), Units: b.Units}
 	}
 	out, _ := json.Marshal(r) // strings and finite numbers always encode
 	return string(out)
@@ -46,7 +47,7 @@ func ParseRefundRecord(tenant, s string) ([]bucket.Bucket, error) {
 	}
 	bs := make([]bucket.Bucket, len(r.Buckets))
 	for i, b := range r.Buckets {
-		bs[i] = bucket.Bucket{Key: b.Key, Limit: bucket.Limit{Capacity: b.Capacity, Rate: b.Refill, TTL: time.Duration(b.TTL) * time.Millisecond}}
+		bs[i] = bucket.Bucket{Key: b.Key, Limit: bucket.Limit{Capacity: b.Capacity, Rate: b.Refill, TTL: time.Duration(b.TTL) * time.Millisecond}, Units: b.Units}
 	}
 	if err := checkBuckets(tenant, bs); err != nil {
 		return nil, fmt.Errorf("quota: refund record %q: %w", s, err)

@@ -129,7 +129,7 @@ func ParseFile(b []byte, defaults Table) (map[string]Table, error) {
 		}
 		t := Table{}
 		for name, spec := range tiers {
-			if _, ok := defaults[name]; !ok && name != AnonymousAll {
+			if _, ok := defaults[name]; !ok && name != AnonymousAll && !bytesTier(name) {
 				return nil, fmt.Errorf("tenant %q: unknown tier %q", tenant, name)
 			}
 			_, lim, err := parseTierItem(name + "=" + spec)

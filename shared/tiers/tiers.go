@@ -22,6 +22,22 @@ const (
 	Tenant    = "tenant"
 )
 
+// The optional tiers of bytes (SPEC §8): what a caller (by its tier) and a
+// tenant may upload, as a bucket of bytes that each sign spends its
+// contentLength from. Unset, nothing is counted in bytes.
+const (
+	AnonymousBytes = "anonymous_bytes"
+	UserBytes      = "user_bytes"
+	TenantBytes    = "tenant_bytes"
+)
+
+// bytesTier is whether name is a tier of bytes, whose amounts take binary
+// suffixes (10MiB).
+func bytesTier(name string) bool { return strings.HasSuffix(name, "_bytes") }
+
+// BytesTierOf is the tier of bytes of a caller of tier (user or anonymous).
+func BytesTierOf(tier string) string { return tier + "_bytes" }
+
 // AnonymousAll is the optional tier of the bucket every anonymous
 // caller of a tenant also spends from (docs/api.md), so that no number of
 // addresses drains the tenant. When MINTGATE_TIERS does not name it, it is
@@ -82,11 +98,14 @@ func parseTierItem(item string) (string, bucket.Limit, error) {
 	if !ok || !ok2 || name == "" {
 		return "", bucket.Limit{}, fmt.Errorf("%q: want name=capacity:refill", item)
 	}
-	capacity, err := strconv.ParseFloat(capS, 64)
-	if err != nil {
-		return "", bucket.Limit{}, fmt.Errorf("tier %q: capacity %q is not a number", name, capS)
+	if bytesTier(name) && name != AnonymousBytes && name != UserBytes && name != TenantBytes {
+		return "", bucket.Limit{}, fmt.Errorf("tier %q: the tiers of bytes are %s, %s and %s", name, AnonymousBytes, UserBytes, TenantBytes)
 	}
-	rate, err := parseRate(refill)
+	capacity, err := parseAmount(capS, bytesTier(name))
+	if err != nil {
+		return "", bucket.Limit{}, fmt.Errorf("tier %q: capacity %q is not a number%s", name, capS, bytesHint(name))
+	}
+	rate, err := parseRate(refill, bytesTier(name))
 	if err != nil {
 		return "", bucket.Limit{}, fmt.Errorf("tier %q: %w", name, err)
 	}
@@ -97,9 +116,40 @@ func parseTierItem(item string) (string, bucket.Limit, error) {
 	return name, l, nil
 }
 
-func parseRate(s string) (float64, error) {
+// binarySuffixes are the units an amount of bytes may carry.
+var binarySuffixes = []struct {
+	suffix string
+	factor float64
+}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+// parseAmount reads a number; of bytes, with one of binarySuffixes or none.
+func parseAmount(s string, bytes bool) (float64, error) {
+	factor := 1.0
+	if bytes {
+		for _, u := range binarySuffixes {
+			if n, ok := strings.CutSuffix(s, u.suffix); ok {
+				s, factor = n, u.factor
+				break
+			}
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, err
+	}
+	return v * factor, nil
+}
+
+func bytesHint(name string) string {
+	if bytesTier(name) {
+		return " of bytes (such as 2GiB, 512MiB or 1048576)"
+	}
+	return ""
+}
+
+func parseRate(s string, bytes bool) (float64, error) {
 	n, per, hasPer := strings.Cut(s, "/")
-	tokens, err := strconv.ParseFloat(n, 64)
+	tokens, err := parseAmount(n, bytes)
 	if err != nil {
 		return 0, fmt.Errorf("refill %q is not a number", s)
 	}
@@ -176,6 +226,21 @@ func (s Set) SignBuckets(tenant, subject, tier string) (bs []bucket.Bucket, ok b
 	return bs, ok
 }
 
+// ByteBuckets are the buckets of bytes a sign of size bytes spends from
+// besides SignBuckets, in the same decision: the caller's tier of bytes
+// and the tenant's, each only when configured (for this tenant or by
+// default), each with Units size. None when no tier of bytes is set.
+func (s Set) ByteBuckets(tenant, subject, tier string, size int64) []bucket.Bucket {
+	var bs []bucket.Bucket
+	if l, ok := s.For(tenant, BytesTierOf(tier)); ok {
+		bs = append(bs, bucket.Bucket{Key: keys.ByteBucket(tenant, subject), Limit: l, Units: float64(size)})
+	}
+	if l, ok := s.For(tenant, TenantBytes); ok {
+		bs = append(bs, bucket.Bucket{Key: keys.TenantByteBucket(tenant), Limit: l, Units: float64(size)})
+	}
+	return bs
+}
+
 // String writes the defaults in the form Parse reads, then, after a
 // space, the overrides in the form ParseTenants reads.
 func (s Set) String() string {
@@ -223,7 +288,9 @@ func ParseTenants(s string, defaults Table) (map[string]Table, error) {
 			return nil, fmt.Errorf("tenant %q: no tiers given", id)
 		}
 		for name := range tiers {
-			if _, ok := defaults[name]; !ok && name != AnonymousAll {
+			// anonymous_all and the tiers of bytes are optional: a tenant
+			// may have its own without a default.
+			if _, ok := defaults[name]; !ok && name != AnonymousAll && !bytesTier(name) {
 				return nil, fmt.Errorf("tenant %q: tier %q is not defined in MINTGATE_TIERS (%s)", id, name, strings.Join(defaults.sorted(), ", "))
 			}
 		}

@@ -186,3 +186,50 @@ func TestLimitsSection(t *testing.T) {
 		}
 	}
 }
+
+// Tiers of bytes take binary suffixes, in the capacity and the refill, and
+// are optional: unset, a sign spends no bytes.
+func TestBytesTiers(t *testing.T) {
+	tb, err := tiers.Parse("anonymous=5:5/60s,user=30:0.5,tenant=600:10,user_bytes=2GiB:2GiB/24h,tenant_bytes=100GiB:1024")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := tb[tiers.UserBytes]; u.Capacity != 2<<30 || u.Rate != float64(2<<30)/86400 {
+		t.Errorf("user_bytes %+v", u)
+	}
+	if tn := tb[tiers.TenantBytes]; tn.Capacity != 100<<30 || tn.Rate != 1024 {
+		t.Errorf("tenant_bytes %+v", tn)
+	}
+	set := tiers.Set{Default: tb}
+	bs := set.ByteBuckets("acme", "u:alice", tiers.User, 4<<20)
+	if len(bs) != 2 || bs[0].Key != "rl:{t:acme}:bytes:u:alice" || bs[1].Key != "rl:{t:acme}:bytes:tenant" || bs[0].Units != 4<<20 {
+		t.Errorf("byte buckets of a user: %+v", bs)
+	}
+	if bs := set.ByteBuckets("acme", "a:x", tiers.Anonymous, 1); len(bs) != 1 || bs[0].Key != "rl:{t:acme}:bytes:tenant" {
+		t.Errorf("byte buckets of an anonymous caller without anonymous_bytes: %+v", bs)
+	}
+	if bs := (tiers.Set{Default: mustParse(t, tiers.Default)}).ByteBuckets("acme", "u:alice", tiers.User, 1); len(bs) != 0 {
+		t.Errorf("without tiers of bytes: %+v", bs)
+	}
+	for _, bad := range []string{"user_bytes=2GB:1", "other_bytes=1MiB:1", "user_bytes=1MiB:x/1h"} {
+		if _, err := tiers.Parse(tiers.Default + "," + bad); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+	if _, err := tiers.Parse("anonymous=5MiB:1,user=30:0.5,tenant=600:10"); err == nil {
+		t.Error("a suffix on a tier of requests: accepted")
+	}
+	over, err := tiers.ParseTenants("acme:tenant_bytes=10MiB:1", mustParse(t, tiers.Default))
+	if err != nil || over["acme"][tiers.TenantBytes].Capacity != 10<<20 {
+		t.Errorf("a tenant's own tier of bytes: %v %v", over, err)
+	}
+}
+
+func mustParse(t *testing.T, s string) tiers.Table {
+	t.Helper()
+	tb, err := tiers.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/mintgate/mintgate/shared/keys"
+)
+
+// bytesTiers: a user may sign 10 MiB, a tenant 24 MiB, and neither refills
+// during a test (the signer's clock stands still).
+const bytesTiers = "anonymous=5:5/60s,user=30:0.001,tenant=600:0.001,user_bytes=10MiB:1KiB/1h,tenant_bytes=24MiB:1KiB/1h"
+
+func sized(n int64) string { return fmt.Sprintf(`{"contentType":"image/png","contentLength":%d}`, n) }
+
+// A sign spends its contentLength from the caller's and the tenant's
+// buckets of bytes in the same decision as its token: refused for bytes,
+// it spends no token; exactly what is left still fits, one byte more does
+// not; the tenant's budget is shared by its users.
+func TestBytesQuota(t *testing.T) {
+	const mib = 1 << 20
+	env := newStack(t).env(t)
+	env["MINTGATE_TIERS"] = bytesTiers
+	s := start(t, env)
+	alice, bob, carol := s.token("acme", "alice"), s.token("acme", "bob"), s.token("acme", "carol")
+	aliceTokens := keys.Bucket("acme", keys.UserSubject("alice"))
+
+	for range 2 {
+		if r := s.sign(alice, newKey(), sized(4*mib)); r.status != http.StatusCreated {
+			t.Fatalf("4 MiB: %d %s", r.status, r.raw)
+		}
+	}
+	r := s.sign(alice, newKey(), sized(4*mib))
+	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+	if r.str("scope") != scopeCallerBytes {
+		t.Fatalf("third 4 MiB: scope %q, want %s", r.str("scope"), scopeCallerBytes)
+	}
+	retryAfter(t, r)
+	if got := s.tokens(aliceTokens); got != "28.000000" {
+		t.Fatalf("after the refusal for bytes alice's tokens are %s, want 28 (no token spent)", got)
+	}
+	if got := s.tokens(keys.ByteBucket("acme", keys.UserSubject("alice"))); got != fmt.Sprintf("%d.000000", 2*mib) {
+		t.Fatalf("alice's bytes %s, want %d", got, 2*mib)
+	}
+	mustStatus(t, s.sign(alice, newKey(), sized(2*mib+1)), http.StatusTooManyRequests, codeTooMany)
+	if r := s.sign(alice, newKey(), sized(2*mib)); r.status != http.StatusCreated {
+		t.Fatalf("exactly the 2 MiB left: %d %s", r.status, r.raw)
+	}
+
+	// The tenant's 24 MiB: alice took 10, bob takes 10, carol 4; then none.
+	for _, n := range []int64{4 * mib, 4 * mib, 2 * mib} {
+		if r := s.sign(bob, newKey(), sized(n)); r.status != http.StatusCreated {
+			t.Fatalf("bob %d: %d %s", n, r.status, r.raw)
+		}
+	}
+	if r := s.sign(carol, newKey(), sized(4*mib)); r.status != http.StatusCreated {
+		t.Fatalf("carol 4 MiB: %d %s", r.status, r.raw)
+	}
+	r = s.sign(carol, newKey(), sized(1))
+	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+	if r.str("scope") != scopeTenantBytes {
+		t.Fatalf("past the tenant's bytes: scope %q, want %s", r.str("scope"), scopeTenantBytes)
+	}
+
+	// GET /uploads/quota shows both buckets of bytes, in bytes.
+	q := s.do(http.MethodGet, "/uploads/quota", map[string]string{"Authorization": "Bearer " + carol}, "")
+	cb, _ := q.body["callerBytes"].(map[string]any)
+	tb, _ := q.body["tenantBytes"].(map[string]any)
+	if q.status != http.StatusOK || cb["limit"] != float64(10*mib) || cb["remaining"] != float64(6*mib) || tb["limit"] != float64(24*mib) || tb["remaining"] != float64(0) {
+		t.Fatalf("quota: %d %s", q.status, q.raw)
+	}
+	if caller, _ := q.body["caller"].(map[string]any); caller["limit"] != float64(30) {
+		t.Fatalf("quota's caller side is not the bucket of requests: %s", q.raw)
+	}
+}
