@@ -86,8 +86,26 @@ func adminAuth(token []byte) echo.MiddlewareFunc {
 
 // adminTarget reads the tenant of the path and an optional subject
 // ("u:<user>" or "a:<ip hash>"), and names the buckets they mean: the
-// subject's own, or with none the tenant-wide ones (tenant, anonymous_all).
+// subject's own, or with none the tenant-wide ones (tenant, anonymous_all),
+// then the matching bucket of bytes when its tier is set. The first is the
+// one a reset refills.
 func adminTarget(set tiers.Set, tenant, subject string) ([]bucket.Bucket, []string, *apiError) {
+	bs, names, aerr := adminRequests(set, tenant, subject)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	key, tier := keys.TenantByteBucket(tenant), tiers.TenantBytes
+	if subject != "" {
+		key, tier = keys.ByteBucket(tenant, subject), tiers.BytesTierOf(names[0])
+	}
+	if l, ok := set.For(tenant, tier); ok {
+		bs, names = append(bs, bucket.Bucket{Key: key, Limit: l, Units: 1}), append(names, tier)
+	}
+	return bs, names, nil
+}
+
+// adminRequests is adminTarget's buckets of requests.
+func adminRequests(set tiers.Set, tenant, subject string) ([]bucket.Bucket, []string, *apiError) {
 	if !keys.ValidTenant(tenant) {
 		return nil, nil, newError(http.StatusBadRequest, codeInvalidRequest, "tenant must match [A-Za-z0-9_-]{1,64}")
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/mintgate/mintgate/shared/keys"
@@ -63,6 +64,9 @@ func TestBytesQuota(t *testing.T) {
 		t.Fatalf("past the tenant's bytes: scope %q, want %s", r.str("scope"), scopeTenantBytes)
 	}
 
+	// Larger than the caller's whole quota: no refill ever fits it.
+	mustStatus(t, s.sign(s.token("acme", "dave"), newKey(), sized(10*mib+1)), http.StatusRequestEntityTooLarge, codeTooLarge)
+
 	// GET /uploads/quota shows both buckets of bytes, in bytes.
 	q := s.do(http.MethodGet, "/uploads/quota", map[string]string{"Authorization": "Bearer " + carol}, "")
 	cb, _ := q.body["callerBytes"].(map[string]any)
@@ -72,5 +76,35 @@ func TestBytesQuota(t *testing.T) {
 	}
 	if caller, _ := q.body["caller"].(map[string]any); caller["limit"] != float64(30) {
 		t.Fatalf("quota's caller side is not the bucket of requests: %s", q.raw)
+	}
+}
+
+// 50 signs at once against a bucket of bytes that holds exactly 30 of
+// them: exactly 30 are issued, whatever the interleaving (one script
+// decides each, its tokens and its bytes together).
+func TestBytesQuotaExactUnderConcurrency(t *testing.T) {
+	env := newStack(t).env(t)
+	env["MINTGATE_TIERS"] = "anonymous=5:5/60s,user=1000:0.001,tenant=100000:0.001,user_bytes=30000:1/1h"
+	s := start(t, env)
+	alice := s.token("acme", "alice")
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		answers = map[int]int{}
+	)
+	for range 50 {
+		wg.Go(func() {
+			r := s.sign(alice, newKey(), sized(1000))
+			mu.Lock()
+			answers[r.status]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if answers[http.StatusCreated] != 30 || answers[http.StatusTooManyRequests] != 20 {
+		t.Fatalf("50 signs of 1000 bytes on 30000: %v, want 30 × 201 and 20 × 429", answers)
+	}
+	if got := s.tokens(keys.Bucket("acme", keys.UserSubject("alice"))); got != "970.000000" {
+		t.Fatalf("tokens %s, want 970: a sign refused for bytes spent a token", got)
 	}
 }

@@ -113,6 +113,13 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), signBudget)
 	defer cancel()
 	a := newAttempt(who, req, d.tiers(), d.cfg.shadowCap(who.Tenant))
+	for _, b := range a.buckets {
+		if b.Units > b.Limit.Capacity {
+			// No refill ever makes it fit: a 413, not a 429 to retry.
+			route.count("rejected")
+			return newError(http.StatusRequestEntityTooLarge, codeTooLarge, "contentLength is above the %d bytes the %s quota holds", int64(b.Limit.Capacity), tierOf(who, b))
+		}
+	}
 	if route.multipart {
 		a.ask.Fingerprint = multipartFingerprint(a.ask.Fingerprint)
 	}
