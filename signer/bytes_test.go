@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -77,6 +78,20 @@ func TestBytesQuota(t *testing.T) {
 	if caller, _ := q.body["caller"].(map[string]any); caller["limit"] != float64(30) {
 		t.Fatalf("quota's caller side is not the bucket of requests: %s", q.raw)
 	}
+	if m := s.metrics(); !strings.Contains(m, `mintgate_signer_bytes_granted_total{tenant="acme"} 2.5165824e+07`) {
+		t.Errorf("bytes granted: want 24 MiB for acme in\n%s", grep(m, "bytes_granted"))
+	}
+}
+
+// grep is the lines of text that hold s.
+func grep(text, s string) string {
+	var out []string
+	for l := range strings.Lines(text) {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
 }
 
 // 50 signs at once against a bucket of bytes that holds exactly 30 of

@@ -73,6 +73,16 @@ func newAttempt(who caller, req signRequest, set tiers.Set, shadowCap float64) a
 	}
 }
 
+// spendsBytes is whether a spends from a bucket of bytes.
+func (a attempt) spendsBytes() bool {
+	for _, b := range a.ask.Buckets {
+		if b.Units > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // credits are what a refund of the buckets a's Spend charged
 // (a.ask.Buckets) gives back: each bucket by its role, with its shape now.
 func (a attempt) credits() []ledger.Credit {

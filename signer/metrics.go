@@ -19,6 +19,7 @@ type metrics struct {
 	lateSpends    prometheus.Counter       // spends Redis answered Late in time: its clock is ahead of the estimate
 	shadowDenied  *prometheus.CounterVec   // signs a short bucket would have refused, issued in shadow mode, by scope
 	multipart     *prometheus.CounterVec   // multipart requests by step and outcome
+	bytesGranted  *prometheus.CounterVec   // contentLength of the grants issued under tiers of bytes, by tenant
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -68,6 +69,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mintgate_signer_shadow_denied_total",
 			Help: "Signs of tenants in shadow mode (MINTGATE_SHADOW_TENANTS) that a short bucket would have refused, issued anyway, by scope: caller or tenant.",
 		}, []string{"scope"}),
+		bytesGranted: factory.NewCounterVec(prometheus.CounterOpts{
+			Name: "mintgate_signer_bytes_granted_total",
+			Help: "Bytes (contentLength) of the grants issued to callers of tenants with a tier of bytes set, by tenant: what they spent from their buckets of bytes (a refund gives some back).",
+		}, []string{"tenant"}),
 		multipart: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_signer_multipart_total",
 			Help: "Multipart requests by step (create, parts, list, complete, abort) and outcome. A create's decision is also counted in mintgate_signer_signs_total, as a sign's.",

@@ -150,6 +150,9 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	if aerr != nil {
 		return aerr
 	}
+	if a.spendsBytes() {
+		d.metrics.bytesGranted.WithLabelValues(who.Tenant).Add(float64(req.ContentLength))
+	}
 	setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
 	return c.JSONBlob(http.StatusCreated, body)
 }
