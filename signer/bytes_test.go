@@ -123,3 +123,24 @@ func TestBytesQuotaExactUnderConcurrency(t *testing.T) {
 		t.Fatalf("tokens %s, want 970: a sign refused for bytes spent a token", got)
 	}
 }
+
+// With draft headers, the byte policies sit beside the request policy with
+// qu="content-bytes"; the legacy headers keep describing the requests.
+func TestBytesDraftHeaders(t *testing.T) {
+	const mib = 1 << 20
+	env := newStack(t).env(t)
+	env["MINTGATE_TIERS"] = bytesTiers
+	env["MINTGATE_RATELIMIT_HEADERS"] = "draft"
+	s := start(t, env)
+	r := s.sign(s.token("acme", "alice"), newKey(), sized(4*mib))
+	if r.status != http.StatusCreated {
+		t.Fatalf("sign: %d %s", r.status, r.raw)
+	}
+	policy, left := r.header.Get("RateLimit-Policy"), r.header.Get("RateLimit")
+	if policy != `"user";q=30;w=30000, "user_bytes";q=10485760;qu="content-bytes";w=36864000, "tenant_bytes";q=25165824;qu="content-bytes";w=88473600` {
+		t.Errorf("RateLimit-Policy: %s", policy)
+	}
+	if !strings.Contains(left, `"user_bytes";r=6291456;t=`) || !strings.Contains(left, `"tenant_bytes";r=20971520;t=`) {
+		t.Errorf("RateLimit: %s", left)
+	}
+}

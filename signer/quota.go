@@ -84,6 +84,13 @@ func (d deps) peekRateHeaders(ctx context.Context, h http.Header, who caller, bu
 	}
 	head := res[scarcest]
 	head.Allowed, head.Scarcest = head.Remaining > 0, scarcest
+	j := 0
+	for i, b := range buckets {
+		if b.Units > 0 && j < bucket.MaxByteBuckets {
+			head.BytesLeft[j] = res[i].Remaining
+			j++
+		}
+	}
 	setRateHeaders(h, d.cfg.RateLimitHeader, who, head, buckets)
 	return res, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -85,6 +86,7 @@ func setRateHeaders(h http.Header, form string, who caller, res bucket.Result, b
 			name + ";q=" + limit + ";w=" + window,
 			name + ";r=" + strconv.FormatInt(res.Remaining, 10) + ";t=" + strconv.FormatInt(reset, 10),
 		}
+		appendBytePolicies(&v, who, res, buckets)
 		h[hdrRateLimitPolicy], h[hdrRateLimit] = v[0:1:1], v[1:2:2]
 		return
 	}
@@ -95,6 +97,27 @@ func setRateHeaders(h http.Header, form string, who caller, res bucket.Result, b
 		limit + ";w=" + window,
 	}
 	h[hdrRateLimitLimit], h[hdrRateLimitRemaining], h[hdrRateLimitReset], h[hdrRateLimitPolicy] = v[0:1:1], v[1:2:2], v[2:3:3], v[3:4:4]
+}
+
+// appendBytePolicies adds to the draft headers v (RateLimit-Policy,
+// RateLimit) one item per bucket of bytes of the decision, its quota unit
+// content-bytes:
+//
+//	RateLimit-Policy: "user";q=30;w=60, "user_bytes";q=2147483648;qu="content-bytes";w=86400
+//	RateLimit: "user";r=29;t=2, "user_bytes";r=2143289344;t=2
+func appendBytePolicies(v *[2]string, who caller, res bucket.Result, buckets []bucket.Bucket) {
+	j := 0
+	for _, b := range buckets {
+		if b.Units <= 0 || j >= bucket.MaxByteBuckets {
+			continue
+		}
+		left := res.BytesLeft[j]
+		j++
+		name := strconv.Quote(tierOf(who, b))
+		reset := int64(math.Ceil((b.Limit.Capacity - float64(left)) / b.Limit.Rate))
+		v[0] += ", " + name + ";q=" + strconv.FormatInt(int64(b.Limit.Capacity), 10) + `;qu="content-bytes";w=` + strconv.FormatInt(b.Limit.Window(), 10)
+		v[1] += ", " + name + ";r=" + strconv.FormatInt(left, 10) + ";t=" + strconv.FormatInt(max(reset, 0), 10)
+	}
 }
 
 // tooMany is the 429 of a denied decision.

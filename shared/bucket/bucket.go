@@ -113,7 +113,15 @@ type Result struct {
 	RetryAfter time.Duration // when denied: until the cost fits, whole seconds
 	Blocked    int           // index of the bucket that denied, -1 when allowed
 	Scarcest   int           // index of the scarcest bucket
+	// BytesLeft are the whole tokens the buckets of bytes hold after the
+	// step, in their order among the buckets (the first MaxByteBuckets);
+	// the rest are 0.
+	BytesLeft [MaxByteBuckets]int64
 }
+
+// MaxByteBuckets is how many buckets of bytes a Result reports: a sign
+// spends from two at most, the caller's and the tenant's.
+const MaxByteBuckets = 2
 
 // Charge is one decision's input to the core: the caller's clock, the cost
 // (negative refunds) and the buckets, in the order the reply indexes them.
@@ -158,7 +166,8 @@ func NewScript(entry string, ls ...layout.Lua) *redis.Script {
 // ResultLen is how many reply values ParseResult reads.
 const ResultLen = 7
 
-// ParseResult reads the core's reply: the first ResultLen values of vals.
+// ParseResult reads the core's reply: the first ResultLen values of vals,
+// then what the buckets of bytes hold, if any.
 func ParseResult(vals []any) (Result, error) {
 	if len(vals) < ResultLen {
 		return Result{}, fmt.Errorf("bucket: reply has %d values, want %d", len(vals), ResultLen)
@@ -171,7 +180,16 @@ func ParseResult(vals []any) (Result, error) {
 		}
 		n[i] = v
 	}
+	var left [MaxByteBuckets]int64
+	for i := range min(len(vals)-ResultLen, MaxByteBuckets) {
+		v, ok := vals[ResultLen+i].(int64)
+		if !ok {
+			return Result{}, fmt.Errorf("bucket: reply value %d is %T", ResultLen+i, vals[ResultLen+i])
+		}
+		left[i] = v
+	}
 	return Result{
+		BytesLeft:  left,
 		Allowed:    n[0] == 1,
 		Remaining:  n[1],
 		Limit:      n[2],

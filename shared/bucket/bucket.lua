@@ -12,7 +12,8 @@
 -- hold, below 0 if need be (a refund taken back: the bucket owes and
 -- refills from there).
 -- Returns {allowed, remaining, limit, reset_s, retry_s, blocked, scarcest}
--- where blocked and scarcest are 1-based bucket positions (0: none).
+-- where blocked and scarcest are 1-based bucket positions (0: none), then
+-- the whole tokens each bucket of bytes holds after the step, in order.
 --
 -- A credit (a refund, cost < 0) or a charge that owes may come with another
 -- shape than the bucket's last spend (the grant's, as it was at issue): it
@@ -86,5 +87,10 @@ local function take(keys, k, n, argv, a, owe)
 
   local s = scarcest
   if s == 0 then s = 1 end
-  return {allowed, math.max(0, math.floor(tok[s])), cap[s], math.ceil((cap[s] - tok[s]) / rate[s]), retry, blocked, s}
+  local out = {allowed, math.max(0, math.floor(tok[s])), cap[s], math.ceil((cap[s] - tok[s]) / rate[s]), retry, blocked, s}
+  -- Then what each bucket of bytes holds, in order (for the headers).
+  for i = 1, n do
+    if bytes[i] then out[#out + 1] = math.max(0, math.floor(tok[i])) end
+  end
+  return out
 end

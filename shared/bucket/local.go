@@ -135,7 +135,16 @@ func step(now time.Time, cost float64, owe bool, buckets []Bucket, load func(key
 	}
 	s = max(s, 0) // buckets of bytes alone: the first
 	lim := buckets[s].Limit
+	var left [MaxByteBuckets]int64
+	j := 0
+	for i, b := range buckets {
+		if b.Units > 0 && j < MaxByteBuckets {
+			left[j] = int64(math.Max(0, math.Floor(tok[i])))
+			j++
+		}
+	}
 	return Result{
+		BytesLeft:  left,
 		Allowed:    allowed,
 		Remaining:  int64(math.Max(0, math.Floor(tok[s]))),
 		Limit:      int64(lim.Capacity),
