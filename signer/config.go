@@ -59,6 +59,10 @@ type cfg struct {
 	SweepGrace   time.Duration
 	MaxObject    int64
 	ContentTypes map[string]bool
+	// MaxLiveGrants bounds the grants one caller holds at once that are
+	// neither completed, refunded, aborted nor expired
+	// (MINTGATE_MAX_LIVE_GRANTS; 0: off).
+	MaxLiveGrants int
 	// Multipart is how multipart grants are cut and how long they live
 	// (MINTGATE_MAX_MULTIPART_BYTES, MINTGATE_MULTIPART_PART_BYTES,
 	// MINTGATE_MULTIPART_TTL).
@@ -124,9 +128,18 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	}
 	c.MaxObject, c.ContentTypes = uploadLimits(e)
 	c.Multipart = readMultipartLimits(e)
+	if n := e.Int("MINTGATE_MAX_LIVE_GRANTS", 0); n < 0 || n > maxLiveGrants {
+		e.Fail("MINTGATE_MAX_LIVE_GRANTS", "%d must be between 0 (off) and %d", n, maxLiveGrants)
+	} else {
+		c.MaxLiveGrants = int(n)
+	}
 	operatorSettings(e, &c)
 	return c, e.Err()
 }
+
+// maxLiveGrants is the highest MINTGATE_MAX_LIVE_GRANTS: every sign of a
+// caller at the bound reads its live set, so it stays small.
+const maxLiveGrants = 1000
 
 // multipartLimits bound a multipart grant.
 type multipartLimits struct {

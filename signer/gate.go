@@ -251,7 +251,7 @@ func (g *gate) degrade(a attempt, now time.Time, err error) decision {
 // fromSpend is the gate's decision for what the Spend script answered.
 func fromSpend(d quota.Decision) (decision, error) {
 	switch d.Outcome {
-	case quota.Allowed, quota.Denied, quota.Replay, quota.Reused, quota.InProgress:
+	case quota.Allowed, quota.Denied, quota.Replay, quota.Reused, quota.InProgress, quota.LiveFull:
 		return decision{outcome: d.Outcome, result: d.Result, body: d.Body}, nil
 	case quota.Cancelled:
 		// Only a Spend that runs after its own request's Cancel answers

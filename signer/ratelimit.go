@@ -17,6 +17,7 @@ const (
 	scopeTenant      = "tenant"
 	scopeCallerBytes = "caller_bytes" // the caller's bucket of bytes
 	scopeTenantBytes = "tenant_bytes" // the tenant's bucket of bytes
+	scopeLiveGrants  = "live_grants"  // MINTGATE_MAX_LIVE_GRANTS: the caller holds that many live grants
 )
 
 // scope names the bucket of bs that denied res. The caller's own bucket,

@@ -129,6 +129,15 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	urlID := uuid.NewString()
 	a.ask.Nonce = urlID
 	now := d.now()
+	if n := d.cfg.MaxLiveGrants; n > 0 {
+		ttl := d.cfg.URLTTL
+		if route.multipart {
+			ttl = d.cfg.Multipart.TTL
+		}
+		// The grant holds its slot until its expiresAt (as issue and
+		// openMultipart compute it), unless it ends before.
+		a.ask.Live = &quota.Live{Key: keys.LiveGrants(who.Tenant, who.Subject), Max: n, Until: now.UTC().Truncate(time.Second).Add(ttl.Truncate(time.Second))}
+	}
 	dec, err := d.gate.decide(ctx, a, now)
 	if err == nil && route.multipart && dec.degraded {
 		// A multipart grant needs its grant record in Redis for every
@@ -175,6 +184,15 @@ func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *decis
 			d.log.Debug("replay without RateLimit headers: reading the buckets failed", "tenant", who.Tenant, "err", err)
 		}
 		return true, c.JSONBlob(http.StatusOK, dec.body)
+	case quota.LiveFull:
+		d.count("rate_limited")
+		d.metrics.limited.WithLabelValues(who.Tenant, scopeLiveGrants).Inc()
+		retry := max(dec.result.RetryAfter, time.Second)
+		return true, &apiError{
+			Status: http.StatusTooManyRequests, Code: codeTooMany, Scope: scopeLiveGrants,
+			Message:    "you hold too many upload URLs that are neither used nor expired; use or abort one, or retry later",
+			RetryAfter: retrySeconds(retry), retry: retry,
+		}
 	case quota.Reused, quota.InProgress:
 		k := keyRefusals[dec.outcome]
 		d.count(k.count)

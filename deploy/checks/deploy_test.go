@@ -87,6 +87,8 @@ var addedEnv = map[string][]string{
 	"MINTGATE_MULTIPART_PART_BYTES": {signer},
 	"MINTGATE_MULTIPART_TTL":        {signer},
 	"MINTGATE_S3_INTERNAL_ENDPOINT": {signer, sweeper},
+	// SPEC §8, live grants.
+	"MINTGATE_MAX_LIVE_GRANTS": {signer},
 }
 
 // awsEnv are the SDK's own variables, for the services that call AWS.

@@ -48,6 +48,20 @@ func ByteBucket(tenant, subject string) string { return "rl:" + tag(tenant) + ":
 // tenant shares (tier tenant_bytes).
 func TenantByteBucket(tenant string) string { return "rl:" + tag(tenant) + ":bytes:tenant" }
 
+// LiveGrants is the key of a caller's live grants (MINTGATE_MAX_LIVE_GRANTS):
+// a sorted set of urlIds, each scored by its grant's end of life (unix ms).
+func LiveGrants(tenant, subject string) string { return "rl:" + tag(tenant) + ":live:" + subject }
+
+// TagOf is the tenant of a key made here, read from its hash tag.
+func TagOf(key string) (tenant string, ok bool) {
+	_, rest, ok := strings.Cut(key, "{t:")
+	if !ok {
+		return "", false
+	}
+	tenant, _, ok = strings.Cut(rest, "}")
+	return tenant, ok
+}
+
 // ShadowBucket is the key of a caller's ceiling in shadow mode
 // (MINTGATE_SHADOW_TENANTS): MINTGATE_SHADOW_CAP times its tier, spent by
 // every sign of a shadowed tenant's caller and never let through, so that

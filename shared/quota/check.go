@@ -22,6 +22,14 @@ func CheckSpend(a Ask, inFlight time.Duration) error {
 	if err := checkTTL("in-flight", inFlight); err != nil {
 		return err
 	}
+	if l := a.Live; l != nil {
+		if l.Max < 1 || l.Until.IsZero() {
+			return fmt.Errorf("quota: live grants: max %d until %v: want at least 1 and a time", l.Max, l.Until)
+		}
+		if err := inTenant(a.Tenant, l.Key); err != nil {
+			return err
+		}
+	}
 	return checkAsk(a, true)
 }
 

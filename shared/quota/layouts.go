@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/mintgate/mintgate/shared/bucket"
@@ -31,6 +32,8 @@ var (
 		layout.Value("in_flight", func(s Spending) any { return s.InFlight.Milliseconds() }), // ms
 		// The last Redis time (unix ms) at which this Spend may run, 0 for no limit.
 		layout.Value("last", func(s Spending) any { return untilMillis(s.Ask.Until) }),
+		// The live-grants bound, packed (spend_fn.lua), '' for none.
+		layout.Value("live", func(s Spending) any { return liveArg(s.Ask.Live) }),
 		layout.Nest("core", bucket.Core, func(s Spending) bucket.Charge { return charge(s.Now, 1, s.Ask.Buckets) }),
 	)
 	// spendBatched is one Spend of spend_many.lua: its bucket count, then
@@ -42,6 +45,18 @@ var (
 	spendManyKeys = layout.Args("SPEND_MANY_KEYS", layout.Rest[struct{}]("spends", spendKeys))
 	spendManyArgs = layout.Args("SPEND_MANY", layout.Rest[struct{}]("spends", spendBatched))
 )
+
+// liveArg packs a Spend's Live for spend_fn.lua: max|until ms|the done
+// marker's prefix|the refunded marker's prefix|the live set's key (last:
+// a subject may hold '|'); ” for none.
+func liveArg(l *Live) string {
+	if l == nil {
+		return ""
+	}
+	tenant, _ := keys.TagOf(l.Key)
+	return strconv.Itoa(l.Max) + "|" + strconv.FormatInt(l.Until.UnixMilli(), 10) + "|" +
+		keys.Done(tenant, "") + "|" + keys.Refunded(tenant, "") + "|" + l.Key
+}
 
 func untilMillis(t time.Time) int64 {
 	if t.IsZero() {

@@ -118,6 +118,22 @@ type Ask struct {
 	// gave up on it: a stalled Redis that resumes finds it late. Zero: no
 	// limit.
 	Until time.Time
+
+	// Live bounds the caller's live grants (MINTGATE_MAX_LIVE_GRANTS),
+	// for Spend only; nil: no bound.
+	Live *Live
+}
+
+// Live is a Spend's bound on its caller's live grants: grants that are
+// neither completed, refunded (or aborted) nor past their life. The
+// caller's live set (keys.LiveGrants) holds each allowed Spend's nonce
+// (its urlId) until Until, its grant's life; a grant whose done or
+// refunded marker exists leaves it at the caller's next Spend. A Spend
+// that finds Max live grants takes nothing and answers LiveFull.
+type Live struct {
+	Key   string    // keys.LiveGrants(tenant, subject)
+	Max   int       // at least 1
+	Until time.Time // this Spend's grant's end of life (its expiresAt)
 }
 
 // Outcome is what Spend decided.
@@ -132,6 +148,7 @@ const (
 	InProgress                    // the key's first request is still in flight (409)
 	Cancelled                     // this very request (its nonce) was cancelled before the Spend ran: nothing was spent or marked
 	Late                          // the Spend ran after Ask.Until by Redis's clock: nothing was read, spent or marked
+	LiveFull                      // the caller holds Ask.Live.Max live grants: nothing was spent (429, Decision.Result.RetryAfter)
 )
 
 // String names the outcome.
@@ -151,6 +168,8 @@ func (o Outcome) String() string {
 		return "cancelled"
 	case Late:
 		return "late"
+	case LiveFull:
+		return "live grants full"
 	}
 	return "Outcome(" + strconv.Itoa(int(o)) + ")"
 }
@@ -262,6 +281,9 @@ func parseSpend(vals []any) (Decision, error) {
 			return Decision{Outcome: Cancelled}, nil
 		case w == "late":
 			return Decision{Outcome: Late}, nil
+		case w == "live" && len(vals) == 2:
+			secs, _ := vals[1].(int64)
+			return Decision{Outcome: LiveFull, Result: bucket.Result{RetryAfter: time.Duration(max(secs, 1)) * time.Second, Blocked: -1}}, nil
 		case w == "replay" && len(vals) == 2:
 			body, _ := vals[1].(string)
 			return replayed(body), nil

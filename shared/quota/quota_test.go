@@ -201,6 +201,60 @@ var cases = []struct {
 	op, name string
 	run      func(e *env)
 }{
+	{"spend", "live grants: the bound refuses, and frees a slot for a grant done, refunded or past its life", func(e *env) {
+		live := func(a quota.Ask, until time.Duration) quota.Ask {
+			a.Live = &quota.Live{Key: keys.LiveGrants(e.tenant, keys.UserSubject("alice")), Max: 3, Until: e.now.Add(until)}
+			return a
+		}
+		for i, until := range []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute} {
+			if d := e.spend(live(e.ask("alice", fmt.Sprintf("l%d", i)), until)); d.Outcome != quota.Allowed {
+				e.t.Fatalf("live grant %d: %v", i, d.Outcome)
+			}
+		}
+		d := e.spend(live(e.ask("alice", "l3"), time.Minute))
+		if d.Outcome != quota.LiveFull || d.Result.RetryAfter != time.Minute {
+			e.t.Fatalf("fourth live grant: %+v, want LiveFull retrying in 1m", d)
+		}
+		e.wantTokens(e.ask("alice", "l3"), "27.000000", "597.000000")
+		e.done("n:l1") // the grant of l1 completed: its slot frees
+		if d := e.spend(live(e.ask("alice", "l4"), time.Minute)); d.Outcome != quota.Allowed {
+			e.t.Fatalf("after a grant completed: %v", d.Outcome)
+		}
+		if d := e.spend(live(e.ask("alice", "l5"), time.Minute)); d.Outcome != quota.LiveFull {
+			e.t.Fatalf("full again: %v", d.Outcome)
+		}
+		e.b.set(e.t, keys.Refunded(e.tenant, "n:l2"), "{}", time.Hour) // and one refunded
+		if d := e.spend(live(e.ask("alice", "l6"), time.Minute)); d.Outcome != quota.Allowed {
+			e.t.Fatalf("after a grant was refunded: %v", d.Outcome)
+		}
+		e.now = e.now.Add(90 * time.Second) // l0, l4 and l6 (1 minute) are past their life
+		if d := e.spend(live(e.ask("alice", "l7"), time.Minute)); d.Outcome != quota.Allowed {
+			e.t.Fatalf("after grants expired: %v", d.Outcome)
+		}
+	}},
+	{"spend", "bytes: a bucket of bytes takes the sign's size, all or nothing with its token", func(e *env) {
+		a := e.ask("alice", "b1")
+		bytes := bucket.Bucket{Key: keys.ByteBucket(e.tenant, keys.UserSubject("alice")), Limit: bucket.Limit{Capacity: 10 << 20, Rate: 1}, Units: 4 << 20}
+		a.Buckets = append(a.Buckets, bytes)
+		for i := range 2 {
+			a.Idem, a.Nonce = keys.Idempotency(e.tenant, "u:alice", fmt.Sprintf("b%d", i)), fmt.Sprintf("nb%d", i)
+			if d := e.spend(a); d.Outcome != quota.Allowed || d.Result.BytesLeft[0] != int64(10<<20-(i+1)*(4<<20)) {
+				e.t.Fatalf("4 MiB #%d: %+v", i, d)
+			}
+		}
+		a.Idem, a.Nonce = keys.Idempotency(e.tenant, "u:alice", "b2"), "nb2"
+		if d := e.spend(a); d.Outcome != quota.Denied || d.Result.Blocked != 2 {
+			e.t.Fatalf("third 4 MiB: %+v, want denied by the bucket of bytes", d)
+		}
+		e.wantTokens(e.ask("alice", "b2"), "28.000000", "598.000000")
+		if got := e.tokens(bytes); got != fmt.Sprintf("%d.000000", 2<<20) {
+			e.t.Fatalf("bytes left %s", got)
+		}
+		e.refund(quota.Due{Tenant: e.tenant, URLID: "nb0", Buckets: a.Buckets})
+		if got := e.tokens(bytes); got != fmt.Sprintf("%d.000000", 6<<20) {
+			e.t.Fatalf("bytes after a refund %s, want 6 MiB", got)
+		}
+	}},
 	{"spend", "allowed spends from every bucket and marks the key in flight", func(e *env) {
 		a := e.ask("alice", "k1")
 		d := e.spend(a)

@@ -10,7 +10,8 @@
 -- argv from a: SPEND, its core's arguments for a cost of 1. clock() is
 -- Redis's time in unix ms; it is called only for a Spend with a limit.
 -- Returns {'late'} | {'replay', body} | {'reused'} | {'pending'} |
--- {'cancelled'} | the core's reply.
+-- {'cancelled'} | {'live', seconds until a live grant ends} | the core's
+-- reply.
 local function spend(keys, k, n, argv, a, clock)
   local last = tonumber(argv[a + SPEND.last])
   -- Ran after its caller gave up (a stalled Redis running what sat in its
@@ -30,11 +31,32 @@ local function spend(keys, k, n, argv, a, clock)
     if rec[1] == 'done' then return {'replay', rec[3]} end
     return {'pending'}
   end
+  -- The live-grants bound: the caller's set, pruned of the grants past
+  -- their life and of those whose done or refunded marker exists (keys of
+  -- this tenant's hash tag, so of this slot), must hold fewer than max.
+  local live, lmax, luntil, donep, refp, lkey = argv[a + SPEND.live]
+  local now = tonumber(argv[a + SPEND.core + CORE.now])
+  if live ~= '' then
+    lmax, luntil, donep, refp, lkey = string.match(live, '^(%d+)|(%d+)|([^|]*)|([^|]*)|(.+)$')
+    redis.call('ZREMRANGEBYSCORE', lkey, '-inf', now)
+    for _, id in ipairs(redis.call('ZRANGE', lkey, 0, -1)) do
+      if redis.call('EXISTS', donep .. id, refp .. id) > 0 then redis.call('ZREM', lkey, id) end
+    end
+    if redis.call('ZCARD', lkey) >= tonumber(lmax) then
+      local first = redis.call('ZRANGE', lkey, 0, 0, 'WITHSCORES')
+      return {'live', math.ceil((tonumber(first[2]) - now) / 1000)}
+    end
+  end
   local r = take(keys, k + SPEND_KEYS.buckets, n, argv, a + SPEND.core)
   if r[1] == 1 then
     redis.call('DEL', idem)
     redis.call('HSET', idem, 'state', 'pending', 'fp', argv[a + SPEND.fp], 'nonce', argv[a + SPEND.nonce])
     redis.call('PEXPIRE', idem, argv[a + SPEND.in_flight])
+    if live ~= '' then
+      redis.call('ZADD', lkey, luntil, argv[a + SPEND.nonce])
+      local life = tonumber(luntil) - now
+      if redis.call('PTTL', lkey) < life then redis.call('PEXPIRE', lkey, life) end
+    end
   end
   return r
 end

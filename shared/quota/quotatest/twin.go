@@ -38,6 +38,7 @@ type Twin struct {
 type twinKey struct {
 	str     string            // a string's value (markers)
 	hash    map[string]string // a hash's fields (buckets, records); nil for a string
+	zset    map[string]int64  // a sorted set's members and scores (live grants)
 	expires int64             // ms by the Twin's clock; the key is gone after it
 }
 
@@ -79,15 +80,55 @@ func (t *Twin) spend(now time.Time, a quota.Ask, inFlight time.Duration) quota.D
 		}
 		return quota.Decision{Outcome: quota.InProgress}
 	}
+	if l := a.Live; l != nil {
+		if wait, full := t.liveFull(now, a.Tenant, l); full {
+			return quota.Decision{Outcome: quota.LiveFull, Result: bucket.Result{RetryAfter: wait, Blocked: -1}}
+		}
+	}
 	res := bucket.Step(now, 1, a.Buckets, t.loadBucket, t.saveBucket)
 	if res.Allowed {
 		delete(t.keys, a.Idem)
 		t.hset(a.Idem, inFlight, "state", "pending", "fp", a.Fingerprint, "nonce", a.Nonce)
+		if l := a.Live; l != nil {
+			k := t.live(l.Key)
+			if k == nil || k.zset == nil {
+				k = &twinKey{zset: map[string]int64{}}
+				t.keys[l.Key] = k
+			}
+			k.zset[a.Nonce] = l.Until.UnixMilli()
+			k.expires = max(k.expires, t.clock().UnixMilli()+l.Until.UnixMilli()-now.UnixMilli())
+		}
 	}
 	if res.Allowed {
 		return quota.Decision{Outcome: quota.Allowed, Result: res}
 	}
 	return quota.Decision{Outcome: quota.Denied, Result: res}
+}
+
+// liveFull prunes l's set as spend_fn.lua does — members past their life
+// by now, and those whose done or refunded marker exists — and reports
+// whether it still holds l.Max, and how long until its first member ends.
+func (t *Twin) liveFull(now time.Time, tenant string, l *quota.Live) (time.Duration, bool) {
+	k := t.live(l.Key)
+	if k == nil || k.zset == nil {
+		return 0, false
+	}
+	ms := now.UnixMilli()
+	first := int64(-1)
+	for id, until := range k.zset {
+		if until <= ms || t.live(keys.Done(tenant, id)) != nil || t.live(keys.Refunded(tenant, id)) != nil {
+			delete(k.zset, id)
+			continue
+		}
+		if first < 0 || until < first {
+			first = until
+		}
+	}
+	if len(k.zset) < l.Max {
+		return 0, false
+	}
+	secs := (first - ms + 999) / 1000
+	return time.Duration(max(secs, 1)) * time.Second, true
 }
 
 // Undo is Store.Undo.
