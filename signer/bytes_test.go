@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mintgate/mintgate/shared/keys"
@@ -102,20 +101,7 @@ func TestBytesQuotaExactUnderConcurrency(t *testing.T) {
 	env["MINTGATE_TIERS"] = "anonymous=5:5/60s,user=1000:0.001,tenant=100000:0.001,user_bytes=30000:1/1h"
 	s := start(t, env)
 	alice := s.token("acme", "alice")
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		answers = map[int]int{}
-	)
-	for range 50 {
-		wg.Go(func() {
-			r := s.sign(alice, newKey(), sized(1000))
-			mu.Lock()
-			answers[r.status]++
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	answers := racing(50, func() int { return s.sign(alice, newKey(), sized(1000)).status })
 	if answers[http.StatusCreated] != 30 || answers[http.StatusTooManyRequests] != 20 {
 		t.Fatalf("50 signs of 1000 bytes on 30000: %v, want 30 × 201 and 20 × 429", answers)
 	}

@@ -51,6 +51,25 @@ func TestLiveGrantsBound(t *testing.T) {
 	}
 }
 
+// racing runs n calls of f at once and counts the statuses they answer.
+func racing(n int, f func() int) map[int]int {
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		answers = map[int]int{}
+	)
+	for range n {
+		wg.Go(func() {
+			status := f()
+			mu.Lock()
+			answers[status]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return answers
+}
+
 // 50 signs racing under a bound of 5 open exactly 5.
 func TestLiveGrantsExactUnderConcurrency(t *testing.T) {
 	env := newStack(t).env(t)
@@ -58,20 +77,7 @@ func TestLiveGrantsExactUnderConcurrency(t *testing.T) {
 	env["MINTGATE_TIERS"] = "anonymous=5:5/60s,user=1000:0.001,tenant=100000:0.001"
 	s := start(t, env)
 	alice := s.token("acme", "alice")
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		answers = map[int]int{}
-	)
-	for range 50 {
-		wg.Go(func() {
-			r := s.sign(alice, newKey(), pngBody)
-			mu.Lock()
-			answers[r.status]++
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	answers := racing(50, func() int { return s.sign(alice, newKey(), pngBody).status })
 	if answers[http.StatusCreated] != 5 || answers[http.StatusTooManyRequests] != 45 {
 		t.Fatalf("50 racing signs under a bound of 5: %v", answers)
 	}
