@@ -254,6 +254,14 @@ var cases = []struct {
 		if got := e.tokens(bytes); got != fmt.Sprintf("%d.000000", 6<<20) {
 			e.t.Fatalf("bytes after a refund %s, want 6 MiB", got)
 		}
+		// Its upload lands after all: the refund is taken back, bytes too.
+		got, err := e.b.Complete(ctx, e.now, quota.Completion{Tenant: e.tenant, URLID: "nb0", Value: "1", TTL: time.Minute, First: true})
+		if err != nil || !got.TookBack {
+			e.t.Fatalf("complete after the refund: %+v %v", got, err)
+		}
+		if got := e.tokens(bytes); got != fmt.Sprintf("%d.000000", 2<<20) {
+			e.t.Fatalf("bytes after the take-back %s, want 2 MiB", got)
+		}
 	}},
 	{"spend", "allowed spends from every bucket and marks the key in flight", func(e *env) {
 		a := e.ask("alice", "k1")
