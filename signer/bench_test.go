@@ -19,6 +19,10 @@ import (
 // benchmark measures issuing a URL, not a 429.
 const benchTiers = "anonymous=1e9:1e9,user=1e9:1e9,tenant=1e9:1e9"
 
+// benchByteTiers add tiers of bytes as large: ledger=none/bytes measures
+// what spending bytes beside the tokens costs a sign.
+const benchByteTiers = benchTiers + ",user_bytes=1e15:1e15,tenant_bytes=1e15:1e15"
+
 // benchConcurrency is how many signs run at once in the parallel
 // sub-benchmarks, whatever GOMAXPROCS is.
 const benchConcurrency = 16
@@ -43,14 +47,17 @@ var benchKeys atomic.Int64
 //
 //	go test -run '^$' -bench BenchmarkSign -benchtime 3s ./signer/
 func BenchmarkSign(b *testing.B) {
-	for _, ledger := range []string{"jetstream", "none"} {
+	for _, ledger := range []string{"jetstream", "none", "none/bytes"} {
 		b.Run("ledger="+ledger, func(b *testing.B) {
 			// The stack's nats-server syncs every write (sync_interval:
 			// always), as production does.
 			env := newStack(b).env(b)
 			env["MINTGATE_TIERS"] = benchTiers
+			if ledger == "none/bytes" {
+				env["MINTGATE_TIERS"] = benchByteTiers
+			}
 			opts := []option{withRealClock()}
-			if ledger == "none" {
+			if strings.HasPrefix(ledger, "none") {
 				opts = append(opts, withRecorder(nopRecorder{}))
 			}
 			s := start(b, env, opts...)
