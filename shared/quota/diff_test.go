@@ -60,16 +60,34 @@ func (w *world) urlID() string  { return fmt.Sprintf("g%d", w.r.IntN(4)) }
 // buckets is what a subject's sign spends from, as the signer lays it out.
 func (w *world) buckets(tenant, subject string) []bucket.Bucket {
 	if subject[0] == 'u' {
-		return []bucket.Bucket{
+		bs := []bucket.Bucket{
 			{Key: keys.Bucket(tenant, subject), Limit: w.shape["user"]},
 			{Key: keys.TenantBucket(tenant), Limit: w.shape["tenant"]},
 		}
+		if w.r.IntN(2) == 0 {
+			// A bucket of bytes, charged a size of 1 B to 3 MiB.
+			bs = append(bs, bucket.Bucket{Key: keys.ByteBucket(tenant, subject), Limit: bytesShape, Units: float64(1 + w.r.Int64N(3<<20))})
+		}
+		return bs
 	}
 	return []bucket.Bucket{
 		{Key: keys.Bucket(tenant, subject), Limit: w.shape["anonymous"]},
 		{Key: keys.TenantBucket(tenant), Limit: w.shape["tenant"]},
 		{Key: anonAllKey(tenant), Limit: w.shape["anonymous_all"]},
 	}
+}
+
+// bytesShape is the world's buckets of bytes: 8 MiB, refilling 1 KiB a second.
+var bytesShape = bucket.Limit{Capacity: 8 << 20, Rate: 1024}
+
+// timed is a with its live-grants bound ending 1 to 20 s after now.
+func (w *world) timed(a quota.Ask, now time.Time) quota.Ask {
+	if a.Live != nil {
+		l := *a.Live
+		l.Until = now.Add(time.Duration(1+w.r.IntN(20)) * time.Second)
+		a.Live = &l
+	}
+	return a
 }
 
 // ask is a request: half the time one asked lately, else a new one — a
@@ -90,6 +108,9 @@ func (w *world) ask() quota.Ask {
 			Idem:        keys.Idempotency(tn, sub, fmt.Sprintf("k%d", w.r.IntN(3))),
 			Fingerprint: fmt.Sprintf("fp%d", w.r.IntN(2)),
 			Buckets:     w.buckets(tn, sub),
+		}
+		if w.r.IntN(3) == 0 { // a bound on the caller's live grants
+			a.Live = &quota.Live{Key: keys.LiveGrants(tn, sub), Max: 1 + w.r.IntN(2)}
 		}
 	}
 	// Now and then a deadline, an hour past or ahead (the servers'
@@ -124,7 +145,8 @@ func (w *world) batch(now time.Time) []quota.Spending {
 		for a.Tenant != tn {
 			a = w.ask()
 		}
-		ss[i] = quota.Spending{Now: now.Add(time.Duration(w.r.Int64N(400)-100) * time.Millisecond), Ask: a, InFlight: inFlight}
+		at := now.Add(time.Duration(w.r.Int64N(400)-100) * time.Millisecond)
+		ss[i] = quota.Spending{Now: at, Ask: w.timed(a, at), InFlight: inFlight}
 	}
 	return ss
 }
@@ -165,7 +187,7 @@ func (w *world) completion() quota.Completion {
 func (w *world) tenantKeys(tn string) []string {
 	ks := []string{keys.TenantBucket(tn), anonAllKey(tn)}
 	for _, sub := range w.subjects {
-		ks = append(ks, keys.Bucket(tn, sub))
+		ks = append(ks, keys.Bucket(tn, sub), keys.ByteBucket(tn, sub))
 	}
 	return ks
 }
@@ -176,7 +198,7 @@ func (w *world) all() []string {
 	for _, tn := range w.tenants {
 		ks = append(ks, keys.TenantBucket(tn), anonAllKey(tn))
 		for _, sub := range w.subjects {
-			ks = append(ks, keys.Bucket(tn, sub))
+			ks = append(ks, keys.Bucket(tn, sub), keys.ByteBucket(tn, sub))
 			for i := range 3 {
 				ks = append(ks, keys.Idempotency(tn, sub, fmt.Sprintf("k%d", i)))
 			}
@@ -252,7 +274,7 @@ func differ(t *testing.T, lua backend, seq int) {
 		}
 		switch p := r.IntN(100); {
 		case p < 22:
-			a := w.ask()
+			a := w.timed(w.ask(), now)
 			what, touched = "spend "+request(a), append([]string{a.Idem}, bucketKeys(a.Buckets)...)
 			both(func(b backend) (any, error) { return b.Spend(ctx, now, a, inFlight) })
 		case p < 30:
