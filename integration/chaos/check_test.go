@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -238,22 +239,21 @@ func check(ctx context.Context, t *testing.T, st *stack, res result, faults []in
 	if err != nil {
 		t.Fatalf("reading the buckets: %v", err)
 	}
-	exposed := 0
+	exposed, exposedBytes := 0, int64(0)
 	for _, f := range faults {
 		exposed += f.exposed
+		exposedBytes += f.exposedBytes
 	}
 
 	r.summarize(res, outs, mouts, faults, exposed, markers)
 	r.summarizeMultipart(res, mouts)
+	r.summary = append(r.summary, fmt.Sprintf("bytes: %d B asked by URLs and multipart grants received, %d B uploaded (%d B in multipart objects); "+
+		"at risk %d B of requests in flight at signer kills (a held cancel counts %d B); refill since the seed: users %.1f B, tenants %.1f B",
+		b.bytesGranted, b.bytesUploaded, b.bytesMultipart, exposedBytes, maxContentLength, b.userBytes.refill, b.tenantBytes.refill))
 	r.summary = append(r.summary, fmt.Sprintf("rescues: %d passes applied schedules nats-server had not fired 30 s after due", st.rescues()))
 	r.checkURLs(res, outs)
 	r.checkMultipart(res, mouts, orphans)
-	r.add("no token minted (final > capacity − uploads − multipart objects)",
-		fmt.Sprintf("users +%d in %d buckets, tenants +%d in %d", b.users.minted, b.users.mintedIn, b.tenants.minted, b.tenants.mintedIn),
-		"0", b.users.minted == 0 && b.tenants.minted == 0)
-	r.add("no refund lost (tokens never given back)",
-		fmt.Sprintf("users %d, tenants %d", b.users.short, b.tenants.short),
-		fmt.Sprintf("≤ %d at risk at signer kills", exposed), b.users.short <= exposed && b.tenants.short <= exposed)
+	r.checkBuckets(b, exposed, exposedBytes)
 	r.checkAnswers(res)
 	r.add("no service exited by itself", strings.Join(append([]string{fmt.Sprint(len(st.crashes))}, st.crashes...), " "), "0", len(st.crashes) == 0)
 	// The sweeper's refunds: every URL's, and the multipart grants' no
@@ -349,6 +349,24 @@ func (r *report) checkURLs(res result, outs []outcome) {
 	r.add("no refund taken back but by its upload", fmt.Sprint(takenUnused), "0", takenUnused == 0)
 }
 
+// checkBuckets: no bucket holds more than its spends and refunds allow,
+// and those that hold less lost at most what signer kills put at risk:
+// exposed requests for the token buckets, exposedBytes for those of bytes.
+func (r *report) checkBuckets(b bucketTallies, exposed int, exposedBytes int64) {
+	r.add("no token minted (final > capacity − uploads − multipart objects)",
+		fmt.Sprintf("users +%d in %d buckets, tenants +%d in %d", b.users.minted, b.users.mintedIn, b.tenants.minted, b.tenants.mintedIn),
+		"0", b.users.minted == 0 && b.tenants.minted == 0)
+	r.add("no refund lost (tokens never given back)",
+		fmt.Sprintf("users %d, tenants %d", b.users.short, b.tenants.short),
+		fmt.Sprintf("≤ %d at risk at signer kills", exposed), b.users.short <= exposed && b.tenants.short <= exposed)
+	r.add("no byte minted (final bytes > seeded + refill − bytes uploaded)",
+		fmt.Sprintf("users +%d B in %d buckets, tenants +%d B in %d", b.userBytes.minted, b.userBytes.mintedIn, b.tenantBytes.minted, b.tenantBytes.mintedIn),
+		"0", b.userBytes.minted == 0 && b.tenantBytes.minted == 0)
+	r.add("no byte refund lost (bytes never given back)",
+		fmt.Sprintf("users %d B, tenants %d B", b.userBytes.short, b.tenantBytes.short),
+		fmt.Sprintf("≤ %d B at risk at signer kills", exposedBytes), int64(b.userBytes.short) <= exposedBytes && int64(b.tenantBytes.short) <= exposedBytes)
+}
+
 // checkAnswers: keys replay one URL, and no answer is a 500.
 func (r *report) checkAnswers(res result) {
 	twoURLs := 0
@@ -415,38 +433,62 @@ const lateAfterFaults = 5 * time.Second
 // tally is the accounting of one kind of bucket.
 type tally struct {
 	minted, mintedIn, short int
+	refill                  float64 // buckets of bytes: what the refill added since the seed, over the buckets
 }
 
-// bucketTallies compares each bucket with capacity − its uploads.
-type bucketTallies struct{ users, tenants tally }
+// bucketTallies compares each bucket with capacity − its uploads, and each
+// bucket of bytes with its seed + its refill − the bytes uploaded.
+type bucketTallies struct {
+	users, tenants, userBytes, tenantBytes tally
+	// The bytes of the grants received, of those uploaded (an uploaded
+	// URL, a multipart object), and of the multipart objects among them.
+	bytesGranted, bytesUploaded, bytesMultipart int64
+}
 
 // buckets reads every user and tenant bucket the clients spent from. With
 // a negligible refill, a bucket's tokens are capacity − spends + refunds:
 // above capacity − uploads is a token minted, below it a token lost. A
 // multipart grant whose object exists spent its token as an uploaded URL
-// did; any other gave it back.
+// did; any other gave it back. The buckets of bytes are read the same way,
+// each grant spending its contentLength, from the seed plus the refill
+// (byteExcess); every one seeded is read, spent from or not.
 func (st *stack) buckets(ctx context.Context, res result, mouts []mpOutcome) (bucketTallies, error) {
+	var out bucketTallies
 	userUploads := map[[2]string]int{}
 	tenantUploads := map[string]int{}
+	userBytes := map[[2]string]int64{}
+	tenantBytes := map[string]int64{}
+	for _, u := range userIDs(st.p) {
+		userBytes[u] += 0
+		tenantBytes[u[0]] += 0
+	}
 	for _, u := range res.urls {
 		k := [2]string{u.tenant, u.user}
 		userUploads[k] += 0
 		tenantUploads[u.tenant] += 0
+		out.bytesGranted += u.size
 		if u.uploaded {
 			userUploads[k]++
 			tenantUploads[u.tenant]++
+			userBytes[k] += u.size
+			tenantBytes[u.tenant] += u.size
+			out.bytesUploaded += u.size
 		}
 	}
 	for i, g := range res.mp.grants {
 		k := [2]string{g.tenant, g.user}
 		userUploads[k] += 0
 		tenantUploads[g.tenant] += 0
+		out.bytesGranted += g.size
 		if mouts[i].object {
 			userUploads[k]++
 			tenantUploads[g.tenant]++
+			userBytes[k] += g.size
+			tenantBytes[g.tenant] += g.size
+			out.bytesUploaded += g.size
+			out.bytesMultipart += g.size
 		}
 	}
-	var out bucketTallies
 	for k, n := range userUploads {
 		if err := st.tallyBucket(ctx, &out.users, keys.Bucket(k[0], keys.UserSubject(k[1])), userCapacity, n); err != nil {
 			return out, err
@@ -454,6 +496,16 @@ func (st *stack) buckets(ctx context.Context, res result, mouts []mpOutcome) (bu
 	}
 	for tenant, n := range tenantUploads {
 		if err := st.tallyBucket(ctx, &out.tenants, keys.TenantBucket(tenant), tenantCapacity, n); err != nil {
+			return out, err
+		}
+	}
+	for k, n := range userBytes {
+		if err := st.tallyBytes(ctx, &out.userBytes, keys.ByteBucket(k[0], keys.UserSubject(k[1])), userBytesTier, n); err != nil {
+			return out, err
+		}
+	}
+	for tenant, n := range tenantBytes {
+		if err := st.tallyBytes(ctx, &out.tenantBytes, keys.TenantByteBucket(tenant), tenantBytesTier, n); err != nil {
 			return out, err
 		}
 	}
@@ -469,14 +521,67 @@ func (st *stack) tallyBucket(ctx context.Context, t *tally, key string, capacity
 	case err != nil:
 		return fmt.Errorf("bucket %s: %w", key, err)
 	}
-	switch d := int(math.Round(tokens - float64(capacity-uploads))); {
+	t.add(int(math.Round(tokens - float64(capacity-uploads))))
+	return nil
+}
+
+// add counts a bucket d tokens above (minted) or below (lost) what it
+// should hold.
+func (t *tally) add(d int) {
+	switch {
 	case d > 0:
 		t.minted += d
 		t.mintedIn++
 	case d < 0:
 		t.short -= d
 	}
+}
+
+// tallyBytes adds one bucket of bytes' difference from what its seed, its
+// refill and the bytes uploaded leave (byteExcess) to t.
+func (st *stack) tallyBytes(ctx context.Context, t *tally, key string, l byteShape, uploaded int64) error {
+	v, err := st.rdb.HMGet(ctx, key, "t", "ts").Result()
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", key, err)
+	}
+	b := storedBucket{}
+	if tok, ok := v[0].(string); ok {
+		if b.tokens, err = strconv.ParseFloat(tok, 64); err != nil {
+			return fmt.Errorf("bucket %s: t %q: %w", key, tok, err)
+		}
+		b.found = true
+	}
+	if ts, ok := v[1].(string); ok {
+		if b.stamp, err = strconv.ParseInt(ts, 10, 64); err != nil {
+			return fmt.Errorf("bucket %s: ts %q: %w", key, ts, err)
+		}
+	}
+	excess, refill := byteExcess(b, l, st.bytesSeeded, uploaded)
+	t.refill += refill
+	t.add(int(math.Round(excess)))
 	return nil
+}
+
+// storedBucket is a bucket's hash as read: its tokens and its stamp (ms).
+type storedBucket struct {
+	tokens float64
+	stamp  int64
+	found  bool // a missing key is a full bucket
+}
+
+// byteExcess is how many bytes a bucket of bytes of shape l, seeded at
+// byteSeed stamped seeded (ms), holds above what its spends and refunds
+// allow once uploaded bytes stayed spent: above 0 minted, below lost. The
+// bucket never fills, so the script credits its refill for every
+// millisecond its stamp moved on (it keeps the later stamp when a clock
+// lags), and so from the seed to its last stamp: rate × (stamp − seeded).
+// A missing key is a full bucket, with nothing refilled.
+func byteExcess(b storedBucket, l byteShape, seeded, uploaded int64) (excess, refill float64) {
+	if !b.found {
+		b.tokens, b.stamp = l.capacity, seeded
+	}
+	refill = float64(max(0, b.stamp-seeded)) * l.rate / 1000
+	return b.tokens - (byteSeed(l) + refill - float64(uploaded)), refill
 }
 
 // spread is "p50 … p99 … max … (n)" of durations.

@@ -5,7 +5,9 @@
 // with retries on the same Idempotency-Key and upload about half the URLs
 // while processes are killed, paused and restarted at random times drawn
 // from a seed; afterwards the test checks, from Redis and the HTTP answers
-// alone, that every token came back exactly when it should.
+// alone, that every token came back exactly when it should, and every
+// byte of the tiers of bytes, which each grant spends its contentLength
+// from (check_test.go, byteExcess).
 //
 // One request in five is a multipart grant (multipart_test.go) of a small
 // object, which its client completes, abandons to the sweeper or aborts

@@ -77,11 +77,12 @@ func (f fault) String() string {
 }
 
 // injected is a fault that ran: when, and for a signer kill the requests
-// it may have cut between a token's spend and its URL.
+// it may have cut between a token's spend and its URL, and their bytes.
 type injected struct {
 	fault
-	start, end time.Time // end: every service ready again
-	exposed    int       // requests in flight at the killed signer
+	start, end   time.Time // end: every service ready again
+	exposed      int       // requests in flight at the killed signer, and cancels it held
+	exposedBytes int64     // the contentLengths of those requests, and maxContentLength per cancel held
 }
 
 // schedule draws the plan's faults in a random order with random gaps,
@@ -171,7 +172,7 @@ func runFaults(ctx context.Context, t *testing.T, st *stack, ld *load, faults []
 		case <-time.After(f.gap):
 		}
 		in := injected{fault: f, start: time.Now()}
-		in.exposed = st.inject(ctx, t, ld, f)
+		in.exposed, in.exposedBytes = st.inject(ctx, t, ld, f)
 		st.ensureUp(t)
 		in.end = time.Now()
 		t.Logf("%s: %6.1fs %-28s recovered in %v", st.topo.name, in.start.Sub(began).Seconds(), f, in.end.Sub(in.start).Round(time.Millisecond))
@@ -181,8 +182,10 @@ func runFaults(ctx context.Context, t *testing.T, st *stack, ld *load, faults []
 }
 
 // inject applies one fault and undoes it (restart, SIGCONT). For a signer
-// kill it returns the requests that were in flight at that signer.
-func (st *stack) inject(ctx context.Context, t *testing.T, ld *load, f fault) (exposed int) {
+// kill it returns the requests that were in flight at that signer, with
+// the cancels it held, and their bytes: a held cancel's contentLength is
+// not known, so it counts as maxContentLength.
+func (st *stack) inject(ctx context.Context, t *testing.T, ld *load, f fault) (exposed int, exposedBytes int64) {
 	t.Helper()
 	switch f.kind {
 	case scriptFlush:
@@ -208,12 +211,13 @@ func (st *stack) inject(ctx context.Context, t *testing.T, ld *load, f fault) (e
 			held := st.cancelsPending(t, f.target)
 			before := fl.snapshot()
 			p.Kill()
-			exposed = before.cutBy(fl.snapshot()) + held
+			cut, cutBytes := before.cutBy(fl.snapshot())
+			exposed, exposedBytes = cut+held, cutBytes+int64(held)*maxContentLength
 		}
 		time.Sleep(f.dur)
 		p.Start() // services: until ready; servers: until they answer
 	}
-	return exposed
+	return exposed, exposedBytes
 }
 
 // cancelsPending reads signer i's held cancels; 0 when it does not answer

@@ -40,6 +40,7 @@ type signed = api.SignResponse
 // received is one URL a client got.
 type received struct {
 	tenant, user, key, urlID string
+	size                     int64 // the contentLength signed: the bytes its grant spent
 	expiresAt                time.Time
 	signedAt, uploadedAt     time.Time // when the answer came, when the PUT's did
 	uploaded                 bool      // the PUT was stored
@@ -54,21 +55,24 @@ type lateLanding struct {
 	at          time.Time
 }
 
-// flight counts one signer's requests, so a kill knows how many it cut.
+// flight counts one signer's requests, and the bytes they ask, so a kill
+// knows how many it cut.
 type flight struct {
-	inFlight, started atomic.Int64
+	inFlight, started           atomic.Int64
+	inFlightBytes, startedBytes atomic.Int64 // their contentLengths
 }
 
-type flightSnapshot struct{ inFlight, started int64 }
+type flightSnapshot struct{ inFlight, started, inFlightBytes, startedBytes int64 }
 
 func (f *flight) snapshot() flightSnapshot {
-	return flightSnapshot{f.inFlight.Load(), f.started.Load()}
+	return flightSnapshot{f.inFlight.Load(), f.started.Load(), f.inFlightBytes.Load(), f.startedBytes.Load()}
 }
 
-// cutBy is how many requests a kill between two snapshots may have cut:
-// those in flight at the first, and those started since.
-func (s flightSnapshot) cutBy(after flightSnapshot) int {
-	return int(s.inFlight + after.started - s.started)
+// cutBy is how many requests a kill between two snapshots may have cut,
+// and the bytes they asked: those in flight at the first, and those
+// started since.
+func (s flightSnapshot) cutBy(after flightSnapshot) (int, int64) {
+	return int(s.inFlight + after.started - s.started), s.inFlightBytes + after.startedBytes - s.startedBytes
 }
 
 // load is the clients signing against a stack.
@@ -123,11 +127,22 @@ func (ld *load) stop() {
 	})
 }
 
+// userIDs are the plan's users, each as {tenant, user id}.
+func userIDs(p plan) [][2]string {
+	out := make([][2]string, p.users)
+	for i := range out {
+		out[i] = [2]string{tenantID(i % p.tenants), fmt.Sprintf("u%03d", i)}
+	}
+	return out
+}
+
+func tenantID(i int) string { return fmt.Sprintf("t%d", i) }
+
 func makeUsers(t *testing.T, secret []byte, p plan) []user {
 	t.Helper()
 	users := make([]user, p.users)
-	for i := range users {
-		u := user{tenant: fmt.Sprintf("t%d", i%p.tenants), id: fmt.Sprintf("u%03d", i)}
+	for i, id := range userIDs(p) {
+		u := user{tenant: id[0], id: id[1]}
 		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
 			"sub": u.id, "tenant_id": u.tenant, "exp": time.Now().Add(p.deadline + time.Hour).Unix(),
 		}).SignedString(secret)
@@ -179,7 +194,7 @@ func (c *client) run(ctx context.Context) {
 // single signs one URL for u and, as drawn, uploads it (maybe late) and
 // replays its key.
 func (c *client) single(ctx context.Context, u user) {
-	size := 1 + c.rng.IntN(256)
+	size := 1 + c.rng.Int64N(256)
 	upload := c.rng.IntN(2) == 0
 	replay := c.rng.IntN(10) == 0
 	key := fmt.Sprintf("c%d-%d", c.id, c.ops)
@@ -191,7 +206,7 @@ func (c *client) single(ctx context.Context, u user) {
 	if !ok {
 		return
 	}
-	i := c.receive(u, key, s)
+	i := c.receive(u, key, size, s)
 	switch {
 	case slow && !c.urls[i].late && !c.urls[i].uploaded:
 		c.urls[i].late = true
@@ -205,20 +220,21 @@ func (c *client) single(ctx context.Context, u user) {
 		// key while the URL is valid: the same URL, no new token.
 		c.replays++
 		if again, ok := c.sign(ctx, u, key, size, s.ExpiresAt.Add(-time.Second)); ok {
-			c.receive(u, key, again)
+			c.receive(u, key, size, again)
 		}
 	}
 }
 
-// receive records a URL the client got for key and returns its index.
-func (c *client) receive(u user, key string, s signed) int {
+// receive records a URL the client got for key, signed for size bytes,
+// and returns its index.
+func (c *client) receive(u user, key string, size int64, s signed) int {
 	if !contains(c.keys[key], s.URLID) {
 		c.keys[key] = append(c.keys[key], s.URLID)
 	}
 	if i, ok := c.seen[s.URLID]; ok {
 		return i
 	}
-	c.urls = append(c.urls, received{tenant: u.tenant, user: u.id, key: key, urlID: s.URLID, expiresAt: s.ExpiresAt, signedAt: time.Now()})
+	c.urls = append(c.urls, received{tenant: u.tenant, user: u.id, key: key, urlID: s.URLID, size: size, expiresAt: s.ExpiresAt, signedAt: time.Now()})
 	c.seen[s.URLID] = len(c.urls) - 1
 	return len(c.urls) - 1
 }
@@ -235,9 +251,9 @@ func contains(xs []string, x string) bool {
 // sign asks for a URL, retrying with the same key on no answer, 503 and
 // 409, until it gets one, runs out of attempts, the load stops or (when
 // set) until passes. Attempts go to the signers in turn.
-func (c *client) sign(ctx context.Context, u user, key string, size int, until time.Time) (signed, bool) {
+func (c *client) sign(ctx context.Context, u user, key string, size int64, until time.Time) (signed, bool) {
 	body := fmt.Sprintf(`{"contentType":"image/png","contentLength":%d}`, size)
-	s, ok := charge(ctx, c, "/uploads/sign", u, key, body, c.ops, until, func(a string) { c.answers[a]++ }, func(s signed) string { return s.URLID })
+	s, ok := charge(ctx, c, "/uploads/sign", u, key, body, size, c.ops, until, func(a string) { c.answers[a]++ }, func(s signed) string { return s.URLID })
 	if !ok {
 		c.abandoned++
 	}
@@ -248,7 +264,8 @@ func (c *client) sign(ctx context.Context, u user, key string, size int, until t
 // retries: the same key on no answer, 503 and 409, until an answer with a
 // urlId, the attempts run out, the load stops or (when set) until passes.
 // Attempts go to the signers in turn from n; tally counts each answer.
-func charge[T any](ctx context.Context, c *client, path string, u user, key, body string, n int, until time.Time, tally func(string), urlID func(T) string) (T, bool) {
+// size is the contentLength body asks.
+func charge[T any](ctx context.Context, c *client, path string, u user, key, body string, size int64, n int, until time.Time, tally func(string), urlID func(T) string) (T, bool) {
 	var zero T
 	backoff := firstBackoff
 	for attempt := range maxAttempts {
@@ -259,7 +276,7 @@ func charge[T any](ctx context.Context, c *client, path string, u user, key, bod
 			time.Sleep(backoff)
 			backoff = min(2*backoff, maxBackoff)
 		}
-		status, raw, err := c.post((c.id+n+attempt)%len(c.st.signers), path, u, key, body)
+		status, raw, err := c.post((c.id+n+attempt)%len(c.st.signers), path, u, key, body, size)
 		if err != nil {
 			tally("transport error")
 			continue
@@ -291,12 +308,18 @@ func answerOf(status int, raw []byte) string {
 	return strings.TrimSpace(fmt.Sprintf("%d %s", status, e.Error))
 }
 
-// post sends one charged request to signer i, counted in its flight.
-func (c *client) post(i int, path string, u user, key, body string) (int, []byte, error) {
+// post sends one charged request, of size bytes, to signer i, counted in
+// its flight.
+func (c *client) post(i int, path string, u user, key, body string, size int64) (int, []byte, error) {
 	fl := c.ld.flights[i]
+	fl.startedBytes.Add(size)
+	fl.inFlightBytes.Add(size)
 	fl.started.Add(1)
 	fl.inFlight.Add(1)
-	defer fl.inFlight.Add(-1)
+	defer func() {
+		fl.inFlight.Add(-1)
+		fl.inFlightBytes.Add(-size)
+	}()
 	req, err := http.NewRequest(http.MethodPost, c.st.signers[i].URL+path, strings.NewReader(body))
 	if err != nil {
 		return 0, nil, err
@@ -327,14 +350,14 @@ const (
 // no slow PUT through the URL succeeds there: the object is written with
 // the server's own credentials, and its ObjectCreated travels the real way
 // (webhook, bridge, SQS, completer). The client goes on meanwhile.
-func (c *client) landLate(i int, s signed, size int, when time.Time) {
+func (c *client) landLate(i int, s signed, size int64, when time.Time) {
 	c.ld.landing.Go(func() {
 		time.Sleep(time.Until(when))
 		l := lateLanding{client: c.id, url: i}
 		for range 3 {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_, err := c.st.s3.Client().PutObject(ctx, &s3.PutObjectInput{
-				Bucket: aws.String(c.st.s3.Bucket), Key: aws.String(s.Key), Body: bytes.NewReader(bytes.Repeat([]byte{'x'}, size)),
+				Bucket: aws.String(c.st.s3.Bucket), Key: aws.String(s.Key), Body: bytes.NewReader(bytes.Repeat([]byte{'x'}, int(size))),
 				ContentType: aws.String(s.Headers.ContentType), IfNoneMatch: aws.String("*"),
 			})
 			cancel()
@@ -352,8 +375,8 @@ func (c *client) landLate(i int, s signed, size int, when time.Time) {
 
 // put uploads size bytes with exactly the returned headers, as a browser
 // would. A 412 after a lost answer means the first try was stored.
-func (c *client) put(s signed, size int) (stored bool, status int) {
-	body := bytes.Repeat([]byte{'x'}, size)
+func (c *client) put(s signed, size int64) (stored bool, status int) {
+	body := bytes.Repeat([]byte{'x'}, int(size))
 	for try := range 3 {
 		req, err := http.NewRequest(s.Method, s.URL, bytes.NewReader(body))
 		if err != nil {

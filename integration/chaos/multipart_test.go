@@ -35,6 +35,9 @@ const (
 	mpTwoEvery  = 25      // one multipart grant in mpTwoEvery has two parts
 	mpPartBytes = 5 << 20 // MINTGATE_MULTIPART_PART_BYTES: S3's smallest part
 	mpSmall     = 8 << 10 // the most bytes of a one-part object, and of a last part
+	// maxContentLength is the largest contentLength any request of the
+	// load asks (a two-part object; a single PUT asks at most 256).
+	maxContentLength = mpPartBytes + mpSmall
 	// mpFateSpan bounds how long a client retries one complete or DELETE:
 	// far above any fault's outage.
 	mpFateSpan = 30 * time.Second
@@ -155,7 +158,7 @@ func (c *client) multipart(ctx context.Context, u user, d mpDraw) {
 	body := fmt.Sprintf(`{"contentType":"image/png","contentLength":%d}`, d.size)
 	n := c.mp.ops
 	create := func(until time.Time) (api.MultipartResponse, bool) {
-		return charge(ctx, c, "/uploads/multipart", u, d.key, body, n, until,
+		return charge(ctx, c, "/uploads/multipart", u, d.key, body, d.size, n, until,
 			func(a string) { c.mp.answers["create "+a]++ }, func(g api.MultipartResponse) string { return g.URLID })
 	}
 	asked := time.Now()

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
@@ -22,11 +24,43 @@ import (
 // reaches and a refill so slow (capacity per 2,000,000 h, the longest fill
 // time a time.Duration holds) that a bucket gains well under a tenth of a
 // token in a run, so its final tokens are capacity − spends + refunds.
+//
+// The tiers of bytes have the same shape, but no fill time a bucket may
+// have (bucket.Limit.Validate: under about 292 years) makes the refill of
+// a capacity no client reaches negligible: 16 GiB per 2,000,000 h is 2.4
+// bytes a second. So the test writes every bucket of bytes before the load
+// at half its capacity, stamped then (seedByteBuckets): never full, it
+// refills for exactly the time from that stamp to its last one, and the
+// check adds that refill to what it expects (byteExcess).
 const (
 	userCapacity   = 20_000
 	tenantCapacity = 1_000_000
-	tiers          = "anonymous=5:5/60s,user=20000:20000/2000000h,tenant=1000000:1000000/2000000h"
+	tierTable      = "anonymous=5:5/60s,user=20000:20000/2000000h,tenant=1000000:1000000/2000000h," +
+		"user_bytes=16GiB:16GiB/2000000h,tenant_bytes=64GiB:64GiB/2000000h"
 )
+
+// fillTime is the tiers' refill window: each refills its capacity in it.
+const fillTime = 2_000_000 * time.Hour
+
+// byteShape is a tier of bytes of tierTable: its capacity and its refill
+// per second, computed as the services compute them from the table
+// (capacity / window in seconds), to the last bit.
+type byteShape struct{ capacity, rate float64 }
+
+func shapeOf(capacity float64) byteShape {
+	return byteShape{capacity, capacity / fillTime.Seconds()}
+}
+
+// The tiers of bytes of tierTable.
+var (
+	userBytesTier   = shapeOf(16 << 30)
+	tenantBytesTier = shapeOf(64 << 30)
+)
+
+// byteSeed is what the test writes into a bucket of bytes of shape l
+// before the load: half its capacity, so that no refill reaches it (the
+// refill stops at capacity, and the tally could no longer tell it).
+func byteSeed(l byteShape) float64 { return math.Floor(l.capacity / 2) }
 
 // stack is one topology's running servers and services.
 type stack struct {
@@ -43,7 +77,10 @@ type stack struct {
 	js        jetstream.JetStream // the test's own, to create the ledger stream and watch it drain
 	jwtSecret []byte
 	crashes   []string // services found exited that no fault had killed
-	rescued   int      // rescue passes logged by sweepers since killed
+	// bytesSeeded is the stamp (unix ms) of every bucket of bytes as
+	// seedByteBuckets wrote it, before the load.
+	bytesSeeded int64
+	rescued     int // rescue passes logged by sweepers since killed
 }
 
 // startStack starts every server and service of the topology and waits
@@ -85,7 +122,7 @@ func startStack(t *testing.T, p plan, topo topology) *stack {
 		"MINTGATE_NATS_URL":     st.natsURL,
 		"MINTGATE_URL_TTL":      p.ttl.String(),
 		"MINTGATE_SWEEP_GRACE":  p.grace.String(),
-		"MINTGATE_TIERS":        tiers,
+		"MINTGATE_TIERS":        tierTable,
 		"MINTGATE_GRANT_SECRET": secret(t),
 	}
 	for k, v := range testenv.AWSEnv() {
@@ -120,7 +157,28 @@ func startStack(t *testing.T, p plan, topo topology) *stack {
 
 	st.rdb = redis.NewClient(&redis.Options{Addr: st.redis.Addr, ReadTimeout: 5 * time.Second})
 	t.Cleanup(func() { st.rdb.Close() })
+	st.seedByteBuckets(t)
 	return st
+}
+
+// seedByteBuckets writes every user's and tenant's bucket of bytes at
+// byteSeed, stamped now (st.bytesSeeded), as the bucket script writes a
+// bucket: no client has signed yet.
+func (st *stack) seedByteBuckets(t *testing.T) {
+	t.Helper()
+	st.bytesSeeded = time.Now().UnixMilli()
+	write := func(key string, l byteShape) {
+		err := st.rdb.HSet(context.Background(), key, "t", fmt.Sprintf("%.6f", byteSeed(l)), "ts", st.bytesSeeded).Err()
+		if err != nil {
+			t.Fatalf("seed %s: %v", key, err)
+		}
+	}
+	for _, u := range userIDs(st.p) {
+		write(keys.ByteBucket(u[0], keys.UserSubject(u[1])), userBytesTier)
+	}
+	for i := range st.p.tenants {
+		write(keys.TenantByteBucket(tenantID(i)), tenantBytesTier)
+	}
 }
 
 // secret is 32 random bytes, hex: a JWT or grant secret of 64 bytes.
