@@ -139,7 +139,7 @@ var (
 		layout.Value("capacity", func(b Bucket) any { return formatFloat(b.Limit.Capacity) }),
 		layout.Value("rate", func(b Bucket) any { return formatFloat(b.Limit.Rate) }),
 		layout.Value("ttl", func(b Bucket) any { return strconv.FormatInt(b.Limit.ttl().Milliseconds(), 10) }),
-		layout.Value("units", func(b Bucket) any { return formatFloat(b.Units) }),
+		layout.Value("units", func(b Bucket) any { return units(b.Units) }),
 	)
 	// Core is the core's ARGV: now (ms), the cost, then a Shape per bucket.
 	Core = layout.Record("CORE",
@@ -201,3 +201,12 @@ func ParseResult(vals []any) (Result, error) {
 }
 
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// units is a Shape's units: a constant for a bucket of requests, so that a
+// sign without tiers of bytes formats nothing more than before.
+func units(u float64) string {
+	if u == 0 {
+		return "0"
+	}
+	return formatFloat(u)
+}
