@@ -152,20 +152,27 @@ const maxExamples = 5
 
 // example records u as a case of the failure what, with its timeline.
 func (r *report) example(what string, u received, o outcome) {
+	r.addExample(what, func(at func(time.Time) string) string {
+		return fmt.Sprintf("%s (tenant %s, user %s): signed %s, uploaded %s (PUT %d), expires %s, due %s, done marker set %s, refunded %s",
+			u.urlID, u.tenant, u.user, at(u.signedAt), at(u.uploadedAt), u.putStatus, at(u.expiresAt), at(u.expiresAt.Add(r.grace)), at(o.doneAt), at(o.refundedAt))
+	})
+}
+
+// addExample records the line line writes as a case of the failure what,
+// up to maxExamples of each; at writes a time as seconds since the origin.
+func (r *report) addExample(what string, line func(at func(time.Time) string) string) {
 	if r.examples == nil {
 		r.examples = map[string][]string{}
 	}
 	if len(r.examples[what]) >= maxExamples {
 		return
 	}
-	at := func(t time.Time) string {
+	r.examples[what] = append(r.examples[what], line(func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
 		}
 		return fmt.Sprintf("%.3fs", t.Sub(r.origin).Seconds())
-	}
-	r.examples[what] = append(r.examples[what], fmt.Sprintf("%s (tenant %s, user %s): signed %s, uploaded %s (PUT %d), expires %s, due %s, done marker set %s, refunded %s",
-		u.urlID, u.tenant, u.user, at(u.signedAt), at(u.uploadedAt), u.putStatus, at(u.expiresAt), at(u.expiresAt.Add(r.grace)), at(o.doneAt), at(o.refundedAt)))
+	}))
 }
 
 // row is one invariant: what was seen, what is allowed, and whether it held.

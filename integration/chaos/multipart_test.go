@@ -538,22 +538,12 @@ func (r *report) summarizeMultipart(res result, outs []mpOutcome) {
 
 // mpExample records g as a case of the failure what, with its timeline.
 func (r *report) mpExample(what string, g mpGrant, o mpOutcome) {
-	if r.examples == nil {
-		r.examples = map[string][]string{}
-	}
-	if len(r.examples[what]) >= maxExamples {
-		return
-	}
-	at := func(t time.Time) string {
-		if t.IsZero() {
-			return "-"
-		}
-		return fmt.Sprintf("%.3fs", t.Sub(r.origin).Seconds())
-	}
-	r.examples[what] = append(r.examples[what], fmt.Sprintf(
-		"%s upload %s (tenant %s, user %s, key %s): %s, %d bytes in %d parts (%d signed, %d stored); created %s, expires %s, due %s, client done %s; "+
-			"complete %q, delete %q; object %v (%d bytes), upload open %v; done marker %v set %s, refunded %v at %s (taken back %v)",
-		g.urlID, g.uploadID, g.tenant, g.user, g.key, g.fate, g.size, g.parts, g.signed, g.stored,
-		at(g.signedAt), at(g.expiresAt), at(g.expiresAt.Add(r.grace)), at(g.endedAt),
-		g.complete, g.abort, o.object, o.objectSize, o.open, o.done, at(o.doneAt), o.refunded, at(o.refundedAt), o.takenBack))
+	r.addExample(what, func(at func(time.Time) string) string {
+		return fmt.Sprintf(
+			"%s upload %s (tenant %s, user %s, key %s): %s, %d bytes in %d parts (%d signed, %d stored); created %s, expires %s, due %s, client done %s; "+
+				"complete %q, delete %q; object %v (%d bytes), upload open %v; done marker %v set %s, refunded %v at %s (taken back %v)",
+			g.urlID, g.uploadID, g.tenant, g.user, g.key, g.fate, g.size, g.parts, g.signed, g.stored,
+			at(g.signedAt), at(g.expiresAt), at(g.expiresAt.Add(r.grace)), at(g.endedAt),
+			g.complete, g.abort, o.object, o.objectSize, o.open, o.done, at(o.doneAt), o.refunded, at(o.refundedAt), o.takenBack)
+	})
 }
