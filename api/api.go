@@ -39,6 +39,19 @@ type MultipartResponse struct {
 	ExpiresIn int64     `json:"expiresIn"`
 }
 
+// LimitsResponse is the 200 body of GET /uploads/limits: what a client
+// reads before an upload to choose a single PUT (a sign, up to
+// MaxObjectBytes) or a multipart upload (up to MaxMultipartBytes, cut into
+// parts of PartSize bytes but the last), and how many part numbers to ask
+// for at once (MaxPartsPerRequest). ContentTypes are sorted.
+type LimitsResponse struct {
+	MaxObjectBytes     int64    `json:"maxObjectBytes"`
+	MaxMultipartBytes  int64    `json:"maxMultipartBytes"`
+	PartSize           int64    `json:"partSize"`
+	MaxPartsPerRequest int      `json:"maxPartsPerRequest"`
+	ContentTypes       []string `json:"contentTypes"`
+}
+
 // PartsRequest is the body of POST /uploads/{urlId}/parts.
 type PartsRequest struct {
 	PartNumbers []int `json:"partNumbers"`

@@ -423,8 +423,20 @@ func TestMultipartAnswersMatchOpenAPI(t *testing.T) {
 	alice, bob := s.token("acme", "alice"), s.token("acme", "bob")
 	const create = "/uploads/multipart"
 
+	// What a client reads first: 12 MiB is above a single PUT, and the
+	// create cuts it into the parts the limits announce.
+	var lim api.LimitsResponse
+	if err := json.Unmarshal(c.expect(http.StatusOK, get, limitsPath, s.do(get, limitsPath, nil, "")).raw, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if lim.MaxObjectBytes != 10*mib || lim.PartSize != 5*mib {
+		t.Errorf("limits %+v, want 10 MiB single PUTs and 5 MiB parts", lim)
+	}
 	key := newKey()
 	g := c.expect(http.StatusCreated, post, create, s.create(alice, key, 12*mib))
+	if g.body["partSize"] != float64(lim.PartSize) {
+		t.Errorf("create %s, want the limits' partSize %d", g.raw, lim.PartSize)
+	}
 	c.expect(http.StatusOK, post, create, s.create(alice, key, 12*mib))
 	c.expect(http.StatusUnprocessableEntity, post, create, s.create(alice, key, 11*mib))
 	c.expect(http.StatusRequestEntityTooLarge, post, create, s.create(alice, newKey(), 6<<30))

@@ -260,6 +260,11 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	c.expect(http.StatusOK, http.MethodGet, quota, s.do(http.MethodGet, quota, map[string]string{hdrTenant: "pub"}, ""))
 	c.expect(http.StatusUnauthorized, http.MethodGet, quota, s.do(http.MethodGet, quota, nil, ""))
 
+	// GET /uploads/limits: public; the route's own DELETE is no abort.
+	c.expect(http.StatusOK, http.MethodGet, limitsPath, s.do(http.MethodGet, limitsPath, nil, ""))
+	c.expect(http.StatusOK, http.MethodGet, limitsPath, s.do(http.MethodGet, limitsPath, auth, ""))
+	c.expectError(http.StatusMethodNotAllowed, codeMethodNotAllowed, s.do(http.MethodDelete, limitsPath, auth, ""))
+
 	// The admin API, on the ops port.
 	admin := map[string]string{"Authorization": "Bearer " + adminToken}
 	const buckets, reset = "/admin/tenants/acme/buckets", "/admin/tenants/acme/reset"
@@ -286,6 +291,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	}
 	c.expect(http.StatusServiceUnavailable, http.MethodGet, "/uploads/x", status(first.str("urlId"), auth))
 	c.expect(http.StatusServiceUnavailable, http.MethodGet, quota, s.do(http.MethodGet, quota, auth, ""))
+	c.expect(http.StatusOK, http.MethodGet, limitsPath, s.do(http.MethodGet, limitsPath, nil, "")) // needs no Redis
 	c.expect(http.StatusServiceUnavailable, http.MethodGet, buckets, ops.do(http.MethodGet, buckets, admin, ""))
 	for _, p := range []*signer{s, ops} {
 		c.expect(http.StatusServiceUnavailable, http.MethodGet, "/readyz", p.do(http.MethodGet, "/readyz", nil, ""))
@@ -298,6 +304,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	}
 	c.expect(http.StatusTooManyRequests, http.MethodGet, "/uploads/x", status(first.str("urlId"), auth))
 	c.expect(http.StatusTooManyRequests, http.MethodGet, quota, s.do(http.MethodGet, quota, auth, ""))
+	c.expect(http.StatusTooManyRequests, http.MethodGet, limitsPath, s.do(http.MethodGet, limitsPath, nil, ""))
 	c.expect(http.StatusTooManyRequests, http.MethodGet, "/readyz", s.do(http.MethodGet, "/readyz", nil, ""))
 
 	// What the document promises that this test never saw.

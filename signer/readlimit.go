@@ -18,9 +18,11 @@ const defaultReadLimit = "30:10"
 
 // readLimiter bounds, per client address, the routes that cost Redis a
 // round trip without spending anything there: GET /uploads/quota,
-// GET /uploads/{urlId} and the public port's /readyz. A sign is limited by
-// its buckets in Redis, but these reads answer from Redis without limit,
-// so anyone who can reach the signer could make it flood Redis with them.
+// GET /uploads/{urlId} and the public port's /readyz (and GET
+// /uploads/limits, which costs nothing, as every public read). A sign is
+// limited by its buckets in Redis, but these reads answer from Redis
+// without limit, so anyone who can reach the signer could make it flood
+// Redis with them.
 //
 // The buckets are in-process (bucket.Local, the Redis script's twin), so a
 // refused read costs no round trip: the point is to keep floods away from

@@ -11,9 +11,11 @@ import (
 // (MINTGATE_OPS_ADDR) is ops.Handler: /healthz, /readyz and /metrics.
 func addRoutes(e *echo.Echo, d deps) {
 	// The reads that cost Redis a round trip and spend nothing there are
-	// limited per client address in-process (readLimiter).
+	// limited per client address in-process (readLimiter); so is the
+	// limits' answer, which costs nothing, as every other public read.
 	reads := d.reads.middleware()
 	e.POST("/uploads/sign", handleSign(d))
+	e.GET("/uploads/limits", handleLimits(d.cfg), reads)
 	e.GET("/uploads/quota", handleQuota(d), reads)
 	e.GET("/uploads/:urlId", handleStatus(d), reads)
 	// Multipart grants: the create is charged as a sign; the rest cost
@@ -25,7 +27,7 @@ func addRoutes(e *echo.Echo, d deps) {
 	e.DELETE("/uploads/:urlId", handleAbort(d), reads)
 	// DELETE /uploads/:urlId would take these for urlIds: they are routes
 	// of their own, with no DELETE.
-	for _, p := range []string{"/uploads/sign", "/uploads/quota", "/uploads/multipart"} {
+	for _, p := range []string{"/uploads/sign", "/uploads/limits", "/uploads/quota", "/uploads/multipart"} {
 		e.DELETE(p, func(echo.Context) error { return echo.ErrMethodNotAllowed })
 	}
 	e.GET("/healthz", echo.WrapHandler(ops.Healthz()))
