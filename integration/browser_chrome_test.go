@@ -8,6 +8,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -74,7 +77,8 @@ func newBrowser(t *testing.T) context.Context {
 }
 
 // browserTab opens a tab in the browser that ends with the test or after
-// timeout. When the test fails, what the page logged and threw is printed.
+// timeout. A violation of the page's Content-Security-Policy fails the
+// test; when the test fails, what the page logged and threw is printed.
 func browserTab(t *testing.T, browser context.Context, timeout time.Duration) context.Context {
 	t.Helper()
 	ctx, cancelTimeout := context.WithTimeout(browser, timeout)
@@ -90,6 +94,23 @@ func browserTab(t *testing.T, browser context.Context, timeout time.Duration) co
 		wg    sync.WaitGroup
 	)
 	add := func(s string) { mu.Lock(); lines = append(lines, s); mu.Unlock() }
+	var csp []string
+	logEvents := chromedp.Events(ctx, cdplog.EntryAdded)
+	wg.Go(func() {
+		for ev, err := range logEvents {
+			if err != nil {
+				return
+			}
+			if e := ev.Entry; e != nil {
+				add(fmt.Sprintf("log.%s (%s): %s %s", e.Level, e.Source, e.Text, e.URL))
+				if strings.Contains(e.Text, "Content Security Policy") {
+					mu.Lock()
+					csp = append(csp, e.Text)
+					mu.Unlock()
+				}
+			}
+		}
+	})
 	consoleEvents := chromedp.Events(ctx, runtime.ConsoleAPICalled)
 	exceptionEvents := chromedp.Events(ctx, runtime.ExceptionThrown)
 	wg.Go(func() {
@@ -121,6 +142,10 @@ func browserTab(t *testing.T, browser context.Context, timeout time.Duration) co
 		cancelTab()
 		cancelTimeout()
 		wg.Wait()
+		// The page works under its own CSP: the browser refused it nothing.
+		for _, v := range csp {
+			t.Errorf("the page broke its Content-Security-Policy: %s", v)
+		}
 		if t.Failed() && len(lines) > 0 {
 			t.Logf("the page logged:\n%s", strings.Join(lines, "\n"))
 		}
@@ -149,30 +174,45 @@ func browserPNG(t *testing.T) string {
 	return path
 }
 
-// browserChoose opens the page, picks the file and presses Upload.
+// browserChoose opens the page and adds the file to Uppy's Dashboard,
+// which uploads it at once.
 func browserChoose(t *testing.T, tab context.Context, pageURL, file string) {
 	t.Helper()
-	err := chromedp.Do(tab,
-		chromedp.Navigate(pageURL),
-		chromedp.WaitVisible(chromedp.ID("file")),
-		chromedp.SetUploadFiles(chromedp.ID("file"), []string{file}),
-	)
-	if err != nil {
-		t.Fatalf("choose %s on %s: %v", file, pageURL, err)
-	}
-	browserClick(t, tab, "upload")
+	browserOpen(t, tab, pageURL)
+	browserAdd(t, tab, file)
 }
 
-// browserClick clicks the element with the id once it is enabled.
-func browserClick(t *testing.T, tab context.Context, id string) {
+// browserOpen opens the page and waits until it has read the signer's
+// limits and set up Uppy.
+func browserOpen(t *testing.T, tab context.Context, pageURL string) {
 	t.Helper()
-	if err := chromedp.Do(tab, chromedp.WaitEnabled(chromedp.ID(id)), chromedp.Click(chromedp.ID(id))); err != nil {
-		t.Fatalf("click #%s: %v (status %q)", id, err, browserStatus(tab))
+	if err := chromedp.Do(tab, chromedp.Navigate(pageURL)); err != nil {
+		t.Fatalf("open %s: %v", pageURL, err)
+	}
+	const ready = `(() => { const n = document.getElementById('notice'); return n && n.dataset.state !== 'loading' ? n.dataset.state + ': ' + n.textContent : false; })()`
+	if s := browserPoll[string](t, tab, "the page to set up Uppy", ready, 10*time.Second); !strings.HasPrefix(s, "ready") {
+		t.Fatalf("the page did not set up: %s", s)
+	}
+}
+
+// browserDashboardInput is the file input of Uppy's Dashboard (not the
+// folder picker beside it).
+const browserDashboardInput = `#dashboard input.uppy-Dashboard-input:not([webkitdirectory])`
+
+// browserAdd gives Uppy's Dashboard the files, as a pick does: with files
+// in it already, through its "Add more" button, as a user would.
+func browserAdd(t *testing.T, tab context.Context, files ...string) {
+	t.Helper()
+	open := fmt.Sprintf(`(() => { if (document.querySelector(%q)) return true;
+		const more = document.querySelector('.uppy-DashboardContent-addMore'); if (more) more.click(); return false; })()`, browserDashboardInput)
+	browserPoll[bool](t, tab, "the Dashboard's file input", open, 10*time.Second)
+	if err := chromedp.Do(tab, chromedp.SetUploadFiles(chromedp.CSS(browserDashboardInput), files)); err != nil {
+		t.Fatalf("add %v to the Dashboard: %v", files, err)
 	}
 }
 
 // browserPoll waits until the JavaScript expression is truthy and returns
-// its value. On timeout it fails the test with what #status says.
+// its value. On timeout it fails the test with what the newest upload says.
 func browserPoll[T any](t *testing.T, tab context.Context, what, expr string, timeout time.Duration) T {
 	t.Helper()
 	v, err := chromedp.Run(tab, chromedp.Poll[T](expr,
@@ -183,19 +223,25 @@ func browserPoll[T any](t *testing.T, tab context.Context, what, expr string, ti
 	return v
 }
 
-// browserWaitState waits until #status is in one of the states and returns
-// the state it reached.
+// browserEntry is the JavaScript for the newest upload's entry on the page.
+const browserEntry = `document.querySelector('#uploads > li')`
+
+// browserWaitState waits until the newest upload is in one of the states
+// and returns the state it reached.
 func browserWaitState(t *testing.T, tab context.Context, timeout time.Duration, states ...string) string {
 	t.Helper()
 	list, _ := json.Marshal(states)
-	expr := fmt.Sprintf(`(() => { const s = document.getElementById('status').dataset.state; return %s.includes(s) ? s : false; })()`, list)
+	expr := fmt.Sprintf(`(() => { const e = %s; const s = e ? e.dataset.state : ''; return %s.includes(s) ? s : false; })()`, browserEntry, list)
 	return browserPoll[string](t, tab, "state "+strings.Join(states, "|"), expr, timeout)
 }
 
-// browserWaitProgress waits until the progress bar says percent.
+// browserWaitProgress waits until the newest upload's PUTs (its parts, or
+// its one PUT) have sent percent of the file.
 func browserWaitProgress(t *testing.T, tab context.Context, percent int, timeout time.Duration) {
 	t.Helper()
-	expr := fmt.Sprintf(`document.getElementById('progress').getAttribute('aria-valuenow') === '%d'`, percent)
+	expr := fmt.Sprintf(`(() => { const e = %s; if (!e) return false; let v = 0, m = 0;
+		for (const p of e.querySelectorAll('.parts progress')) { v += p.value; m += p.max; }
+		return m > 0 && Math.floor(100 * v / m) >= %d; })()`, browserEntry, percent)
 	browserPoll[bool](t, tab, fmt.Sprintf("progress %d%%", percent), expr, timeout)
 }
 
@@ -208,22 +254,31 @@ func browserWaitCountdown(t *testing.T, tab context.Context, timeout time.Durati
 	return browserPoll[int](t, tab, "the retry countdown", expr, timeout)
 }
 
-// browserText is the text of the element with the id.
-func browserText(t *testing.T, tab context.Context, id string) string {
+// browserUpload reads a field of the newest upload's entry: its data-*
+// attributes (urlId, key, size, state) or, for "title", "kind" and
+// "parts", what it shows.
+func browserUpload(t *testing.T, tab context.Context, field string) string {
 	t.Helper()
-	s, err := chromedp.Run(tab, chromedp.Evaluate[string](fmt.Sprintf(`document.getElementById(%q).textContent`, id)))
+	expr := fmt.Sprintf(`(() => { const e = %s; if (!e) return '';
+		switch (%q) {
+		case 'title': return e.querySelector('h3').textContent;
+		case 'kind': return e.querySelector('.kind').textContent;
+		case 'parts': return String(e.querySelectorAll('.parts li').length);
+		default: return e.dataset[%q] || ''; } })()`, browserEntry, field, field)
+	s, err := chromedp.Run(tab, chromedp.Evaluate[string](expr))
 	if err != nil {
-		t.Fatalf("text of #%s: %v", id, err)
+		t.Fatalf("the upload's %s: %v", field, err)
 	}
 	return s
 }
 
-// browserStatus describes #status for failure messages.
+// browserStatus describes the newest upload for failure messages: its
+// state and what it says.
 func browserStatus(tab context.Context) string {
 	ctx, cancel := context.WithTimeout(tab, 2*time.Second)
 	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](
-		`(() => { const s = document.getElementById('status'); return s ? s.dataset.state + ': ' + s.textContent : 'no #status'; })()`))
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(
+		`(() => { const e = %s; return e ? e.dataset.state + ': ' + e.querySelector('.state').textContent : 'no upload: ' + document.getElementById('notice').textContent; })()`, browserEntry)))
 	if err != nil {
 		return "unreadable: " + err.Error()
 	}
@@ -251,4 +306,42 @@ func browserShot(t *testing.T, tab context.Context, name string) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)
+}
+
+// browserRequest is one request the page sent.
+type browserRequest struct{ method, url, path string }
+
+// browserRecordRequests records every request the tab sends from now on
+// (documents, scripts, styles, fetches and XHRs, preflights included); the
+// function returned lists them so far.
+func browserRecordRequests(t *testing.T, tab context.Context) func() []browserRequest {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		seen []browserRequest
+	)
+	events := chromedp.Events(tab, network.RequestWillBeSent)
+	go func() {
+		for e, err := range events {
+			if err != nil {
+				return
+			}
+			if e.Request == nil {
+				continue
+			}
+			path := ""
+			if u, err := url.Parse(e.Request.URL); err == nil {
+				path = u.Path
+			}
+			mu.Lock()
+			seen = append(seen, browserRequest{method: e.Request.Method, url: e.Request.URL, path: path})
+			mu.Unlock()
+		}
+	}()
+	// chromedp enables the network domain of every tab it opens.
+	return func() []browserRequest {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]browserRequest(nil), seen...)
+	}
 }

@@ -48,9 +48,12 @@ func TestBrowserPage(t *testing.T) {
 			t.Fatalf("state %s: %s", s, browserStatus(tab))
 		}
 		browserShot(t, tab, "page-completed")
-		if info := browserText(t, tab, "file-info"); !strings.Contains(info, "image/png") ||
+		if info := browserUpload(t, tab, "title"); !strings.Contains(info, "image/png") ||
 			!strings.Contains(info, strconv.Itoa(len(want))+" bytes") {
-			t.Errorf("file info %q lacks the type or the size", info)
+			t.Errorf("the upload's title %q lacks the type or the size", info)
+		}
+		if kind := browserUpload(t, tab, "kind"); !strings.HasPrefix(kind, "single PUT") {
+			t.Errorf("the upload's kind %q; want a single PUT", kind)
 		}
 
 		signs := f.signCalls()
@@ -166,16 +169,14 @@ func TestBrowserPage(t *testing.T) {
 	t.Run("bearer token pasted into the form", func(t *testing.T) {
 		f := newPageSigner(t, newPageFakeS3(t, true))
 		tab := browserTab(t, browser, 30*time.Second)
+		browserOpen(t, tab, f.pageURL(""))
 		if err := chromedp.Do(tab,
-			chromedp.Navigate(f.pageURL("")),
-			chromedp.WaitVisible(chromedp.ID("file")),
 			chromedp.Click(chromedp.ID("mode-bearer")),
 			chromedp.SendKeys(chromedp.ID("token"), "header.payload.sig"),
-			chromedp.SetUploadFiles(chromedp.ID("file"), []string{file}),
 		); err != nil {
 			t.Fatal(err)
 		}
-		browserClick(t, tab, "upload")
+		browserAdd(t, tab, file)
 		if s := browserWaitState(t, tab, 10*time.Second, "completed", "error", "timeout"); s != "completed" {
 			t.Fatalf("state %s", browserStatus(tab))
 		}
@@ -194,7 +195,7 @@ func TestBrowserPage(t *testing.T) {
 		tab := browserTab(t, browser, 30*time.Second)
 		browserChoose(t, tab, f.pageURL(""), file)
 		browserWaitState(t, tab, 10*time.Second, "error")
-		if st := browserStatus(tab); !strings.Contains(st, "network_error") || !strings.Contains(st, "CORS") {
+		if st := browserStatus(tab); !strings.Contains(st, "network error") || !strings.Contains(st, "CORS") {
 			t.Errorf("status %q", st)
 		}
 		if _, puts := fs3.requests(); len(puts) != 0 {
@@ -217,7 +218,7 @@ func TestBrowserPage(t *testing.T) {
 		if s := browserWaitState(t, tab, 10*time.Second, "completed", "error", "timeout"); s != "completed" {
 			t.Fatalf("state %s", browserStatus(tab))
 		}
-		key := browserText(t, tab, "detail-key")
+		key := browserUpload(t, tab, "key")
 		obj, err := gw.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(gw.Bucket), Key: aws.String(key)})
 		if err != nil {
 			t.Fatalf("get %s: %v", key, err)
@@ -276,6 +277,10 @@ func newPageSigner(t *testing.T, s3 pageS3, replies ...pageReply) *pageSigner {
 	f := &pageSigner{t: t, s3: s3, replies: replies, keys: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.Handle("GET /demo/", demo.Handler())
+	mux.HandleFunc("GET /uploads/limits", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"maxObjectBytes":104857600,"maxMultipartBytes":5368709120,"partSize":16777216,"maxPartsPerRequest":100,"contentTypes":["image/png"]}`)
+	})
 	mux.HandleFunc("POST /uploads/sign", f.sign)
 	mux.HandleFunc("GET /uploads/{urlId}", f.status)
 	f.srv = httptest.NewServer(mux)

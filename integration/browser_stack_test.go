@@ -14,6 +14,6 @@ import (
 func startStack(t *testing.T) browserStack {
 	t.Helper()
 	s := newStack(t, stackOptions{})
-	return browserStack{SignerURL: s.SignerURL, Tenant: "demo", Bucket: s.Bucket,
+	return browserStack{SignerURL: s.SignerURL, Tenant: "demo", Bucket: s.Bucket, S3Endpoint: s.S3Endpoint,
 		S3: browserS3Client(s.S3Endpoint, testenv.AWSAccessKey, testenv.AWSSecretKey)}
 }

@@ -1,13 +1,15 @@
 package integration
 
 import (
-	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,58 +33,64 @@ type browserStack struct {
 	Tenant string
 	// S3 is an admin client of the S3 server the signer presigns for; the
 	// test sets the bucket's CORS rule with it.
-	S3     *s3.Client
-	Bucket string
+	S3         *s3.Client
+	S3Endpoint string
+	Bucket     string
 }
 
-// TestBrowserUpload uploads a PNG through the demo page in headless
-// Chromium against the whole stack, sees it completed, drains the caller's
-// bucket and sees the page count down on 429 and then succeed with the same
-// idempotency key. Screenshots of each state go to artifacts/browser/.
+// TestBrowserUpload drives the demo page (Uppy's Dashboard on the client
+// package's Uppy integration) in headless Chromium against the whole stack:
+// a 2 MiB file goes up in one PUT, a 120 MiB file in parts (8 of 16 MiB,
+// above MINTGATE_MAX_OBJECT_BYTES' 100 MiB), both land in the bucket with
+// their exact bytes and the page says each completed; every asset the page
+// loads comes from the signer, under its CSP. Then the caller's bucket is
+// drained and a third file waits out the 429's countdown and completes with
+// the same Idempotency-Key. Screenshots go to artifacts/browser/.
 func TestBrowserUpload(t *testing.T) {
 	stack := startStack(t)
 	browser := newBrowser(t)
-	file := browserPNG(t)
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := t.TempDir()
+	small := browserFile(t, dir, "two-mib.png", 2<<20)
+	large := browserFile(t, dir, "large.pdf", 120<<20)
+	third := browserPNG(t)
 	origin := browserOrigin(t, stack.SignerURL)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	// The PUT goes from the signer's origin to S3's: without this rule the
-	// browser never sends it.
+	// The PUTs go from the signer's origin to S3's: without this rule the
+	// browser never sends them (nor reads a part's ETag).
 	if err := browserAllowOrigin(ctx, stack.S3, stack.Bucket, origin); err != nil {
 		t.Fatalf("bucket CORS for %s: %v", origin, err)
 	}
 
-	tab := browserTab(t, browser, 3*time.Minute)
-	pageURL := stack.SignerURL + "/demo/?tenant=" + url.QueryEscape(stack.Tenant)
-	browserChoose(t, tab, pageURL, file)
+	tab := browserTab(t, browser, 5*time.Minute)
+	requests := browserRecordRequests(t, tab)
+	browserOpen(t, tab, stack.SignerURL+"/demo/?tenant="+url.QueryEscape(stack.Tenant))
 
-	// The completer takes at least one poll (1 s) to confirm, so the page
-	// shows the finished upload still waiting for confirmation first.
-	browserWaitProgress(t, tab, 100, 30*time.Second)
-	browserShot(t, tab, "progress")
-	if s := browserWaitState(t, tab, 60*time.Second, "completed", "error", "timeout"); s != "completed" {
-		t.Fatalf("first upload: %s", browserStatus(tab))
+	landed := func(name, file, kind string) {
+		t.Helper()
+		browserAdd(t, tab, file)
+		if s := browserWaitState(t, tab, 3*time.Minute, "completed", "error", "timeout"); s != "completed" {
+			t.Fatalf("%s: %s", name, browserStatus(tab))
+		}
+		browserShot(t, tab, "completed-"+name)
+		if k := browserUpload(t, tab, "kind"); !strings.HasPrefix(k, kind) {
+			t.Errorf("%s: the page shows %q; want %q…", name, k, kind)
+		}
+		if st := browserStatus(tab); !strings.Contains(st, "completed: S3 holds") {
+			t.Errorf("%s: the page says %q", name, st)
+		}
+		browserSameObject(ctx, t, stack, browserUpload(t, tab, "key"), file)
 	}
-	browserShot(t, tab, "completed")
-	key := browserText(t, tab, "detail-key")
-	obj, err := stack.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(stack.Bucket), Key: aws.String(key)})
-	if err != nil {
-		t.Fatalf("the uploaded object %s: %v", key, err)
-	}
-	got, _ := io.ReadAll(obj.Body)
-	obj.Body.Close()
-	if !bytes.Equal(got, want) {
-		t.Fatalf("S3 holds %d bytes at %s; want the %d-byte PNG", len(got), key, len(want))
+	landed("2MiB", small, "single PUT of 2 MiB")
+	landed("120MiB", large, "multipart: 8 parts of 16 MiB")
+	if n := browserUpload(t, tab, "parts"); n != "8" {
+		t.Errorf("the page shows %s parts of the 120 MiB upload; want 8", n)
 	}
 
 	// Spend what is left of the caller's bucket from here: same tenant,
 	// same client IP, so the page's next sign is refused.
-	retryAfter := browserDrain(t, stack.SignerURL, stack.Tenant, len(want))
-	browserClick(t, tab, "upload")
+	retryAfter := browserDrain(t, stack.SignerURL, stack.Tenant, 1)
+	browserAdd(t, tab, third)
 	shown := browserWaitCountdown(t, tab, 10*time.Second)
 	if shown < 1 || shown > retryAfter {
 		t.Errorf("countdown shows %d s; the signer's Retry-After was %d s", shown, retryAfter)
@@ -91,13 +99,84 @@ func TestBrowserUpload(t *testing.T) {
 		t.Errorf("status %q; want rate-limited naming too_many_signing_requests", st)
 	}
 	browserShot(t, tab, "countdown")
-
 	// Once the bucket refills a token, the retry with the same key signs,
 	// uploads and completes.
 	deadline := time.Duration(retryAfter+1)*time.Second + 60*time.Second
 	if s := browserWaitState(t, tab, deadline, "completed", "error", "timeout"); s != "completed" {
 		t.Fatalf("after the countdown: %s", browserStatus(tab))
 	}
+	browserSameObject(ctx, t, stack, browserUpload(t, tab, "key"), third)
+
+	// Everything the page fetched came from the signer (or the page itself:
+	// data: and blob: URLs); only the PUTs and their preflights went to S3.
+	s3Origin := browserOrigin(t, browserS3Endpoint(t, stack))
+	signs := 0
+	for _, r := range requests() {
+		if strings.HasPrefix(r.url, "data:") || strings.HasPrefix(r.url, "blob:") {
+			continue // Uppy's icons and thumbnails: nothing leaves the page
+		}
+		o := browserOrigin(t, r.url)
+		switch {
+		case o == origin:
+			if strings.HasSuffix(r.path, "/uploads/sign") || strings.HasSuffix(r.path, "/uploads/multipart") {
+				signs++
+			}
+		case o == s3Origin && (r.method == http.MethodPut || r.method == http.MethodOptions):
+		default:
+			t.Errorf("the page sent %s %s: not to the signer, nor a PUT to S3", r.method, r.url)
+		}
+	}
+	if signs < 4 {
+		t.Errorf("the page sent %d sign or create requests; want at least 4 (three uploads, one refused)", signs)
+	}
+}
+
+// browserFile writes size random bytes to dir/name.
+func browserFile(t *testing.T, dir, name string, size int) string {
+	t.Helper()
+	b := make([]byte, size)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// browserSameObject checks the bucket holds exactly file's bytes at key.
+func browserSameObject(ctx context.Context, t *testing.T, stack browserStack, key, file string) {
+	t.Helper()
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key == "" {
+		t.Fatalf("the page shows no key for %s", filepath.Base(file))
+	}
+	obj, err := stack.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(stack.Bucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatalf("the uploaded object %s: %v", key, err)
+	}
+	defer obj.Body.Close()
+	got, err := io.ReadAll(obj.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) || sha256.Sum256(got) != sha256.Sum256(want) {
+		t.Fatalf("S3 holds %d bytes at %s; want the %d bytes of %s", len(got), key, len(want), filepath.Base(file))
+	}
+	t.Logf("%s: %d bytes at %s", filepath.Base(file), len(got), key)
+}
+
+// browserS3Endpoint is the S3 endpoint the stack's signer presigns for.
+func browserS3Endpoint(t *testing.T, stack browserStack) string {
+	t.Helper()
+	if stack.S3Endpoint == "" {
+		t.Fatal("the stack has no S3 endpoint")
+	}
+	return stack.S3Endpoint
 }
 
 // browserOrigin is the origin of a base URL, as a browser sends it.

@@ -13,6 +13,8 @@ export MINTGATE_TOOLS=${MINTGATE_TOOLS:-$root/.tools}
 export GOTOOLCHAIN=go1.27.3
 "$root/deploy/local/tools.sh"
 export PATH=$MINTGATE_TOOLS/bin:$PATH
+# The client package and the demo page the signer embeds, from npm.
+"$root/deploy/local/web.sh"
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))

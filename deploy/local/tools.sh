@@ -109,6 +109,15 @@ install_fauxqs() {
   echo "$version" >"$stamp"
 }
 
+# install_node: Node 20 or later and npm, for the client package, the demo
+# page's build (deploy/local/web.sh) and the npm installs above.
+install_node() {
+  if command -v npm >/dev/null && [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -ge 20 ]; then
+    return
+  fi
+  apt_install nodejs npm
+}
+
 # install_chromium: Debian's Chromium and ChromeDriver for the browser tests
 # (integration/browser_*_test.go drive /usr/bin/chromium headless). A test
 # tool's own browser download never works here. fonts-liberation is only a
@@ -120,7 +129,7 @@ install_chromium() {
 }
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(redis nats staticcheck govulncheck versitygw fauxqs chromium)
+[ ${#want[@]} -gt 0 ] || want=(redis nats staticcheck govulncheck versitygw node fauxqs chromium)
 for t in "${want[@]}"; do
   "install_$t"
 done

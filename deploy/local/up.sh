@@ -83,7 +83,9 @@ for p in $p_redis $p_nats $p_s3 $p_sqs $p_bridge $p_signer $p_completer $p_sweep
   fi
 done
 
-"$root/deploy/local/tools.sh" redis jq nats versitygw fauxqs
+"$root/deploy/local/tools.sh" redis jq nats versitygw node fauxqs
+# The demo page's script (and the client package), which the signer embeds.
+"$root/deploy/local/web.sh"
 export PATH=$tools/bin:$PATH
 
 # Everything but the secrets, which are reused: the CA, passwords and keys a

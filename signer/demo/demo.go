@@ -1,13 +1,17 @@
-// Package demo is the signer's demo upload page: plain HTML, JavaScript and
-// CSS, embedded in the binary, with no build step. The page signs a URL at
-// POST /uploads/sign, PUTs the file straight to S3 with it, and polls
-// GET /uploads/{urlId} until the completer has seen the object. It exists to
-// show the flow end to end (and to drive it from a headless browser in
-// integration tests); the signer mounts it only when MINTGATE_DEMO_PAGE=on.
+// Package demo is the signer's demo upload page, embedded in the binary:
+// Uppy's Dashboard uploading through the JavaScript client's Uppy
+// integration (api/js), a single presigned PUT up to the signer's limit and
+// a multipart upload above it, then GET /uploads/{urlId} until the
+// completer has seen the object. Its script and styles are built from npm
+// (web/, by deploy/local/web.sh) into static/dist before the signer is
+// built; the page loads nothing from another host. It exists to show the
+// flow end to end (and to drive it from a headless browser in integration
+// tests); the signer mounts it only when MINTGATE_DEMO_PAGE=on.
 package demo
 
 import (
 	"embed"
+	"io"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -18,6 +22,21 @@ const Path = "/demo/"
 
 //go:embed static
 var static embed.FS
+
+// bundle is the built script: a signer built before web/ was leaves it
+// out, and serves notBuilt instead of the page.
+const bundle = "static/dist/app.js"
+
+// Built reports whether the page's script was built into this binary.
+func Built() bool {
+	_, err := fs.Stat(static, bundle)
+	return err == nil
+}
+
+const notBuilt = `<!doctype html><html lang="en"><meta charset="utf-8"><title>mintgate · demo upload</title>
+<p>The demo page's script was not built into this signer. Run <code>deploy/local/web.sh</code>
+(<code>make up</code> does), then build the signer again.</p></html>
+`
 
 // csp keeps the page to its own scripts and styles. connect-src must allow
 // any origin: the PUT goes to S3, whose origin only the signer's answer names.
@@ -59,6 +78,12 @@ func Handler() http.Handler {
 		// one anyway (it is dropped from history): never send the address on.
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")
+		if !Built() && (p == "/" || p == "/index.html") {
+			h.Set("Content-Type", "text/html; charset=utf-8")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, notBuilt)
+			return
+		}
 		r2 := r.Clone(r.Context())
 		r2.URL.Path = p
 		r2.URL.RawPath = ""

@@ -10,7 +10,11 @@ import (
 	"github.com/mintgate/mintgate/signer/demo"
 )
 
+// TestHandler needs the page built (deploy/local/web.sh; make test runs it).
 func TestHandler(t *testing.T) {
+	if !demo.Built() {
+		t.Fatal("the demo page's script is not built: run deploy/local/web.sh")
+	}
 	h := demo.Handler()
 	tests := []struct {
 		name, method, path string
@@ -19,11 +23,12 @@ func TestHandler(t *testing.T) {
 		body               string // substring
 		location           string
 	}{
-		{"page", "GET", "/demo/", 200, "text/html", `id="upload"`, ""},
-		{"page without prefix", "GET", "/", 200, "text/html", `id="progress"`, ""},
-		{"script", "GET", "/demo/app.js", 200, "text/javascript", "/uploads/sign", ""},
-		{"style", "GET", "/demo/style.css", 200, "text/css", "#progress", ""},
-		{"head", "HEAD", "/demo/app.js", 200, "text/javascript", "", ""},
+		{"page", "GET", "/demo/", 200, "text/html", `id="dashboard"`, ""},
+		{"page without prefix", "GET", "/", 200, "text/html", `id="uploads"`, ""},
+		{"script", "GET", "/demo/dist/app.js", 200, "text/javascript", "/uploads/multipart", ""},
+		{"Uppy's styles", "GET", "/demo/dist/app.css", 200, "text/css", ".uppy-Dashboard", ""},
+		{"style", "GET", "/demo/style.css", 200, "text/css", "#uploads", ""},
+		{"head", "HEAD", "/demo/dist/app.js", 200, "text/javascript", "", ""},
 		{"bare prefix keeps the query", "GET", "/demo?tenant=acme", 301, "", "", "/demo/?tenant=acme"},
 		{"missing", "GET", "/demo/nope.js", 404, "", "", ""},
 		{"post", "POST", "/demo/", 405, "", "", ""},

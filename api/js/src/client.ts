@@ -1,0 +1,297 @@
+// The client of the signer's API: every route, each call retried the way
+// the API allows (the same Idempotency-Key for every retry of a charged
+// call, Retry-After honoured on 429 and 503).
+
+import type {
+  CompletedPart,
+  CompleteResponse,
+  ErrorBody,
+  Limits,
+  ListedPart,
+  MultipartGrant,
+  QuotaResponse,
+  SignedPart,
+  SignRequest,
+  SignResponse,
+  StatusResponse,
+  UploadState,
+} from "./api.js";
+import { MintgateError } from "./errors.js";
+import { type Put, fetchPut, xhrPut } from "./put.js";
+import { type UploadOptions, type UploadResult, upload } from "./upload.js";
+import { type Backoff, abortError, backoffDelay, retryAfterSeconds, sleep, throwIfAborted } from "./wait.js";
+
+/** Why the client is waiting before a retry: told to onWait, e.g. for a countdown. */
+export interface Wait {
+  /** Seconds until the retry: the Retry-After (the retry comes up to 250 ms later, as jitter), or the backoff rounded up. */
+  seconds: number;
+  /** The status that made it wait (429, 503, 409 request_in_progress, or 0 for a network error). */
+  status: number;
+  /** The error code of that answer. */
+  code: string;
+  /** On a 429 of a sign: which bucket was short. */
+  scope: string | undefined;
+  /** Which route was refused, e.g. "POST /uploads/sign". */
+  route: string;
+}
+
+export interface ClientOptions {
+  /** The signer's origin and path prefix, e.g. "https://example.com/api"; "" (default) for the page's own origin. */
+  baseUrl?: string;
+  /** A bearer token (JWT), or a function that returns one (called for every request, so it may refresh). */
+  token?: string | (() => string | Promise<string>);
+  /** For anonymous callers: the tenant, sent as X-Tenant-ID (or a function that returns it). */
+  tenant?: string | (() => string);
+  /** The fetch to call the signer and S3 with (default globalThis.fetch; given, PUTs use it too instead of XMLHttpRequest). */
+  fetch?: typeof fetch;
+  /** How many parts of one upload go up at once (default 4). */
+  concurrency?: number;
+  /** How often a failed request or part is retried before the upload fails (default 5). */
+  retries?: number;
+  /** How many times a 429 or 503 is waited out before the call fails (default 10). */
+  waits?: number;
+  /** The longest Retry-After the client waits out; a longer one fails the call at once (default 300 s). */
+  maxWaitSeconds?: number;
+  /** The backoff of retries after network errors and 5xx answers without Retry-After. */
+  backoff?: Backoff;
+  /** Called before every wait of a Retry-After or a backoff. */
+  onWait?: (wait: Wait) => void;
+  /** Random numbers in [0, 1) for jitter (default Math.random; tests seed their own). */
+  random?: () => number;
+}
+
+interface CallOptions {
+  body?: unknown;
+  idempotencyKey?: string;
+  signal?: AbortSignal | undefined;
+}
+
+interface Answer<T> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+/**
+ * Client calls the signer. Every method takes an AbortSignal; every call
+ * that spends (sign, createMultipart) takes the Idempotency-Key to use,
+ * and retries with that same key, so a retry is answered by the first
+ * grant instead of spending again.
+ */
+export class Client {
+  readonly baseUrl: string;
+  readonly concurrency: number;
+  readonly retries: number;
+  readonly backoff: Backoff;
+  readonly random: () => number;
+  /** Sends one PUT to S3 (XMLHttpRequest in a browser unless a fetch was given). */
+  readonly put: Put;
+  readonly #opts: ClientOptions;
+  readonly #fetch: typeof fetch;
+  #limits: Promise<Limits> | undefined;
+  /** The signer's clock minus ours, in ms, from its last Date header. */
+  #skew = 0;
+
+  constructor(opts: ClientOptions = {}) {
+    this.#opts = opts;
+    this.baseUrl = (opts.baseUrl ?? "").replace(/\/+$/, "");
+    const f = opts.fetch ?? globalThis.fetch;
+    if (typeof f !== "function") throw new TypeError("mintgate: no fetch: pass ClientOptions.fetch");
+    this.#fetch = opts.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    this.put = opts.fetch === undefined && typeof XMLHttpRequest !== "undefined" ? xhrPut : fetchPut(this.#fetch);
+    this.concurrency = Math.max(1, opts.concurrency ?? 4);
+    this.retries = Math.max(0, opts.retries ?? 5);
+    this.backoff = opts.backoff ?? {};
+    this.random = opts.random ?? Math.random;
+  }
+
+  /** The signer's clock now, as far as its last answer tells, in ms since the epoch. */
+  serverNow(): number {
+    return Date.now() + this.#skew;
+  }
+
+  /**
+   * upload sends file: a single presigned PUT up to the signer's
+   * maxObjectBytes, a multipart upload above it (parts in parallel, each
+   * retried, expired part URLs signed again for free). Aborting
+   * opts.signal stops it, and aborts a multipart grant so its tokens come
+   * back at once.
+   */
+  upload(file: Blob, opts: UploadOptions = {}): Promise<UploadResult> {
+    return upload(this, file, opts);
+  }
+
+  /** GET /uploads/limits, fetched once and kept. */
+  limits(opts: { signal?: AbortSignal } = {}): Promise<Limits> {
+    if (this.#limits === undefined) {
+      const p = this.call<Limits>("GET", "/uploads/limits", { signal: opts.signal }).then((a) => a.body);
+      this.#limits = p;
+      p.catch(() => {
+        if (this.#limits === p) this.#limits = undefined;
+      });
+    }
+    return this.#limits;
+  }
+
+  /** POST /uploads/sign: a presigned single PUT. Retries reuse idempotencyKey. */
+  async sign(req: SignRequest, opts: { idempotencyKey: string; signal?: AbortSignal }): Promise<SignResponse> {
+    return (await this.call<SignResponse>("POST", "/uploads/sign", { body: req, ...opts })).body;
+  }
+
+  /** POST /uploads/multipart: a multipart grant. Retries reuse idempotencyKey. */
+  async createMultipart(req: SignRequest, opts: { idempotencyKey: string; signal?: AbortSignal }): Promise<MultipartGrant> {
+    return (await this.call<MultipartGrant>("POST", "/uploads/multipart", { body: req, ...opts })).body;
+  }
+
+  /** POST /uploads/{urlId}/parts: a presigned PUT per part number (at most Limits.maxPartsPerRequest). Free. */
+  async signParts(urlId: string, partNumbers: number[], opts: { signal?: AbortSignal } = {}): Promise<SignedPart[]> {
+    const a = await this.call<{ parts: SignedPart[] }>("POST", `/uploads/${enc(urlId)}/parts`, {
+      body: { partNumbers },
+      signal: opts.signal,
+    });
+    return a.body.parts;
+  }
+
+  /** GET /uploads/{urlId}/parts: the parts S3 holds. */
+  async listParts(urlId: string, opts: { signal?: AbortSignal } = {}): Promise<ListedPart[]> {
+    return (await this.call<{ parts: ListedPart[] }>("GET", `/uploads/${enc(urlId)}/parts`, { signal: opts.signal })).body.parts;
+  }
+
+  /** POST /uploads/{urlId}/complete. Safe to retry: a retry after success answers the same. */
+  async complete(urlId: string, parts: CompletedPart[], opts: { signal?: AbortSignal } = {}): Promise<CompleteResponse> {
+    return (await this.call<CompleteResponse>("POST", `/uploads/${enc(urlId)}/complete`, { body: { parts }, signal: opts.signal })).body;
+  }
+
+  /** DELETE /uploads/{urlId}: aborts a multipart grant and gives its tokens back. A grant already gone (404, 410) counts as aborted. */
+  async abort(urlId: string, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    try {
+      await this.call<void>("DELETE", `/uploads/${enc(urlId)}`, { signal: opts.signal });
+    } catch (err) {
+      if (err instanceof MintgateError && (err.status === 404 || err.status === 410)) return;
+      throw err;
+    }
+  }
+
+  /** GET /uploads/{urlId}. */
+  async status(urlId: string, opts: { signal?: AbortSignal } = {}): Promise<StatusResponse> {
+    return (await this.call<StatusResponse>("GET", `/uploads/${enc(urlId)}`, { signal: opts.signal })).body;
+  }
+
+  /** GET /uploads/quota. */
+  async quota(opts: { signal?: AbortSignal } = {}): Promise<QuotaResponse> {
+    return (await this.call<QuotaResponse>("GET", "/uploads/quota", { signal: opts.signal })).body;
+  }
+
+  /**
+   * waitForStatus polls GET /uploads/{urlId} until the grant is in one of
+   * states (default: any but pending), or timeoutMs passes (then it
+   * resolves with the last status seen).
+   */
+  async waitForStatus(
+    urlId: string,
+    opts: { states?: UploadState[]; timeoutMs?: number; intervalMs?: number; signal?: AbortSignal } = {},
+  ): Promise<StatusResponse> {
+    const until = Date.now() + (opts.timeoutMs ?? 60000);
+    const interval = opts.intervalMs ?? 1000;
+    for (;;) {
+      const s = await this.status(urlId, opts);
+      const settled = opts.states ? opts.states.includes(s.status) : s.status !== "pending";
+      if (settled || Date.now() + interval > until) return s;
+      await sleep(interval, opts.signal);
+    }
+  }
+
+  async #headers(o: CallOptions): Promise<Headers> {
+    const h = new Headers({ Accept: "application/json" });
+    const t = this.#opts.token;
+    const token = typeof t === "function" ? await t() : t;
+    if (token) h.set("Authorization", `Bearer ${token}`);
+    else {
+      const tenant = typeof this.#opts.tenant === "function" ? this.#opts.tenant() : this.#opts.tenant;
+      if (tenant) h.set("X-Tenant-ID", tenant);
+    }
+    if (o.body !== undefined) h.set("Content-Type", "application/json");
+    if (o.idempotencyKey !== undefined) h.set("Idempotency-Key", o.idempotencyKey);
+    return h;
+  }
+
+  /**
+   * call sends one request to the signer and retries it: after a network
+   * error or a 5xx without Retry-After with backoff (up to retries), and
+   * after a 429, a 503 or a 409 request_in_progress for as long as its
+   * Retry-After says (up to waits). Every retry is the same request, with
+   * the same Idempotency-Key.
+   */
+  async call<T>(method: string, path: string, o: CallOptions = {}): Promise<Answer<T>> {
+    const route = `${method} ${path.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/, "{urlId}")}`;
+    const maxWait = this.#opts.maxWaitSeconds ?? 300;
+    const waits = this.#opts.waits ?? 10;
+    let failures = 0;
+    let waited = 0;
+    for (;;) {
+      throwIfAborted(o.signal);
+      let res: Response;
+      try {
+        res = await this.#fetch(this.baseUrl + path, {
+          method,
+          headers: await this.#headers(o),
+          body: o.body === undefined ? undefined : JSON.stringify(o.body),
+          signal: o.signal,
+          credentials: "same-origin",
+        });
+      } catch (err) {
+        if (o.signal?.aborted) throw abortError(o.signal);
+        if (failures >= this.retries) {
+          throw new MintgateError(0, "network_error", `${route}: ${String((err as Error)?.message ?? err)}`, { cause: err });
+        }
+        await this.#pause(backoffDelay(failures++, this.backoff, this.random), { status: 0, code: "network_error", scope: undefined, route }, o.signal);
+        continue;
+      }
+      const date = Date.parse(res.headers.get("Date") ?? "");
+      if (!Number.isNaN(date)) this.#skew = date - Date.now();
+      if (res.ok) {
+        const text = res.status === 204 ? "" : await res.text();
+        return { status: res.status, body: (text === "" ? undefined : JSON.parse(text)) as T, headers: res.headers };
+      }
+      const err = await errorOf(res, route);
+      const retryable = res.status === 429 || res.status === 503 || (res.status === 409 && err.code === "request_in_progress");
+      if (retryable && err.retryAfter !== undefined && waited < waits && err.retryAfter <= maxWait) {
+        waited++;
+        // A little jitter past the Retry-After, never before it: callers
+        // refused together do not all come back in the same millisecond.
+        const ms = err.retryAfter * 1000 + Math.floor(this.random() * 250);
+        await this.#pause(ms, { status: res.status, code: err.code, scope: err.scope, route, seconds: err.retryAfter }, o.signal);
+        continue;
+      }
+      if ((res.status >= 500 || retryable) && err.retryAfter === undefined && failures < this.retries) {
+        await this.#pause(backoffDelay(failures++, this.backoff, this.random), { status: res.status, code: err.code, scope: err.scope, route }, o.signal);
+        continue;
+      }
+      throw err;
+    }
+  }
+
+  async #pause(ms: number, why: Omit<Wait, "seconds"> & { seconds?: number }, signal?: AbortSignal): Promise<void> {
+    this.#opts.onWait?.({ ...why, seconds: why.seconds ?? Math.ceil(ms / 1000) });
+    await sleep(ms, signal);
+  }
+}
+
+function enc(urlId: string): string {
+  return encodeURIComponent(urlId);
+}
+
+async function errorOf(res: Response, route: string): Promise<MintgateError> {
+  let body: Partial<ErrorBody> = {};
+  try {
+    body = (await res.json()) as ErrorBody;
+  } catch {
+    // not JSON (a proxy's page): the status says enough
+  }
+  const retryAfter = retryAfterSeconds(res.headers.get("Retry-After"), Date.now()) ?? body.retryAfter;
+  const code = body.error ?? `http_${res.status}`;
+  const extra: { scope?: string; retryAfter?: number } = {};
+  if (body.scope !== undefined) extra.scope = body.scope;
+  if (retryAfter !== undefined) extra.retryAfter = retryAfter;
+  return new MintgateError(res.status, code, `${route}: ${res.status} ${code}: ${body.message ?? res.statusText}`, extra);
+}

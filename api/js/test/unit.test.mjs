@@ -1,0 +1,71 @@
+// Unit tests of the parts that need no signer: Retry-After, backoff, the
+// expiry of a presigned URL, and the Uppy options' choice of upload.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { Client, expiryOf, newIdempotencyKey } from "../dist/index.js";
+import { mintgateUppy } from "../dist/uppy.js";
+import { backoffDelay, retryAfterSeconds } from "../dist/wait.js";
+
+test("Retry-After reads delta-seconds and HTTP dates", () => {
+  const now = Date.parse("2026-12-01T12:00:00Z");
+  assert.equal(retryAfterSeconds("7", now), 7);
+  assert.equal(retryAfterSeconds(" 0 ", now), 0);
+  assert.equal(retryAfterSeconds("Tue, 01 Dec 2026 12:00:30 GMT", now), 30);
+  assert.equal(retryAfterSeconds("soon", now), undefined);
+  assert.equal(retryAfterSeconds(null, now), undefined);
+});
+
+test("backoff is full jitter under a doubling ceiling", () => {
+  const b = { baseMs: 100, maxMs: 1000 };
+  assert.equal(backoffDelay(0, b, () => 0.999), 99);
+  assert.equal(backoffDelay(3, b, () => 0.5), 400);
+  assert.equal(backoffDelay(20, b, () => 0.999), 999);
+  assert.equal(backoffDelay(2, b, () => 0), 0);
+});
+
+test("a SigV4 URL's expiry is X-Amz-Date + X-Amz-Expires", () => {
+  const u = "http://s3.local/b/k?X-Amz-Date=20261201T120000Z&X-Amz-Expires=120&X-Amz-Signature=ab";
+  assert.equal(expiryOf(u, 1), Date.parse("2026-12-01T12:02:00Z"));
+  assert.equal(expiryOf("http://s3.local/b/k", 42), 42);
+});
+
+test("idempotency keys are random version-4 UUIDs", () => {
+  const re = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+  const a = newIdempotencyKey();
+  assert.match(a, re);
+  assert.notEqual(a, newIdempotencyKey());
+});
+
+test("the Uppy options pick multipart above the signer's limit, with its part size", () => {
+  const limits = { maxObjectBytes: 100, maxMultipartBytes: 1000, partSize: 5 << 20, maxPartsPerRequest: 100, contentTypes: [] };
+  const { options } = mintgateUppy(undefined, new Client({ fetch: async () => new Response("{}") }), limits);
+  assert.equal(options.shouldUseMultipart({ id: "a", size: 100 }), false);
+  assert.equal(options.shouldUseMultipart({ id: "b", size: 101 }), true);
+  assert.equal(options.getChunkSize({ size: 1 << 30 }), 5 << 20);
+});
+
+test("a 429 is waited out for its Retry-After with the same Idempotency-Key", async () => {
+  const keys = [];
+  let calls = 0;
+  const fake = async (_url, init) => {
+    keys.push(new Headers(init.headers).get("Idempotency-Key"));
+    if (calls++ === 0) {
+      return new Response(JSON.stringify({ error: "too_many_signing_requests", message: "later", scope: "caller", retryAfter: 1 }), {
+        status: 429,
+        headers: { "Retry-After": "1", "Content-Type": "application/json" },
+      });
+    }
+    return new Response(JSON.stringify({ urlId: "u" }), { status: 201 });
+  };
+  const waits = [];
+  const c = new Client({ fetch: fake, tenant: "t", onWait: (w) => waits.push(w), random: () => 0 });
+  const started = Date.now();
+  const got = await c.sign({ contentType: "image/png", contentLength: 1 }, { idempotencyKey: "k-1" });
+  assert.equal(got.urlId, "u");
+  assert.deepEqual(keys, ["k-1", "k-1"]);
+  assert.equal(waits.length, 1);
+  assert.equal(waits[0].seconds, 1);
+  assert.equal(waits[0].scope, "caller");
+  assert.ok(Date.now() - started >= 1000, "retried before Retry-After");
+});
