@@ -535,9 +535,22 @@ func TestDockerfile(t *testing.T) {
 			runs = append(runs, in.args)
 		}
 	}
-	if len(froms) != 2 {
-		t.Fatalf("want a build stage and a run stage, got FROM %q", froms)
+	// The demo page's stage (npm: Uppy and the client package, bundled
+	// from their lock files), the Go build, the image.
+	if len(froms) != 3 {
+		t.Fatalf("want a web stage, a build stage and a run stage, got FROM %q", froms)
 	}
+	if !regexp.MustCompile(`^node:\d+-bookworm-slim AS web$`).MatchString(froms[0]) {
+		t.Errorf("web stage %q: want node:<major>-bookworm-slim AS web", froms[0])
+	}
+	web := strings.Join(runs, "\n")
+	if !strings.Contains(web, "npm ci") || !strings.Contains(web, "node build.mjs") {
+		t.Errorf("the web stage must install from the lock files (npm ci) and bundle the page (node build.mjs): %s", web)
+	}
+	if df := readFile(t, "deploy/Dockerfile"); !strings.Contains(df, "COPY --from=web /src/signer/demo/static/dist signer/demo/static/dist") {
+		t.Error("the build stage does not take the demo page's bundle from the web stage: the signer would embed no page")
+	}
+	froms = froms[1:]
 	goMinor := regexp.MustCompile(`(?m)^go (1\.\d+)`).FindStringSubmatch(readFile(t, "go.mod"))
 	build := regexp.MustCompile(`^golang:(1\.\d+)\.\d+-bookworm AS build$`).FindStringSubmatch(froms[0])
 	if build == nil {
@@ -587,13 +600,47 @@ func TestDockerfile(t *testing.T) {
 
 	// The build context holds the sources the build needs and nothing else.
 	ignore := strings.Fields(readFile(t, ".dockerignore"))
-	for _, keep := range []string{"!go.mod", "!go.sum", "!signer/", "!completer/", "!sweeper/", "!shared/", "!deploy/s3bridge/"} {
+	for _, keep := range []string{"!go.mod", "!go.sum", "!signer/", "!completer/", "!sweeper/", "!shared/", "!deploy/s3bridge/", "!api/api.go", "!api/js/"} {
 		if !slices.Contains(ignore, keep) {
 			t.Errorf(".dockerignore does not let %s into the build context", strings.TrimPrefix(keep, "!"))
 		}
 	}
 	if !slices.Contains(ignore, "*") {
 		t.Error(".dockerignore should start from nothing (*): .git, .tools and local state stay out")
+	}
+	// Every Go file of the module that an image's binary is built from is
+	// in the build context (api/, which the signer imports, once was not).
+	kept := func(rel string) bool {
+		for _, l := range ignore {
+			k, ok := strings.CutPrefix(l, "!")
+			if ok && (k == rel || strings.HasSuffix(k, "/") && strings.HasPrefix(rel, k)) {
+				return true
+			}
+		}
+		return false
+	}
+	var pkgs []string
+	for _, pkg := range built {
+		pkgs = append(pkgs, pkg)
+	}
+	slices.Sort(pkgs)
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-f", `{{if .Module}}{{if eq .Module.Path "github.com/mintgate/mintgate"}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}{{end}}`}, pkgs...)...)
+	cmd.Dir = root(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list the images' packages: %v", err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root(t), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(rel, "signer/demo/static/dist/") {
+			continue // built by the web stage, not taken from the context
+		}
+		if !kept(filepath.ToSlash(rel)) {
+			t.Errorf(".dockerignore keeps %s out of the build context, and an image is built from it", rel)
+		}
 	}
 }
 
