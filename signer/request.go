@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Request limits. The body is two small fields; anything longer is not a
@@ -61,39 +62,172 @@ func decodeSignRequest(key string, body io.Reader, p signPolicy) (signRequest, *
 	if body == nil {
 		body = http.NoBody
 	}
-	raw, err := io.ReadAll(io.LimitReader(body, maxBodyBytes+1))
+	buf := bodyBuffers.Get().(*[maxBodyBytes + 1]byte)
+	defer bodyBuffers.Put(buf)
+	n, err := readFull(body, buf[:])
 	if err != nil {
 		return signRequest{}, newError(http.StatusBadRequest, codeInvalidRequest, "could not read the body")
 	}
-	if len(raw) > maxBodyBytes {
+	if n > maxBodyBytes {
 		return signRequest{}, newError(http.StatusRequestEntityTooLarge, codeTooLarge, "the request body is above %d bytes", maxBodyBytes)
 	}
+	raw := buf[:n]
 
-	var w wireSign
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
-		return signRequest{}, newError(http.StatusBadRequest, codeInvalidRequest, "%s", jsonProblem(err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return signRequest{}, newError(http.StatusBadRequest, codeInvalidRequest, "the body must be exactly one JSON object")
+	ct, cl, ok := parseSignFast(raw)
+	if !ok {
+		var w wireSign
+		if aerr := decodeStrict(bytes.Clone(raw), &w); aerr != nil {
+			return signRequest{}, aerr
+		}
+		switch {
+		case w.ContentType == nil || *w.ContentType == "":
+			return signRequest{}, newError(http.StatusBadRequest, codeInvalidRequest, "contentType is required")
+		case w.ContentLength == nil:
+			return signRequest{}, newError(http.StatusBadRequest, codeInvalidRequest, "contentLength is required")
+		}
+		ct, cl = *w.ContentType, *w.ContentLength
 	}
 	switch {
-	case w.ContentType == nil || *w.ContentType == "":
+	case ct == "":
 		return signRequest{}, newError(http.StatusBadRequest, codeInvalidRequest, "contentType is required")
-	case w.ContentLength == nil:
-		return signRequest{}, newError(http.StatusBadRequest, codeInvalidRequest, "contentLength is required")
-	case *w.ContentLength <= 0:
+	case cl <= 0:
 		return signRequest{}, newError(http.StatusBadRequest, codeInvalidRequest, "contentLength must be at least 1")
 	}
-	if !p.contentTypes[*w.ContentType] {
+	if !p.contentTypes[ct] {
 		return signRequest{}, newError(http.StatusUnsupportedMediaType, codeUnsupportedType,
 			"contentType is not one this service accepts: use one of %s", p.accepted)
 	}
-	if *w.ContentLength > p.maxObject {
+	if cl > p.maxObject {
 		return signRequest{}, newError(http.StatusRequestEntityTooLarge, codeTooLarge, "contentLength is above the maximum of %d bytes", p.maxObject)
 	}
-	return signRequest{Key: key, ContentType: *w.ContentType, ContentLength: *w.ContentLength}, nil
+	return signRequest{Key: key, ContentType: ct, ContentLength: cl}, nil
+}
+
+// bodyBuffers hold a sign body while it is read and parsed: one byte more
+// than the largest body, to tell a body that is too long.
+var bodyBuffers = sync.Pool{New: func() any { return new([maxBodyBytes + 1]byte) }}
+
+// readFull reads r into buf until buf is full or r ends, and returns how
+// many bytes it read; the end of r is not an error.
+func readFull(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// decodeStrict decodes raw with encoding/json into v: exactly one JSON
+// object of v's fields, no unknown ones. Every failure is a 400 apiError.
+func decodeStrict(raw []byte, v any) *apiError {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return newError(http.StatusBadRequest, codeInvalidRequest, "%s", jsonProblem(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return newError(http.StatusBadRequest, codeInvalidRequest, "the body must be exactly one JSON object")
+	}
+	return nil
+}
+
+// parseSignFast reads the sign body every client sends,
+// {"contentType":"…","contentLength":N} (either order, any JSON
+// whitespace), without reflection or allocations beyond the type's string.
+// Anything else — escapes in the string, another field, a repeated one, a
+// number that is not plain positive digits of at most 18, a field name in
+// another case (encoding/json matches names case-insensitively) — is not
+// ok, and decodeStrict decides it: what parseSignFast accepts, decodeStrict
+// would have decoded to the same two values (FuzzParseSignFast).
+func parseSignFast(b []byte) (ct string, cl int64, ok bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return "", 0, false
+	}
+	var haveType, haveLen bool
+	for n := 0; n < 2; n++ {
+		i = skipSpace(b, i+1)
+		name, j, ok := plainString(b, i)
+		if !ok {
+			return "", 0, false
+		}
+		i = skipSpace(b, j)
+		if i >= len(b) || b[i] != ':' {
+			return "", 0, false
+		}
+		i = skipSpace(b, i+1)
+		switch string(name) {
+		case "contentType":
+			if haveType {
+				return "", 0, false
+			}
+			var v []byte
+			if v, i, ok = plainString(b, i); !ok {
+				return "", 0, false
+			}
+			ct, haveType = string(v), true
+		case "contentLength":
+			if haveLen {
+				return "", 0, false
+			}
+			start := i
+			for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+				cl = cl*10 + int64(b[i]-'0')
+				i++
+			}
+			digits := i - start
+			if digits == 0 || digits > 18 || (b[start] == '0' && digits > 1) {
+				return "", 0, false
+			}
+			haveLen = true
+		default:
+			return "", 0, false
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return "", 0, false
+		}
+		if n == 0 && b[i] != ',' || n == 1 && b[i] != '}' {
+			return "", 0, false
+		}
+	}
+	if skipSpace(b, i+1) != len(b) {
+		return "", 0, false
+	}
+	return ct, cl, true
+}
+
+// skipSpace is the index of the first byte at or after i that is not JSON
+// whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainString reads a JSON string at b[i] that has no escapes and only
+// printable ASCII, and returns its bytes and the index after its quote.
+func plainString(b []byte, i int) (s []byte, next int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return b[i+1 : j], j + 1, true
+		case c == '\\' || c < 0x20 || c > 0x7e:
+			return nil, 0, false
+		}
+	}
+	return nil, 0, false
 }
 
 // decodeJSON reads a body of at most limit bytes holding exactly one JSON
@@ -109,15 +243,7 @@ func decodeJSON(body io.Reader, limit int, v any) *apiError {
 	if len(raw) > limit {
 		return newError(http.StatusRequestEntityTooLarge, codeTooLarge, "the request body is above %d bytes", limit)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return newError(http.StatusBadRequest, codeInvalidRequest, "%s", jsonProblem(err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return newError(http.StatusBadRequest, codeInvalidRequest, "the body must be exactly one JSON object")
-	}
-	return nil
+	return decodeStrict(raw, v)
 }
 
 // validIdempotencyKey is 1 to 255 characters of 0x21–0x7E.

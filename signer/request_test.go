@@ -162,3 +162,48 @@ func TestUnsupportedTypeListsTheAccepted(t *testing.T) {
 		t.Errorf("message %q, want %q", err.Message, want)
 	}
 }
+
+// What parseSignFast accepts, encoding/json decodes to the same values;
+// the rest it leaves to encoding/json.
+func FuzzParseSignFast(f *testing.F) {
+	for _, s := range []string{pngBody, `{"contentLength":1,"contentType":"image/webp"}`, " {\t\"contentType\" :\"a\"\n,\"contentLength\": 10 } ",
+		`{"contentType":"image/png","contentLength":05}`, `{"contentType":"a\"b","contentLength":5}`, `{"ContentType":"image/png","contentLength":5}`,
+		`{"contentType":"image/png","contentType":"x","contentLength":5}`, `{"contentType":"image/png","contentLength":999999999999999999}`,
+		`{"contentType":"image/png","contentLength":5}{}`, `{"contentType":"é","contentLength":5}`, `{"contentType":"image/png","contentLength":5.0}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		ct, cl, ok := parseSignFast(body)
+		if !ok {
+			return
+		}
+		var w wireSign
+		if aerr := decodeStrict(body, &w); aerr != nil {
+			t.Fatalf("fast path took %q, encoding/json refused it: %v", body, aerr.Message)
+		}
+		if w.ContentType == nil || w.ContentLength == nil || *w.ContentType != ct || *w.ContentLength != cl {
+			t.Fatalf("fast path read %q as %q, %d; encoding/json as %v, %v", body, ct, cl, w.ContentType, w.ContentLength)
+		}
+	})
+}
+
+func TestParseSignFast(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		ok   bool
+	}{
+		{pngBody, true},
+		{`  {"contentLength":1,"contentType":"image/webp"}  `, true},
+		{`{"contentType":"image/png","contentLength":05}`, false},
+		{`{"contentType":"a\"b","contentLength":5}`, false},
+		{`{"ContentType":"image/png","contentLength":5}`, false},
+		{`{"contentType":"image/png","contentType":"x","contentLength":5}`, false},
+		{`{"contentType":"image/png","contentLength":5}{}`, false},
+		{`{"contentType":"image/png","contentLength":5,"x":1}`, false},
+		{`{"contentType":"image/png"}`, false},
+	} {
+		if _, _, ok := parseSignFast([]byte(c.body)); ok != c.ok {
+			t.Errorf("parseSignFast(%s) ok %v, want %v", c.body, ok, c.ok)
+		}
+	}
+}
