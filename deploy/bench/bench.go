@@ -231,12 +231,23 @@ func (b *bench) sideBySide(ctx context.Context, srv servers, rp *report) (string
 	rp.rows = append(rp.rows, ms...)
 	rp.cpu = cpuTable(ms, runtime.NumCPU())
 
+	// The headline: CPU per sign of the servers a sign runs on, by
+	// process, at saturation with the durable ledger.
+	servers, perRound := cpuOf(always, "signer-always", "redis", "nats-always")
+	rp.headline = append(rp.headline, bar{what: "CPU per sign at saturation, signer + Redis + nats-server (durable ledger)", issue: 22,
+		value: servers, spread: perRound, want: "≤ 150 µs", unit: " µs", pass: servers > 0 && servers <= 150})
+	redisCPU, perRound := cpuOf(always, "redis")
+	rp.headline = append(rp.headline, bar{what: "of it, Redis's CPU per sign", issue: 22,
+		value: redisCPU, spread: perRound, want: "≤ 35 µs", unit: " µs", pass: redisCPU > 0 && redisCPU <= 35})
+
 	r, per := ratio(always, lazy)
 	rp.bars = append(rp.bars, bar{what: "signer (ledger sync always) ÷ signer (lazy ledger)", issue: 8, value: r, spread: per, want: "≥ 0.8×", unit: "×", pass: r >= 0.8})
 	r, per = ratio(always, allowOne)
-	rp.bars = append(rp.bars, bar{what: "signer end to end (durable ledger) ÷ redis_rate `Allow` (one key)", issue: 9, value: r, spread: per, want: "≥ 0.25×", unit: "×", pass: r >= 0.25})
+	// Issue 9's bars of this kind are retired (issue 22): they compare ten
+	// Redis commands with three and a whole box with one process.
+	rp.bars = append(rp.bars, bar{what: "signer end to end (durable ledger) ÷ redis_rate `Allow` (one key)", issue: 9, value: r, spread: per, want: "— (retired)", unit: "×", info: true})
 	r, per = ratio(dec, allowOne)
-	rp.bars = append(rp.bars, bar{what: "mintgate decision ÷ redis_rate `Allow` (one key), 50 callers", issue: 9, value: r, spread: per, want: "≥ 1.0×", unit: "×", pass: r >= 1.0})
+	rp.bars = append(rp.bars, bar{what: "mintgate decision ÷ redis_rate `Allow` (one key), 50 callers", issue: 9, value: r, spread: per, want: "— (retired)", unit: "×", info: true})
 	r, per = ratio(coal, allowOne)
 	rp.bars = append(rp.bars, bar{what: "mintgate decision as the signer sends it (coalesced) ÷ redis_rate `Allow` (one key), 50 callers", issue: 9, value: r, spread: per, want: "—", unit: "×", info: true})
 	r, per = ratio(coal, dec)
@@ -283,7 +294,7 @@ func (b *bench) openLoops(ctx context.Context, srv servers, rp *report) error {
 	rp.notes = append(rp.notes, lagNote(half), lagNote(halfLazy), lagNote(mixed))
 
 	p99 := ms(pooled(half.runs).pct(0.99))
-	rp.bars = append(rp.bars, bar{what: "signer p99 at half of its saturation (durable ledger)", issue: 9, value: p99, spread: half.p99s(), want: "≤ 10 ms", unit: "ms", pass: p99 <= 10})
+	rp.headline = append(rp.headline, bar{what: "signer p99 at half of its saturation (durable ledger)", issue: 22, value: p99, spread: half.p99s(), want: "≤ 10 ms", unit: "ms", pass: p99 <= 10})
 	return nil
 }
 

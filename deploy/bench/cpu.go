@@ -140,6 +140,29 @@ func cpuPerOp(m *measurement) (per map[string]time.Duration, scripts time.Durati
 	return per, scripts / time.Duration(n), busy / float64(len(m.runs))
 }
 
+// cpuOf is what one operation of m cost the named processes together, in
+// µs: over all its runs (the processes' CPU time ÷ the operations
+// completed), and run by run, for the spread.
+func cpuOf(m *measurement, procs ...string) (all float64, perRun []float64) {
+	var sum time.Duration
+	n := 0
+	for _, r := range m.runs {
+		var d time.Duration
+		for _, p := range procs {
+			d += r.cpu.byProc[p]
+		}
+		sum += d
+		n += r.n
+		if r.n > 0 {
+			perRun = append(perRun, float64(d)/float64(r.n)/float64(time.Microsecond))
+		}
+	}
+	if n == 0 {
+		return 0, perRun
+	}
+	return float64(sum) / float64(n) / float64(time.Microsecond), perRun
+}
+
 // cpuTable says, for each closed-loop row, what one operation cost each
 // process and so how many operations the machine's cores could do at
 // most, if nothing but that row ran and every core were busy: the

@@ -84,6 +84,15 @@ func TestCPUPerOperation(t *testing.T) {
 	if per[benchProc] != 20*time.Microsecond || per["redis"] != 10*time.Microsecond || scripts != 5*time.Microsecond || busy != 0.75 {
 		t.Fatalf("per op %v, scripts %v, busy %v; want bench 20µs, redis 10µs, scripts 5µs, busy 0.75", per, scripts, busy)
 	}
+	// The headline's figure: the named processes together, over all runs
+	// and run by run.
+	all, perRun := cpuOf(m, benchProc, "redis")
+	if all != 30 || len(perRun) != 2 || perRun[0] != 30 || perRun[1] != 30 {
+		t.Errorf("cpuOf = %v, %v; want 30 µs, [30 30]", all, perRun)
+	}
+	if all, _ := cpuOf(m, "redis"); all != 10 {
+		t.Errorf("cpuOf(redis) = %v; want 10 µs", all)
+	}
 	table := cpuTable([]*measurement{m}, 2)
 	want := "| row · 50 callers | bench (load, clients) 20.0 µs · redis 10.0 µs | 5.00 µs | 30.0 µs | 75 % | 66.7k/s |"
 	if len(table) != 3 || table[2] != want {
