@@ -61,6 +61,13 @@ func (c *NATSCluster) WaitJetStream(tb testing.TB, d time.Duration) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	for i, n := range c.Nodes {
+		out := n.Output()
+		if len(out) > 3000 {
+			out = out[len(out)-3000:]
+		}
+		tb.Logf("testenv: node n%d of the NATS cluster (exited: %v) logged:\n%s", i+1, n.Exited(), out)
+	}
 	tb.Fatalf("testenv: JetStream of the NATS cluster %s did not answer within %v: %v", c.URL(), d, last)
 }
 

@@ -23,16 +23,35 @@ import (
 // sweepers, so that the batches one seals the other verifies.
 const GrantSecret = "mintgate-test-grant-secret-0123456789abcdef"
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// FreePort returns a loopback TCP port that was free a moment ago, and
+// that no earlier call in this process returned: the kernel may hand a
+// port just closed out again, and servers started together (a cluster's
+// client and route ports) must not be given the same one.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("free port: %v", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatalf("free port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	tb.Fatal("free port: 100 tries gave only ports handed out before")
+	return 0
 }
+
+// handedOut is every port FreePort returned in this process.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // Module is the services' module: the repository's root holds its go.mod.
 // The test modules in it (integration, deploy/checks) have their own.
