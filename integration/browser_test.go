@@ -109,7 +109,7 @@ func TestBrowserUpload(t *testing.T) {
 
 	// Everything the page fetched came from the signer (or the page itself:
 	// data: and blob: URLs); only the PUTs and their preflights went to S3.
-	s3Origin := browserOrigin(t, browserS3Endpoint(t, stack))
+	s3Origin := browserOrigin(t, stack.S3Endpoint)
 	signs := 0
 	for _, r := range requests() {
 		if strings.HasPrefix(r.url, "data:") || strings.HasPrefix(r.url, "blob:") {
@@ -168,15 +168,6 @@ func browserSameObject(ctx context.Context, t *testing.T, stack browserStack, ke
 		t.Fatalf("S3 holds %d bytes at %s; want the %d bytes of %s", len(got), key, len(want), filepath.Base(file))
 	}
 	t.Logf("%s: %d bytes at %s", filepath.Base(file), len(got), key)
-}
-
-// browserS3Endpoint is the S3 endpoint the stack's signer presigns for.
-func browserS3Endpoint(t *testing.T, stack browserStack) string {
-	t.Helper()
-	if stack.S3Endpoint == "" {
-		t.Fatal("the stack has no S3 endpoint")
-	}
-	return stack.S3Endpoint
 }
 
 // browserOrigin is the origin of a base URL, as a browser sends it.

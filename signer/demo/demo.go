@@ -27,11 +27,15 @@ var static embed.FS
 // out, and serves notBuilt instead of the page.
 const bundle = "static/dist/app.js"
 
-// Built reports whether the page's script was built into this binary.
-func Built() bool {
+// built is whether the embedded files hold the bundle; they are fixed at
+// build time, so it is read once.
+var built = func() bool {
 	_, err := fs.Stat(static, bundle)
 	return err == nil
-}
+}()
+
+// Built reports whether the page's script was built into this binary.
+func Built() bool { return built }
 
 const notBuilt = `<!doctype html><html lang="en"><meta charset="utf-8"><title>mintgate · demo upload</title>
 <p>The demo page's script was not built into this signer. Run <code>deploy/local/web.sh</code>
@@ -78,7 +82,7 @@ func Handler() http.Handler {
 		// one anyway (it is dropped from history): never send the address on.
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")
-		if !Built() && (p == "/" || p == "/index.html") {
+		if !built && (p == "/" || p == "/index.html") {
 			h.Set("Content-Type", "text/html; charset=utf-8")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, notBuilt)

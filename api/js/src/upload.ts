@@ -173,7 +173,7 @@ async function uploadParts(client: Client, grant: MultipartGrant, file: Blob, ba
  * retried with backoff and jitter, a 403 (an expired or refused URL) is
  * retried with a newly signed URL, which costs no token.
  */
-export async function uploadPart(
+async function uploadPart(
   client: Client,
   urls: PartURLs,
   n: number,
