@@ -353,13 +353,13 @@ func (b *bench) rounds(ctx context.Context, what string, ms ...*measurement) err
 	for r := range b.plan.reps {
 		for j := range ms {
 			m := ms[(j+r)%len(ms)]
-			// Redis's statistics start afresh, so its script time is this run's.
+			// Redis's statistics start afresh, so its command time is this run's.
 			statsErr := b.rdb.ConfigResetStat(ctx).Err()
 			before := b.fleet.sampleCPU()
 			res := m.do(ctx, m.dur)
 			res.cpu = b.fleet.sampleCPU().since(before)
 			if statsErr == nil {
-				res.cpu.redisScripts, _ = scriptTime(ctx, b.rdb)
+				res.cpu.redisCommands, _ = commandTime(ctx, b.rdb)
 			}
 			if err := ctx.Err(); err != nil {
 				return err

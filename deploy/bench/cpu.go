@@ -27,9 +27,10 @@ type cpuSample struct {
 type cpuUse struct {
 	byProc map[string]time.Duration
 	busy   float64
-	// redisScripts is Redis's time running scripts (INFO commandstats, by
-	// the wall clock), 0 for a row that ran none.
-	redisScripts time.Duration
+	// redisCommands is Redis's time running scripts and transactions
+	// (INFO commandstats, by the wall clock; commandTime), 0 for a row that
+	// ran none.
+	redisCommands time.Duration
 }
 
 // benchProc names the bench's own process in CPU accounts: the load
@@ -126,7 +127,7 @@ func cpuPerOp(m *measurement) (per map[string]time.Duration, scripts time.Durati
 	for _, r := range m.runs {
 		n += r.n
 		busy += r.cpu.busy
-		scripts += r.cpu.redisScripts
+		scripts += r.cpu.redisCommands
 		for name, d := range r.cpu.byProc {
 			per[name] += d
 		}
@@ -169,7 +170,7 @@ func cpuOf(m *measurement, procs ...string) (all float64, perRun []float64) {
 // ceiling that the rows' ratios are measured against.
 func cpuTable(rows []*measurement, cores int) []string {
 	out := []string{
-		fmt.Sprintf("| CPU per operation, by process (all runs of the row: the process's CPU time ÷ operations completed) | by process | of it, Redis in scripts (INFO commandstats: wall time, so above Redis's CPU when it waited for a core) | all processes | machine busy | ceiling on %d cores (%d s of CPU a second ÷ all processes) |", cores, cores),
+		fmt.Sprintf("| CPU per operation, by process (all runs of the row: the process's CPU time ÷ operations completed) | by process | of it, Redis in scripts and transactions (INFO commandstats: wall time, so above Redis's CPU when it waited for a core) | all processes | machine busy | ceiling on %d cores (%d s of CPU a second ÷ all processes) |", cores, cores),
 		"|---|---|--:|--:|--:|--:|",
 	}
 	for _, m := range rows {

@@ -74,7 +74,7 @@ func TestScanMetric(t *testing.T) {
 // runs: a wrong division would show a ceiling the machine cannot reach.
 func TestCPUPerOperation(t *testing.T) {
 	run := func(n int, bench, redis time.Duration, busy float64) result {
-		return result{n: n, elapsed: time.Second, cpu: cpuUse{byProc: map[string]time.Duration{benchProc: bench, "redis": redis}, busy: busy, redisScripts: redis / 2}}
+		return result{n: n, elapsed: time.Second, cpu: cpuUse{byProc: map[string]time.Duration{benchProc: bench, "redis": redis}, busy: busy, redisCommands: redis / 2}}
 	}
 	m := &measurement{name: "row", load: "50 callers", runs: []result{
 		run(1000, 20*time.Millisecond, 10*time.Millisecond, 1),

@@ -181,6 +181,10 @@ func codeCommands(t *testing.T) map[string][]string {
 					case "Exists":
 						add("script|exists", rel)
 					}
+				case fn.Pkg() != nil && fn.Pkg().Path() == goRedis && (fn.Name() == "TxPipeline" || fn.Name() == "TxPipelined"):
+					// A transaction: its commands between MULTI and EXEC.
+					add("multi", rel)
+					add("exec", rel)
 				case !sendsCommand(fn, goRedis):
 				case fn.Name() == "Do" || fn.Name() == "Process":
 					t.Errorf("%s: %s.%s sends a command the test cannot name; use a typed method", rel, recv, fn.Name())

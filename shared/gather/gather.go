@@ -18,7 +18,8 @@
 //
 // The batch function answers every request of its batch, in order. A
 // caller whose ctx ended before its batch left is not sent. The batch's
-// ctx ends at the earliest deadline among its callers.
+// ctx ends at the earliest deadline among its callers; a batch of one runs
+// on its caller's own ctx, so it also ends when that caller gives up.
 package gather
 
 import (
@@ -293,8 +294,14 @@ func (g *Gatherer[Q, A]) send(l *lane[Q, A], batch []*waiting[Q, A]) {
 }
 
 // batchContext ends at the earliest deadline among the batch's callers (no
-// caller waits past its own), and carries the first caller's values.
+// caller waits past its own), and carries the first caller's values. A lone
+// caller's batch runs on that caller's own ctx, as a call made without the
+// Gatherer would: nobody else waits on it, and it costs no context of its
+// own.
 func batchContext[Q, A any](batch []*waiting[Q, A]) (context.Context, context.CancelFunc) {
+	if len(batch) == 1 {
+		return batch[0].ctx, func() {}
+	}
 	var (
 		first time.Time
 		has   bool

@@ -2,10 +2,13 @@ package quota
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/mintgate/mintgate/shared/gather"
+	"github.com/mintgate/mintgate/shared/keys"
 )
 
 // Finishing is one Finish of a batch: Store.Finish's arguments.
@@ -14,49 +17,70 @@ type Finishing struct {
 	Finished Finished
 }
 
-// FinishBatch runs Finishes of one tenant in one script call (one round
-// trip, one slot on Redis Cluster), in order: each is exactly Store.Finish,
-// and sees the writes of those before it as if they had run one after
-// another; a tombstone is left as it is. The answers are in the order of
+// FinishBatch runs Finishes of one tenant as one transaction of plain
+// commands (MULTI, per Finish an HSET and a PEXPIRE of each of its two
+// records, EXEC: one round trip, one slot on Redis Cluster, no script), in
+// order: each is exactly Store.Finish, and sees the writes of those before
+// it as if they had run one after another. The answers are in the order of
 // fs: nil, or the error of that Finish's own commands on Redis (a
-// redis.Error wrapped in ErrUnavailable; whatever it wrote before failing
-// stays, as with a single Finish that failed so).
+// redis.Error wrapped in ErrUnavailable, such as a WRONGTYPE; its other
+// commands still ran, as a transaction runs every command it queued).
 //
 // An error refuses the batch before anything is sent (an invalid Finish,
 // Finishes of several tenants) or is ErrUnavailable for the whole call:
-// then any, all or none of the Finishes may have run, exactly as for a
-// single Finish that failed so; each is idempotent and may be retried.
+// then all or none of the Finishes ran (a reply lost after EXEC); each is
+// idempotent and may be retried.
 func (s *Store) FinishBatch(ctx context.Context, fs []Finishing) ([]error, error) {
 	if err := CheckFinishBatch(fs); err != nil || len(fs) == 0 {
 		return nil, err
 	}
-	ks := make([]string, 0, len(fs)*finishKeys.Width(0))
-	args := make([]any, 0, len(fs)*finishArgs.Width(0))
+	return s.finishAll(ctx, fs)
+}
+
+// finishCmds is how many commands one Finish queues.
+const finishCmds = 4
+
+// finishAll writes fs in one MULTI/EXEC; fs are checked.
+func (s *Store) finishAll(ctx context.Context, fs []Finishing) ([]error, error) {
+	pipe := s.rdb.TxPipeline()
 	for _, f := range fs {
-		ks, args = finishKeys.Append(ks, f), finishArgs.Append(args, f)
+		fin := f.Finished
+		pipe.HSet(ctx, f.Ask.Idem, "state", "done", "fp", f.Ask.Fingerprint, "nonce", f.Ask.Nonce, "body", fin.Body)
+		pipe.PExpire(ctx, f.Ask.Idem, fin.RecordTTL)
+		grant := keys.Grant(f.Ask.Tenant, fin.URLID)
+		if fin.Multipart != "" {
+			pipe.HSet(ctx, grant, "expiresAt", fin.ExpiresAt.UnixMilli(), "subject", fin.Subject, "multipart", fin.Multipart)
+		} else {
+			pipe.HSet(ctx, grant, "expiresAt", fin.ExpiresAt.UnixMilli(), "subject", fin.Subject)
+		}
+		pipe.PExpire(ctx, grant, fin.GrantTTL)
 	}
-	vals, err := s.runMany(ctx, s.finishMany, "finish", len(fs), ks, args)
+	cmds, err := pipe.Exec(ctx)
 	if err != nil {
-		return nil, err
+		if _, replied := errors.AsType[redis.Error](err); !replied || len(cmds) != finishCmds*len(fs) {
+			return nil, unavailable("finish", err)
+		}
 	}
 	out := make([]error, len(fs))
-	for i, v := range vals {
-		if r, ok := v.([]any); ok {
-			if err, failed := failedInBatch("finish", r); failed {
-				out[i] = err
-				continue
+	for i := range fs {
+		for _, c := range cmds[i*finishCmds : (i+1)*finishCmds] {
+			if err := c.Err(); err != nil {
+				if _, replied := errors.AsType[redis.Error](err); !replied {
+					// EXEC itself failed (EXECABORT, a lost reply): the
+					// whole call.
+					return nil, unavailable("finish", err)
+				}
+				out[i] = unavailable("finish", err)
+				break
 			}
-		}
-		if v != int64(1) {
-			return nil, fmt.Errorf("%w: finish batch answer %d is %v", ErrUnavailable, i, v)
 		}
 	}
 	return out, nil
 }
 
-// FinishCoalescer gathers concurrent Finishes of one tenant into one script
-// call, FinishBatch, by the Coalescer's rules (the same gatherer): a lone
-// Finish leaves at once, as the plain script; others wait for the reply of
+// FinishCoalescer gathers concurrent Finishes of one tenant into one
+// transaction, FinishBatch, by the Coalescer's rules (the same gatherer): a
+// lone Finish leaves at once, exactly a Store.Finish; others wait for the reply of
 // a call of their tenant's, the window, or maxBatch waiting.
 //
 // Each caller gets its own answer, exactly what Store.Finish would have
@@ -73,10 +97,6 @@ type FinishCoalescer struct {
 // maxBatch 1 sends every Finish alone.
 func NewFinishCoalescer(store *Store, window time.Duration, maxBatch int) *FinishCoalescer {
 	run := func(ctx context.Context, fs []Finishing) []error {
-		if len(fs) == 1 {
-			// Alone: the plain script, byte for byte a Store.Finish.
-			return []error{store.Finish(ctx, fs[0].Ask, fs[0].Finished)}
-		}
 		out, err := store.FinishBatch(ctx, fs)
 		if err != nil {
 			out = make([]error, len(fs))
@@ -89,7 +109,7 @@ func NewFinishCoalescer(store *Store, window time.Duration, maxBatch int) *Finis
 	return &FinishCoalescer{g: newGatherer(window, maxBatch, run)}
 }
 
-// Finish is Store.Finish, sharing a script call with the concurrent
+// Finish is Store.Finish, sharing a transaction with the concurrent
 // Finishes of a's tenant.
 func (c *FinishCoalescer) Finish(ctx context.Context, a Ask, f Finished) error {
 	if err := CheckFinish(a, f); err != nil {
@@ -102,6 +122,6 @@ func (c *FinishCoalescer) Finish(ctx context.Context, a Ask, f Finished) error {
 	return res
 }
 
-// Stats is how many script calls the FinishCoalescer made and how many
+// Stats is how many transactions the FinishCoalescer made and how many
 // Finishes they carried.
 func (c *FinishCoalescer) Stats() (calls, finishes int64) { return c.g.Stats() }

@@ -105,27 +105,6 @@ var (
 	)
 )
 
-// Finish (finish_fn.lua's finish(), once in finish.lua, per Finish in
-// finish_many.lua).
-var (
-	finishKeys = layout.Record("FINISH_KEYS",
-		layout.Value("idem", func(f Finishing) string { return f.Ask.Idem }),
-		layout.Value("grant", func(f Finishing) string { return keys.Grant(f.Ask.Tenant, f.Finished.URLID) }),
-	)
-	finishArgs = layout.Record("FINISH",
-		layout.Value("fp", func(f Finishing) any { return f.Ask.Fingerprint }),
-		layout.Value("nonce", func(f Finishing) any { return f.Ask.Nonce }),
-		layout.Value("body", func(f Finishing) any { return f.Finished.Body }),
-		layout.Value("record_ttl", func(f Finishing) any { return f.Finished.RecordTTL.Milliseconds() }),
-		layout.Value("expires_at", func(f Finishing) any { return f.Finished.ExpiresAt.UnixMilli() }),
-		layout.Value("subject", func(f Finishing) any { return f.Finished.Subject }),
-		layout.Value("grant_ttl", func(f Finishing) any { return f.Finished.GrantTTL.Milliseconds() }),
-		layout.Value("multipart", func(f Finishing) any { return f.Finished.Multipart }), // '' for a single PUT
-	)
-	finishManyKeys = layout.Args("FINISH_MANY_KEYS", layout.Rest[struct{}]("finishes", finishKeys))
-	finishManyArgs = layout.Args("FINISH_MANY", layout.Rest[struct{}]("finishes", finishArgs))
-)
-
 // dueAt is one grant of a Refund and the sweeper's clock.
 type dueAt struct {
 	now time.Time
@@ -200,13 +179,11 @@ var (
 // The scripts, composed once: a name a script reads that its layouts lack
 // stops the program here, at its start.
 var (
-	spendScript      = bucket.NewScript(noncesSrc+"\n"+spendFn+"\n"+spendEntry, spendKeys, spendArgs)
-	spendManyScript  = bucket.NewScript(noncesSrc+"\n"+spendFn+"\n"+spendManyEntry, spendManyKeys, spendManyArgs)
-	undoScript       = bucket.NewScript(undoEntry, undoKeys, undoArgs)
-	cancelScript     = bucket.NewScript(noncesSrc+"\n"+cancelEntry, cancelKeys, cancelArgs)
-	refundScript     = bucket.NewScript(refundEntry, refundKeys, refundArgs)
-	completeScript   = bucket.NewScript(completeEntry, completeKeys, completeArgs)
-	closeScript      = layout.Script(closeEntry, closeKeys, closeArgs)
-	finishScript     = layout.Script(finishFn+"\n"+finishEntry, finishKeys, finishArgs)
-	finishManyScript = layout.Script(finishFn+"\n"+finishManyEntry, finishManyKeys, finishManyArgs)
+	spendScript     = bucket.NewScript(noncesSrc+"\n"+spendFn+"\n"+spendEntry, spendKeys, spendArgs)
+	spendManyScript = bucket.NewScript(noncesSrc+"\n"+spendFn+"\n"+spendManyEntry, spendManyKeys, spendManyArgs)
+	undoScript      = bucket.NewScript(undoEntry, undoKeys, undoArgs)
+	cancelScript    = bucket.NewScript(noncesSrc+"\n"+cancelEntry, cancelKeys, cancelArgs)
+	refundScript    = bucket.NewScript(refundEntry, refundKeys, refundArgs)
+	completeScript  = bucket.NewScript(completeEntry, completeKeys, completeArgs)
+	closeScript     = layout.Script(closeEntry, closeKeys, closeArgs)
 )

@@ -49,12 +49,6 @@ var (
 	undoEntry string
 	//go:embed cancel.lua
 	cancelEntry string
-	//go:embed finish_fn.lua
-	finishFn string
-	//go:embed finish.lua
-	finishEntry string
-	//go:embed finish_many.lua
-	finishManyEntry string
 	//go:embed refund.lua
 	refundEntry string
 	//go:embed complete.lua
@@ -224,10 +218,9 @@ func status(done, refunded bool, expiresAt, subject, multipart string) Status {
 
 // Store runs the scripts on Redis.
 type Store struct {
-	rdb                                 redis.UniversalClient
-	spend, undo, finish, refund, cancel *redis.Script
-	spendMany, finishMany, complete     *redis.Script
-	close                               *redis.Script
+	rdb                         redis.UniversalClient
+	spend, undo, refund, cancel *redis.Script
+	spendMany, complete, close  *redis.Script
 }
 
 // New returns a Store on rdb, a *redis.Client or a *redis.ClusterClient.
@@ -236,14 +229,12 @@ func New(rdb redis.UniversalClient) *Store {
 		rdb:    rdb,
 		spend:  spendScript,
 		undo:   undoScript,
-		finish: finishScript,
 		refund: refundScript,
 		cancel: cancelScript,
 
-		spendMany:  spendManyScript,
-		finishMany: finishManyScript,
-		complete:   completeScript,
-		close:      closeScript,
+		spendMany: spendManyScript,
+		complete:  completeScript,
+		close:     closeScript,
 	}
 }
 
@@ -317,18 +308,22 @@ func (s *Store) Undo(ctx context.Context, now time.Time, a Ask, urlID string) (r
 
 // Finish makes the idempotency record done with the 201 body (TTL
 // f.RecordTTL) and writes the grant record keys.Grant(tenant, f.URLID)
-// {expiresAt, subject} (TTL f.GrantTTL), atomically. A cancelled record is
-// left as it is: Finish follows this request's allowed Spend, so the
-// tombstone is another request's, whose Spend may yet run and must find it.
+// {expiresAt, subject[, multipart]} (TTL f.GrantTTL), atomically, with plain
+// commands in one MULTI/EXEC: no script, since it moves no tokens and
+// decides nothing. Whatever the record held is replaced: Finish follows
+// this request's allowed Spend, and the URL it completes is paid for and
+// leaves. A tombstone there (the in-flight mark expired and a retry was
+// cancelled since) becomes this done record, which a late Spend of that
+// retry finds and spends nothing on either (a replay, or reused).
 func (s *Store) Finish(ctx context.Context, a Ask, f Finished) error {
 	if err := CheckFinish(a, f); err != nil {
 		return err
 	}
-	fin := Finishing{Ask: a, Finished: f}
-	if err := s.finish.Run(ctx, s.rdb, finishKeys.Fill(0, fin), finishArgs.Fill(0, fin)...).Err(); err != nil {
-		return unavailable("finish", err)
+	errs, err := s.finishAll(ctx, []Finishing{{Ask: a, Finished: f}})
+	if err != nil {
+		return err
 	}
-	return nil
+	return errs[0]
 }
 
 // Cancel ends a request whose Spend failed on the caller's side (timed out,

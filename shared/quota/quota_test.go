@@ -659,22 +659,30 @@ var cases = []struct {
 		}
 	}},
 
-	{"finish", "leaves a tombstone, writes the grant record", func(e *env) {
+	{"finish", "over a tombstone: done, and the cancelled retry's late spend spends nothing", func(e *env) {
 		// The first request's in-flight mark expired before its Finish, and
 		// a retry was cancelled on the key meanwhile: its Spend may yet run.
+		// The URL leaves, paid for; the key is done with its body, and the
+		// retry's Spend, when it runs, replays that body (the same request)
+		// and takes nothing.
 		a := e.ask("alice", "k1")
 		e.cancel(retry(a, "n:retry"))
-		e.finish(a, "u1", "{}")
 		e.wantRecord(a.Idem, tombstone("n:retry", ""), quota.CancelTTL)
+		e.finish(a, "u1", "{}")
+		e.wantRecord(a.Idem, map[string]string{"state": "done", "fp": a.Fingerprint, "nonce": a.Nonce, "body": "{}"}, 2*time.Minute)
 		if s := e.status("u1"); !s.Found {
 			e.t.Errorf("grant record not written: %+v", s)
 		}
-		if d := e.spend(retry(a, "n:retry")); d.Outcome != quota.Cancelled {
+		if d := e.spend(retry(a, "n:retry")); d.Outcome != quota.Replay || string(d.Body) != "{}" {
 			e.t.Errorf("late spend: %+v", d)
+		}
+		// The late spend took nothing: the next request sees 29 of 30 left.
+		if d := e.spend(e.ask("alice", "k2")); d.Outcome != quota.Allowed || d.Result.Remaining != 29 {
+			e.t.Errorf("the next spend: %+v, want 29 left", d)
 		}
 	}},
 
-	{"finish", "a batch: each record done with its own body, a tombstone left as it is, every grant record written", func(e *env) {
+	{"finish", "a batch: each record done with its own body, a tombstone too, every grant record written", func(e *env) {
 		a, b, c := e.ask("alice", "k1"), e.ask("alice", "k2"), e.ask("bob", "k1")
 		e.spend(a)
 		e.spend(c)
@@ -696,7 +704,7 @@ var cases = []struct {
 			}
 		}
 		e.wantRecord(a.Idem, map[string]string{"state": "done", "fp": a.Fingerprint, "nonce": a.Nonce, "body": `{"u":1}`}, 2*time.Minute)
-		e.wantRecord(b.Idem, tombstone("n:retry", ""), quota.CancelTTL)
+		e.wantRecord(b.Idem, map[string]string{"state": "done", "fp": b.Fingerprint, "nonce": b.Nonce, "body": `{"u":2}`}, 2*time.Minute)
 		e.wantRecord(c.Idem, map[string]string{"state": "done", "fp": c.Fingerprint, "nonce": c.Nonce, "body": `{"u":3}`}, 2*time.Minute)
 		for _, id := range []string{"u1", "u2", "u3"} {
 			if s := e.status(id); !s.Found {
@@ -706,7 +714,7 @@ var cases = []struct {
 		if d := e.spend(retry(a, "n:again")); d.Outcome != quota.Replay || string(d.Body) != `{"u":1}` {
 			e.t.Errorf("replay: %+v", d)
 		}
-		if d := e.spend(retry(b, "n:retry")); d.Outcome != quota.Cancelled {
+		if d := e.spend(retry(b, "n:retry")); d.Outcome != quota.Replay || string(d.Body) != `{"u":2}` {
 			e.t.Errorf("late spend: %+v", d)
 		}
 		if got, err := e.b.FinishBatch(ctx, nil); err != nil || len(got) != 0 {

@@ -101,13 +101,23 @@ func StartRedisCluster(tb testing.TB) []string {
 // String names the server in test logs.
 func (r *Redis) String() string { return fmt.Sprintf("redis-server %s", r.Addr) }
 
-// ScriptStats is what an INFO commandstats answer says of scripts: how
-// many EVALSHA and EVAL calls Redis ran, and how long it spent in them (the
-// commands they call included), by its own clock.
+// ScriptStats is what an INFO commandstats answer says of scripts and
+// transactions: how many EVALSHA, EVAL and EXEC calls Redis ran, and how
+// long it spent in them and in MULTI (the commands they ran included), by
+// its own clock. The commands a script or an EXEC runs are counted again
+// under their own names, so those are left out.
 func ScriptStats(info string) (calls int64, spent time.Duration) {
 	for line := range strings.SplitSeq(info, "\n") {
 		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+		if !ok {
+			continue
+		}
+		counted := true
+		switch name {
+		case "cmdstat_evalsha", "cmdstat_eval", "cmdstat_exec":
+		case "cmdstat_multi":
+			counted = false // its EXEC is the call
+		default:
 			continue
 		}
 		for f := range strings.SplitSeq(fields, ",") {
@@ -115,7 +125,9 @@ func ScriptStats(info string) (calls int64, spent time.Duration) {
 			n, _ := strconv.ParseInt(v, 10, 64)
 			switch k {
 			case "calls":
-				calls += n
+				if counted {
+					calls += n
+				}
 			case "usec":
 				spent += time.Duration(n) * time.Microsecond
 			}

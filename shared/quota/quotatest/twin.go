@@ -382,9 +382,7 @@ func (t *Twin) FinishBatch(_ context.Context, fs []quota.Finishing) ([]error, er
 
 // finish is one Finish on t; under t.mu.
 func (t *Twin) finish(a quota.Ask, f quota.Finished) {
-	if state, _ := t.field(a.Idem, "state"); state != "cancelled" {
-		t.hset(a.Idem, f.RecordTTL, "state", "done", "fp", a.Fingerprint, "nonce", a.Nonce, "body", string(f.Body))
-	}
+	t.hset(a.Idem, f.RecordTTL, "state", "done", "fp", a.Fingerprint, "nonce", a.Nonce, "body", string(f.Body))
 	t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "expiresAt", strconv.FormatInt(f.ExpiresAt.UnixMilli(), 10), "subject", f.Subject)
 	if f.Multipart != "" {
 		t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "multipart", f.Multipart)
