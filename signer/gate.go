@@ -338,6 +338,22 @@ var finishBackoff = backoff.Policy{Min: 50 * time.Millisecond, Max: 200 * time.M
 // (quota.FinishCoalescer), retrying a failed write a few times: a failed
 // call fails each Finish in it, and each caller retries its own.
 func (g *gate) finish(ctx context.Context, a attempt, f quota.Finished) error {
+	return g.tryFinish(ctx, func(ctx context.Context) error { return g.finishes.Finish(ctx, a.ask, f) })
+}
+
+// finishOwn is finish for a grant that is given back if the write fails (a
+// multipart create): quota.Store.FinishOwn, which makes the record done
+// only over this request's own in-flight mark, so that a try given up on
+// that runs after the undo replays nothing. Not gathered.
+func (g *gate) finishOwn(ctx context.Context, a attempt, f quota.Finished) error {
+	return g.tryFinish(ctx, func(ctx context.Context) error {
+		_, err := g.store.FinishOwn(ctx, a.ask, f)
+		return err
+	})
+}
+
+// tryFinish runs write up to finishAttempts times, spaced by finishBackoff.
+func (g *gate) tryFinish(ctx context.Context, write func(context.Context) error) error {
 	var err error
 	for i := range finishAttempts {
 		if i > 0 {
@@ -349,7 +365,7 @@ func (g *gate) finish(ctx context.Context, a attempt, f quota.Finished) error {
 			case <-t.C:
 			}
 		}
-		if err = g.call(ctx, "complete", func(ctx context.Context) error { return g.finishes.Finish(ctx, a.ask, f) }); err == nil {
+		if err = g.call(ctx, "complete", write); err == nil {
 			return nil
 		}
 	}

@@ -126,12 +126,15 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec decision, urlID 
 	rec, _ := json.Marshal(mpRecord{UploadID: uploadID, Size: layout.Size, PartSize: layout.PartSize, Refund: quota.RefundRecord(now, a.ask.Buckets)})
 	f := d.finished(a, urlID, body, expiresAt, lim.TTL)
 	f.Multipart = string(rec)
-	if err := d.gate.finish(ctx, a, f); err != nil {
+	if err := d.gate.finishOwn(ctx, a, f); err != nil {
 		// Without its grant record no part can be signed: the grant is
 		// given back now (its refunded marker stops the sweeper's refund)
 		// rather than left to its life, and its upload aborted here. Should
 		// that abort fail too, the bucket's lifecycle rule removes the
-		// upload: no part URL was ever signed for it.
+		// upload: no part URL was ever signed for it. A try given up on
+		// may still run in Redis later: finishOwn then writes no replay
+		// (the undo freed the key), or the undo deletes the one it wrote,
+		// so no retry of the key is answered with this grant.
 		d.metrics.finishFailed.Inc()
 		return fail("limiter_unavailable", unavailable(codeLimiterDown, "the rate limiter is unavailable; no upload was created and nothing was charged", retryLimiter, err))
 	}

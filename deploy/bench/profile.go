@@ -28,7 +28,7 @@ type cpuArea struct {
 // profiles of signers from before and after it left the SDK's middleware.
 var cpuAreas = []cpuArea{
 	{"presigning: SigV4 (`presigner.put`; before: the AWS SDK's `PresignPutObject` middleware)", `\(\*presigner\)\.put|aws-sdk-go-v2|smithy-go`, ""},
-	{"Redis client: sign and complete scripts (go-redis, its socket I/O)", `go-redis`, ""},
+	{"Redis client: the decision script and the completing transaction (go-redis, its socket I/O)", `go-redis`, ""},
 	{"ledger client: JetStream publish, ack (nats.go, ledger)", `nats-io|shared/ledger`, ""},
 	{"HTTP server around the handler: parse, write, socket I/O (net/http)", `net/http\.\(\*conn\)\.serve`, `labstack/echo`},
 	{"JSON: request, grant, JWT claims (encoding/json)", `encoding/json`, ""},

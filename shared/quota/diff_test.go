@@ -293,11 +293,16 @@ func differ(t *testing.T, lua backend, seq int) {
 			a, id := w.ask(), w.urlID()
 			what, touched = "undo "+request(a)+" "+id, append([]string{a.Idem}, grantKeys(a.Tenant, id, a.Buckets)...)
 			both(func(b backend) (any, error) { return b.Undo(ctx, now, a, id) })
-		case p < 63:
+		case p < 60:
 			a := w.ask()
 			f := w.finished(a, now)
 			what, touched = "finish "+request(a)+" "+f.URLID, []string{a.Idem, keys.Grant(a.Tenant, f.URLID)}
 			both(func(b backend) (any, error) { return nil, b.Finish(ctx, a, f) })
+		case p < 63:
+			a := w.ask()
+			f := w.finished(a, now)
+			what, touched = "finish own "+request(a)+" "+f.URLID, []string{a.Idem, keys.Grant(a.Tenant, f.URLID)}
+			both(func(b backend) (any, error) { return b.FinishOwn(ctx, a, f) })
 		case p < 68:
 			tn := w.tenant()
 			fs := make([]quota.Finishing, 1+r.IntN(8))

@@ -24,6 +24,7 @@ type quotas interface {
 	Undo(ctx context.Context, now time.Time, a quota.Ask, urlID string) (bool, error)
 	Finish(ctx context.Context, a quota.Ask, f quota.Finished) error
 	FinishBatch(ctx context.Context, fs []quota.Finishing) ([]error, error)
+	FinishOwn(ctx context.Context, a quota.Ask, f quota.Finished) (bool, error)
 	Cancel(ctx context.Context, now time.Time, a quota.Ask) (bool, error)
 	Refund(ctx context.Context, now time.Time, ds []quota.Due) ([]quota.RefundOutcome, error)
 	Status(ctx context.Context, tenant, urlID string) (quota.Status, error)

@@ -105,6 +105,24 @@ var (
 	)
 )
 
+// FinishOwn (finish_own.lua).
+var (
+	finishOwnKeys = layout.Args("FINISH_OWN_KEYS",
+		layout.Value("idem", func(f Finishing) string { return f.Ask.Idem }),
+		layout.Value("grant", func(f Finishing) string { return keys.Grant(f.Ask.Tenant, f.Finished.URLID) }),
+	)
+	finishOwnArgs = layout.Args("FINISH_OWN",
+		layout.Value("fp", func(f Finishing) any { return f.Ask.Fingerprint }),
+		layout.Value("nonce", func(f Finishing) any { return f.Ask.Nonce }),
+		layout.Value("body", func(f Finishing) any { return f.Finished.Body }),
+		layout.Value("record_ttl", func(f Finishing) any { return f.Finished.RecordTTL.Milliseconds() }),
+		layout.Value("expires_at", func(f Finishing) any { return f.Finished.ExpiresAt.UnixMilli() }),
+		layout.Value("subject", func(f Finishing) any { return f.Finished.Subject }),
+		layout.Value("grant_ttl", func(f Finishing) any { return f.Finished.GrantTTL.Milliseconds() }),
+		layout.Value("multipart", func(f Finishing) any { return f.Finished.Multipart }), // '' for a single PUT
+	)
+)
+
 // dueAt is one grant of a Refund and the sweeper's clock.
 type dueAt struct {
 	now time.Time
@@ -186,4 +204,5 @@ var (
 	refundScript    = bucket.NewScript(refundEntry, refundKeys, refundArgs)
 	completeScript  = bucket.NewScript(completeEntry, completeKeys, completeArgs)
 	closeScript     = layout.Script(closeEntry, closeKeys, closeArgs)
+	finishOwnScript = layout.Script(finishOwnEntry, finishOwnKeys, finishOwnArgs)
 )

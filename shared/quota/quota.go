@@ -49,6 +49,8 @@ var (
 	undoEntry string
 	//go:embed cancel.lua
 	cancelEntry string
+	//go:embed finish_own.lua
+	finishOwnEntry string
 	//go:embed refund.lua
 	refundEntry string
 	//go:embed complete.lua
@@ -221,6 +223,7 @@ type Store struct {
 	rdb                         redis.UniversalClient
 	spend, undo, refund, cancel *redis.Script
 	spendMany, complete, close  *redis.Script
+	finishOwn                   *redis.Script
 }
 
 // New returns a Store on rdb, a *redis.Client or a *redis.ClusterClient.
@@ -235,6 +238,7 @@ func New(rdb redis.UniversalClient) *Store {
 		spendMany: spendManyScript,
 		complete:  completeScript,
 		close:     closeScript,
+		finishOwn: finishOwnScript,
 	}
 }
 
@@ -289,8 +293,9 @@ func parseSpend(vals []any) (Decision, error) {
 }
 
 // Undo gives back the token of an allowed Spend whose URL was never handed
-// out, frees the idempotency key (only while it is still this request's
-// in-flight mark: its nonce and fingerprint) and sets the refunded marker keys.Refunded(tenant, urlID),
+// out, frees the idempotency key (only while it is still this request's:
+// its in-flight mark, or the done record a FinishOwn it gave up on stored,
+// by its nonce and fingerprint) and sets the refunded marker keys.Refunded(tenant, urlID),
 // atomically. If the refunded marker or the done marker already exists it
 // refunds nothing (the sweeper got there first, or the upload landed) but
 // still frees the key. It reports whether it refunded.
@@ -324,6 +329,26 @@ func (s *Store) Finish(ctx context.Context, a Ask, f Finished) error {
 		return err
 	}
 	return errs[0]
+}
+
+// FinishOwn is Finish for a request that gives its grant back (Undo) if
+// this write fails, as a multipart create does: the idempotency record
+// becomes done only while it is still this request's in-flight mark (its
+// nonce and fingerprint), in one script; the grant record is written in
+// any case. A FinishOwn its caller gave up on may still run later; with
+// Undo's part (it deletes a done record of its own nonce), nothing then
+// replays the grant given back, whichever of the two runs first. It reports
+// whether the record became done.
+func (s *Store) FinishOwn(ctx context.Context, a Ask, f Finished) (bool, error) {
+	if err := CheckFinish(a, f); err != nil {
+		return false, err
+	}
+	fin := Finishing{Ask: a, Finished: f}
+	n, err := s.finishOwn.Run(ctx, s.rdb, finishOwnKeys.Fill(0, fin), finishOwnArgs.Fill(0, fin)...).Int64()
+	if err != nil {
+		return false, unavailable("finish", err)
+	}
+	return n == 1, nil
 }
 
 // Cancel ends a request whose Spend failed on the caller's side (timed out,

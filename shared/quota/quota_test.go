@@ -120,6 +120,27 @@ func (e *env) finish(a quota.Ask, urlID, body string) {
 	}
 }
 
+// wantFreed checks that a's undone request left its key free: no record,
+// and a retry is a new request, charged as one (30 − 1 − 1 + 1 left).
+func (e *env) wantFreed(a quota.Ask) {
+	e.t.Helper()
+	if got := e.key(a.Idem); got.ok {
+		e.t.Errorf("%s holds %+v, want nothing", a.Idem, got)
+	}
+	if d := e.spend(retry(a, "n:again")); d.Outcome != quota.Allowed || d.Result.Remaining != 29 {
+		e.t.Errorf("retry: %+v, want allowed with 29 left", d)
+	}
+}
+
+func (e *env) finishOwn(a quota.Ask, urlID, body string) bool {
+	e.t.Helper()
+	done, err := e.b.FinishOwn(ctx, a, e.finished(urlID, body))
+	if err != nil {
+		e.t.Fatalf("finish own %s: %v", urlID, err)
+	}
+	return done
+}
+
 func (e *env) cancel(a quota.Ask) bool {
 	e.t.Helper()
 	ok, err := e.b.Cancel(ctx, e.now, a)
@@ -656,6 +677,70 @@ var cases = []struct {
 		e.wantRecord(a.Idem, tombstone(a.Nonce, ""), quota.CancelTTL)
 		if d := e.spend(a); d.Outcome != quota.Cancelled {
 			e.t.Errorf("late spend: %+v", d)
+		}
+	}},
+
+	{"finish own", "over its own in-flight mark: done, and replayed", func(e *env) {
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		if done := e.finishOwn(a, "u1", `{"u":1}`); !done {
+			e.t.Errorf("finish own over its own mark: not done")
+		}
+		e.wantRecord(a.Idem, map[string]string{"state": "done", "fp": a.Fingerprint, "nonce": a.Nonce, "body": `{"u":1}`}, 2*time.Minute)
+		if s := e.status("u1"); !s.Found || s.Refunded {
+			e.t.Errorf("grant record: %+v", s)
+		}
+		if d := e.spend(retry(a, "n:again")); d.Outcome != quota.Replay || string(d.Body) != `{"u":1}` {
+			e.t.Errorf("replay: %+v", d)
+		}
+	}},
+
+	{"finish own", "after its request's undo: no done record, nothing replays the grant given back", func(e *env) {
+		// The request gave up on its FinishOwn (Redis stalled) and undid the
+		// grant; the FinishOwn ran only then.
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		if !e.undo(a, "u1") {
+			e.t.Fatalf("undo refunded nothing")
+		}
+		if done := e.finishOwn(a, "u1", `{"u":1}`); done {
+			e.t.Errorf("finish own after the undo: done")
+		}
+		if s := e.status("u1"); !s.Refunded {
+			e.t.Errorf("status: %+v, want refunded", s)
+		}
+		e.wantFreed(a)
+	}},
+
+	{"undo", "after its request's finish own ran: the done record goes, nothing replays", func(e *env) {
+		// The FinishOwn ran, but its reply was lost: the request undid.
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		e.finishOwn(a, "u1", `{"u":1}`)
+		if !e.undo(a, "u1") {
+			e.t.Fatalf("undo refunded nothing")
+		}
+		e.wantFreed(a)
+	}},
+
+	{"undo", "another request's done record stays", func(e *env) {
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		e.finish(a, "u1", `{"u":1}`)
+		e.undo(retry(a, "n:other"), "u2")
+		e.wantRecord(a.Idem, map[string]string{"state": "done", "fp": a.Fingerprint, "nonce": a.Nonce, "body": `{"u":1}`}, 2*time.Minute)
+	}},
+
+	{"finish own", "over another request's record: left as it is, the grant record written", func(e *env) {
+		a := e.ask("alice", "k1")
+		other := retry(a, "n:other")
+		e.spend(other)
+		if done := e.finishOwn(a, "u1", `{"u":1}`); done {
+			e.t.Errorf("finish own over another's mark: done")
+		}
+		e.wantRecord(a.Idem, map[string]string{"state": "pending", "fp": a.Fingerprint, "nonce": "n:other"}, inFlight)
+		if s := e.status("u1"); !s.Found {
+			e.t.Errorf("grant record not written: %+v", s)
 		}
 	}},
 

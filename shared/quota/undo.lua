@@ -11,11 +11,13 @@
 -- (layouts.go).
 -- Returns 1 when it refunded, 0 when not.
 
--- The key is freed only while it is still this very request's in-flight
--- mark: once it expired, another request (a retry of the same request
--- included, with its own nonce) may own it.
+-- The key is freed only while it is still this very request's: its
+-- in-flight mark, or the done record of a FinishOwn it gave up on that ran
+-- after all (its URL never left, so nothing may replay it). Once the mark
+-- expired, another request (a retry of the same request included, with its
+-- own nonce) may own it.
 local rec = redis.call('HMGET', KEYS[UNDO_KEYS.idem], 'state', 'fp', 'nonce')
-if rec[1] == 'pending' and rec[2] == ARGV[UNDO.fp] and rec[3] == ARGV[UNDO.nonce] then
+if (rec[1] == 'pending' or rec[1] == 'done') and rec[2] == ARGV[UNDO.fp] and rec[3] == ARGV[UNDO.nonce] then
   redis.call('DEL', KEYS[UNDO_KEYS.idem])
 end
 if redis.call('EXISTS', KEYS[UNDO_KEYS.done], KEYS[UNDO_KEYS.refunded]) > 0 then return 0 end

@@ -138,7 +138,7 @@ func (t *Twin) Undo(_ context.Context, now time.Time, a quota.Ask, urlID string)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.inFlight(a) {
+	if t.inFlight(a) || t.own(a, "done") {
 		delete(t.keys, a.Idem)
 	}
 	return t.refund(now, quota.Due{Tenant: a.Tenant, URLID: urlID, Buckets: a.Buckets}, false) == quota.Refunded, nil
@@ -153,6 +153,21 @@ func (t *Twin) Finish(_ context.Context, a quota.Ask, f quota.Finished) error {
 	defer t.mu.Unlock()
 	t.finish(a, f)
 	return nil
+}
+
+// FinishOwn is Store.FinishOwn.
+func (t *Twin) FinishOwn(_ context.Context, a quota.Ask, f quota.Finished) (bool, error) {
+	if err := quota.CheckFinish(a, f); err != nil {
+		return false, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	done := t.inFlight(a)
+	if done {
+		t.hset(a.Idem, f.RecordTTL, "state", "done", "body", string(f.Body))
+	}
+	t.grantRecord(a, f)
+	return done, nil
 }
 
 // Cancel is Store.Cancel.
@@ -217,11 +232,15 @@ func (t *Twin) Status(_ context.Context, tenant, urlID string) (quota.Status, er
 
 // inFlight reports whether a's key holds a's own in-flight mark: pending,
 // with its fingerprint and its nonce.
-func (t *Twin) inFlight(a quota.Ask) bool {
-	state, _ := t.field(a.Idem, "state")
+func (t *Twin) inFlight(a quota.Ask) bool { return t.own(a, "pending") }
+
+// own reports whether a's idempotency record is in state and a's own: its
+// fingerprint and nonce.
+func (t *Twin) own(a quota.Ask, state string) bool {
+	st, _ := t.field(a.Idem, "state")
 	fp, _ := t.field(a.Idem, "fp")
 	nonce, ok := t.field(a.Idem, "nonce")
-	return state == "pending" && fp == a.Fingerprint && ok && nonce == a.Nonce
+	return st == state && fp == a.Fingerprint && ok && nonce == a.Nonce
 }
 
 // cancelled reports whether the tombstone at key names nonce.
@@ -383,6 +402,11 @@ func (t *Twin) FinishBatch(_ context.Context, fs []quota.Finishing) ([]error, er
 // finish is one Finish on t; under t.mu.
 func (t *Twin) finish(a quota.Ask, f quota.Finished) {
 	t.hset(a.Idem, f.RecordTTL, "state", "done", "fp", a.Fingerprint, "nonce", a.Nonce, "body", string(f.Body))
+	t.grantRecord(a, f)
+}
+
+// grantRecord writes f's grant record; under t.mu.
+func (t *Twin) grantRecord(a quota.Ask, f quota.Finished) {
 	t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "expiresAt", strconv.FormatInt(f.ExpiresAt.UnixMilli(), 10), "subject", f.Subject)
 	if f.Multipart != "" {
 		t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "multipart", f.Multipart)
