@@ -23,10 +23,16 @@ type consumeOptions struct {
 	observeTrim   func(Trim)
 }
 
+// DefaultAckWait is how long the server waits for a consumer's ack before
+// it delivers a grant batch again (WithAckWait): a batch delivered to a
+// sweeper that was killed, or through a nats-server that was, comes back
+// this long after.
+const DefaultAckWait = 5 * time.Second
+
 // defaultConsumeOptions are Consume's settings before its options.
 func defaultConsumeOptions() consumeOptions {
 	return consumeOptions{
-		workers: 8, batch: 16, ackWait: 5 * time.Second, maxAckPending: 1000,
+		workers: 8, batch: 16, ackWait: DefaultAckWait, maxAckPending: 1000,
 		backoff: backoff.Policy{Min: time.Second, Max: 30 * time.Second, Jitter: 0.2}, handleTimeout: 10 * time.Second,
 		trimInterval: 10 * time.Second, rescueAfter: 30 * time.Second, now: time.Now, log: slog.Default(),
 	}
