@@ -57,6 +57,9 @@ func (s *Store) finishAll(ctx context.Context, fs []Finishing) ([]error, error) 
 	}
 	cmds, err := pipe.Exec(ctx)
 	if err != nil {
+		// Not a reply of Redis (a lost connection, a timeout): the whole
+		// call. A reply is the first failing command's; each Finish gets
+		// its own commands' below.
 		if _, replied := errors.AsType[redis.Error](err); !replied || len(cmds) != finishCmds*len(fs) {
 			return nil, unavailable("finish", err)
 		}
@@ -65,11 +68,6 @@ func (s *Store) finishAll(ctx context.Context, fs []Finishing) ([]error, error) 
 	for i := range fs {
 		for _, c := range cmds[i*finishCmds : (i+1)*finishCmds] {
 			if err := c.Err(); err != nil {
-				if _, replied := errors.AsType[redis.Error](err); !replied {
-					// EXEC itself failed (EXECABORT, a lost reply): the
-					// whole call.
-					return nil, unavailable("finish", err)
-				}
 				out[i] = unavailable("finish", err)
 				break
 			}
@@ -80,8 +78,8 @@ func (s *Store) finishAll(ctx context.Context, fs []Finishing) ([]error, error) 
 
 // FinishCoalescer gathers concurrent Finishes of one tenant into one
 // transaction, FinishBatch, by the Coalescer's rules (the same gatherer): a
-// lone Finish leaves at once, exactly a Store.Finish; others wait for the reply of
-// a call of their tenant's, the window, or maxBatch waiting.
+// lone Finish leaves at once, exactly a Store.Finish; others wait for the
+// reply of a call of their tenant's, the window, or maxBatch waiting.
 //
 // Each caller gets its own answer, exactly what Store.Finish would have
 // answered had the Finishes of its batch run one after another. A call
