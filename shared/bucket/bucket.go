@@ -8,11 +8,14 @@
 // bucket. The clock is always the caller's.
 //
 // A spend takes from every bucket or none and leaves none below 0. A credit
-// (a refund, cost < 0) is capped at the shape it is given and never lowers
-// a bucket nor shortens its key's life. A charge that owes (StepOwing, the
-// core's owe: a refund taken back) takes whatever the bucket holds, below 0
-// if need be; such a bucket refills from there, and its key lives until it
-// is full again.
+// (a refund, cost < 0) comes with its grant's shape, which may not be the
+// bucket's any more: it adds exactly its units to the stored tokens, capped
+// at that shape's capacity, without refilling (the next spend refills the
+// interval at the bucket's shape then), never lowers a bucket nor shortens
+// its key's life, and reports what it gave (Credit). A charge that owes
+// (TakeBack, the core's owe: a refund taken back) takes exactly what the
+// credit gave, whatever the bucket holds, below 0 if need be; such a bucket
+// refills from there, and its key lives until it is full again.
 package bucket
 
 import (

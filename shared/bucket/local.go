@@ -66,16 +66,27 @@ type Save func(key string, s Stored, ttl time.Duration, extend bool)
 // bucket's new state. Local.Take is Step over Local's own map. It needs at
 // least one bucket.
 func Step(now time.Time, cost float64, buckets []Bucket, load func(key string) (Stored, bool), save Save) Result {
-	return step(now, cost, false, buckets, load, save)
+	res, _ := step(now, cost, false, nil, buckets, load, save)
+	return res
 }
 
-// StepOwing is the core's take with owe set: cost is charged to every
-// bucket whatever it holds, below 0 if need be (a refund taken back).
-func StepOwing(now time.Time, cost float64, buckets []Bucket, load func(key string) (Stored, bool), save Save) Result {
-	return step(now, cost, true, buckets, load, save)
+// Credit is Step at a cost of -1 (a refund), reporting the tokens it gave
+// each bucket: none to a missing key or a full one, less than a whole unit
+// to one it filled. A refund records them, so that TakeBack charges exactly
+// that.
+func Credit(now time.Time, buckets []Bucket, load func(key string) (Stored, bool), save Save) []float64 {
+	_, moved := step(now, -1, false, nil, buckets, load, save)
+	return moved
 }
 
-func step(now time.Time, cost float64, owe bool, buckets []Bucket, load func(key string) (Stored, bool), save Save) Result {
+// TakeBack is the core's take with owe set (a refund taken back): it
+// charges each bucket whatever it holds, below 0 if need be, amounts[i]
+// tokens (what Credit gave it), or, with amounts nil, one unit of cost.
+func TakeBack(now time.Time, buckets []Bucket, amounts []float64, load func(key string) (Stored, bool), save Save) {
+	step(now, 1, true, amounts, buckets, load, save)
+}
+
+func step(now time.Time, cost float64, owe bool, amounts []float64, buckets []Bucket, load func(key string) (Stored, bool), save Save) (Result, []float64) {
 	ms := now.UnixMilli()
 	credit := cost < 0
 	n := len(buckets)
@@ -90,10 +101,12 @@ func step(now time.Time, cost float64, owe bool, buckets []Bucket, load func(key
 		switch {
 		case !ok || err != nil:
 			t, missing[i] = c, true
+		case credit || owe:
+			// The grant's shape may not be the bucket's: no refill (the
+			// next spend refills the interval, at the bucket's shape).
+			stamp[i] = st.TS
 		case ms > st.TS:
-			if !((credit || owe) && t >= c) {
-				t = math.Min(c, t+float64(ms-st.TS)*r/1000)
-			}
+			t = math.Min(c, t+float64(ms-st.TS)*r/1000)
 		default:
 			stamp[i] = st.TS
 		}
@@ -113,20 +126,28 @@ func step(now time.Time, cost float64, owe bool, buckets []Bucket, load func(key
 		}
 	}
 
+	moved := make([]float64, n)
 	s := -1
 	for i, b := range buckets {
 		need := b.need(cost)
+		if amounts != nil {
+			need = amounts[i]
+		}
+		was := tok[i]
 		switch {
 		case owe:
 			tok[i] -= need
 		case credit:
-			if tok[i] < b.Limit.Capacity {
+			if tok[i] < b.Limit.Capacity && !missing[i] {
 				tok[i] = math.Min(b.Limit.Capacity, tok[i]-need)
 			}
 		case allowed:
 			tok[i] = math.Max(0, math.Min(b.Limit.Capacity, tok[i]-need))
 		}
-		if !(credit && missing[i]) { // a missing key is a full bucket: nothing to credit
+		moved[i] = math.Abs(tok[i] - was)
+		// A missing key is a full bucket: nothing to credit, and a charge of
+		// nothing leaves it missing.
+		if !((credit || (owe && need == 0)) && missing[i]) {
 			save(b.Key, Stored{T: strconv.FormatFloat(tok[i], 'f', 6, 64), TS: stamp[i]}, life(b.Limit, tok[i]), credit || owe)
 		}
 		if b.Units <= 0 && (s < 0 || tok[i] < tok[s]) {
@@ -152,7 +173,7 @@ func step(now time.Time, cost float64, owe bool, buckets []Bucket, load func(key
 		RetryAfter: time.Duration(retry) * time.Second,
 		Blocked:    blocked,
 		Scarcest:   s,
-	}
+	}, moved
 }
 
 // life is how long a bucket's key must live so that it expires only once

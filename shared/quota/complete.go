@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mintgate/mintgate/shared/bucket"
@@ -17,6 +18,11 @@ import (
 type record struct {
 	At      int64          `json:"at"` // ms, the refund's clock
 	Buckets []recordBucket `json:"buckets"`
+	// Credited is what the refund actually gave each bucket, in order,
+	// written by the refunding script itself (record.lua): less than the
+	// grant's units where the bucket filled, none where it was full or its
+	// key had expired. Absent in records written before it.
+	Credited []float64 `json:"credited,omitempty"`
 }
 
 type recordBucket struct {
@@ -27,8 +33,8 @@ type recordBucket struct {
 	Units    float64 `json:"units,omitempty"` // a bucket of bytes: what the refund gave back per unit (bucket.Bucket.Units)
 }
 
-// RefundRecord is the refund record of a refund of bs at now. It starts
-// with '{', which complete.lua tells apart from a taken-back marker.
+// RefundRecord is the refund record of a refund of bs at now, before the
+// refunding script appends what it credited (CreditedRecord).
 func RefundRecord(now time.Time, bs []bucket.Bucket) string {
 	r := record{At: now.UnixMilli(), Buckets: make([]recordBucket, len(bs))}
 	for i, b := range bs {
@@ -36,6 +42,34 @@ func RefundRecord(now time.Time, bs []bucket.Bucket) string {
 	}
 	out, _ := json.Marshal(r) // strings and finite numbers always encode
 	return string(out)
+}
+
+// CreditedRecord is what record.lua stores: refund record rec with the
+// tokens the refund gave each of its buckets appended, six fractional
+// digits each, as the buckets keep them. The Go twins write it the same.
+func CreditedRecord(rec string, credited []float64) string {
+	var b strings.Builder
+	b.WriteString(rec[:len(rec)-1])
+	b.WriteString(`,"credited":[`)
+	for i, c := range credited {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatFloat(c, 'f', 6, 64))
+	}
+	b.WriteString("]}")
+	return b.String()
+}
+
+// RefundCredits reads what a refund record says its refund gave each
+// bucket, in order; nil for a record from before they were kept (whose
+// take-back charges one unit of cost each).
+func RefundCredits(s string) []float64 {
+	var r record
+	if json.Unmarshal([]byte(s), &r) != nil {
+		return nil
+	}
+	return r.Credited
 }
 
 // ParseRefundRecord reads a refund record back into the buckets it credited,

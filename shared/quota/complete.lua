@@ -2,7 +2,8 @@
 -- core: the done marker is set and, when the grant was refunded before its
 -- upload landed (a PUT started before expiry and finished after the due
 -- time), the refund is taken back, in one atomic step. Taking back charges
--- the refund record's buckets whatever they hold (owe: below 0 if need be)
+-- each of the refund record's buckets exactly what the refund credited it,
+-- whatever it holds (owe: below 0 if need be)
 -- and turns the refunded marker into a taken-back one, keeping its expiry: the
 -- marker still stops any later refund or undo, and a second take-back finds
 -- nothing to take. From the moment the done marker exists no refund can
@@ -28,12 +29,20 @@ else
   redis.call('PEXPIRE', done, ARGV[COMPLETE.ttl], 'GT')
 end
 local rec = redis.call('GET', refunded)
--- A refund not taken back reads {"at":<ms>,"buckets":…} (Go writes the
--- fields in this order); taken back, {"at":<ms>,"taken":<ms>}; a marker from
--- before refund records is a bare number. Only the first has anything to take.
-local at = rec and string.match(rec, '^{"at":(%d+),"buckets":')
-if not at then return {prev, 'none'} end
+-- A refund not taken back is a record {"at":<ms>,"buckets":[…],"credited":[…]}
+-- (older ones lack credited: one unit of cost each); taken back,
+-- {"at":<ms>,"taken":<ms>}; a marker from before refund records is a bare
+-- number. Only the first has anything to take.
+if not rec then return {prev, 'none'} end
+local ok, r = pcall(cjson.decode, rec)
+if not ok or type(r) ~= 'table' or r.taken ~= nil or type(r.buckets) ~= 'table' or type(r.at) ~= 'number' then
+  return {prev, 'none'}
+end
 if rec ~= ARGV[COMPLETE.record] then return {prev, 'again', rec} end
-take(KEYS, COMPLETE_KEYS.buckets, COMPLETE_KEYS.count(#KEYS), ARGV, COMPLETE.core, true)
-redis.call('SET', refunded, '{"at":' .. at .. ',"taken":' .. ARGV[COMPLETE.core + CORE.now] .. '}', 'KEEPTTL')
+-- Exactly what the refund credited each bucket, nothing where it credited
+-- nothing (a full bucket, an expired key).
+local amounts = nil
+if type(r.credited) == 'table' then amounts = r.credited end
+take(KEYS, COMPLETE_KEYS.buckets, COMPLETE_KEYS.count(#KEYS), ARGV, COMPLETE.core, true, amounts)
+redis.call('SET', refunded, '{"at":' .. string.format('%.0f', r.at) .. ',"taken":' .. ARGV[COMPLETE.core + CORE.now] .. '}', 'KEEPTTL')
 return {prev, 'taken'}

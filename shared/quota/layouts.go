@@ -199,9 +199,9 @@ var (
 var (
 	spendScript     = bucket.NewScript(noncesSrc+"\n"+spendFn+"\n"+spendEntry, spendKeys, spendArgs)
 	spendManyScript = bucket.NewScript(noncesSrc+"\n"+spendFn+"\n"+spendManyEntry, spendManyKeys, spendManyArgs)
-	undoScript      = bucket.NewScript(undoEntry, undoKeys, undoArgs)
+	undoScript      = bucket.NewScript(recordSrc+"\n"+undoEntry, undoKeys, undoArgs)
 	cancelScript    = bucket.NewScript(noncesSrc+"\n"+cancelEntry, cancelKeys, cancelArgs)
-	refundScript    = bucket.NewScript(refundEntry, refundKeys, refundArgs)
+	refundScript    = bucket.NewScript(recordSrc+"\n"+refundEntry, refundKeys, refundArgs)
 	completeScript  = bucket.NewScript(completeEntry, completeKeys, completeArgs)
 	closeScript     = layout.Script(closeEntry, closeKeys, closeArgs)
 	finishOwnScript = layout.Script(finishOwnEntry, finishOwnKeys, finishOwnArgs)

@@ -45,6 +45,8 @@ var (
 	spendEntry string
 	//go:embed spend_many.lua
 	spendManyEntry string
+	//go:embed record.lua
+	recordSrc string
 	//go:embed undo.lua
 	undoEntry string
 	//go:embed cancel.lua

@@ -931,6 +931,61 @@ var cases = []struct {
 			e.t.Errorf("spend while owing: %+v", d)
 		}
 	}},
+	{"refund", "after a tier cut a refund gives back one token, not the old tier's refill", func(e *env) {
+		sub := keys.UserSubject("cut")
+		key := keys.Bucket(e.tenant, sub)
+		g := e.request(sub, "k0", bucket.Bucket{Key: key, Limit: bucket.Limit{Capacity: 30, Rate: 10}})
+		e.spend(g)
+		// The tier is cut to 5 tokens, refilling almost never; the caller
+		// drains them.
+		cut := bucket.Bucket{Key: key, Limit: bucket.Limit{Capacity: 5, Rate: 0.0001}}
+		e.now = e.now.Add(time.Second)
+		for i := range 5 {
+			if d := e.spend(e.request(sub, fmt.Sprintf("k%d", i+1), cut)); d.Outcome != quota.Allowed {
+				e.t.Fatalf("spend %d after the cut: %+v", i+1, d)
+			}
+		}
+		// The grant issued under 30:10 is refunded two seconds later: one
+		// token back, not 30:10's twenty seconds of refill.
+		e.now = e.now.Add(2 * time.Second)
+		e.wantOutcomes(e.refund(due(g, "u0")), quota.Refunded)
+		allowed := 0
+		for i := range 4 {
+			if d := e.spend(e.request(sub, fmt.Sprintf("k%d", i+6), cut)); d.Outcome == quota.Allowed {
+				allowed++
+			}
+		}
+		if allowed != 1 {
+			e.t.Errorf("after the refund %d signs allowed, want 1", allowed)
+		}
+	}},
+	{"complete", "a take-back charges what its refund credited: nothing where it credited nothing", func(e *env) {
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		e.wantOutcomes(e.refund(due(a, "u1")), quota.Refunded) // 29 → 30: credited 1
+		e.wantOutcomes(e.refund(due(a, "u2")), quota.Refunded) // full: credited nothing
+		if rec := e.key(keys.Refunded(e.tenant, "u2")).str; !strings.Contains(rec, `"credited":[0.000000,0.000000]`) {
+			e.t.Errorf("refund into a full bucket records %s, want nothing credited", rec)
+		}
+		complete := func(urlID string) {
+			got, err := e.b.Complete(ctx, e.now, quota.Completion{Tenant: e.tenant, URLID: urlID, Value: "1", TTL: time.Minute, First: true})
+			if err != nil || !got.TookBack {
+				e.t.Fatalf("complete %s: %+v %v", urlID, got, err)
+			}
+		}
+		complete("u2")
+		e.wantTokens(a, "30.000000", "600.000000")
+		complete("u1")
+		e.wantTokens(a, "29.000000", "599.000000")
+		// A refund into buckets whose keys are gone (full buckets) credits
+		// nothing, and its take-back leaves them full.
+		gone := e.ask("gone", "k1")
+		e.wantOutcomes(e.refund(due(gone, "u3")), quota.Refunded)
+		complete("u3")
+		if k := e.key(gone.Buckets[0].Key); k.ok {
+			e.t.Errorf("take-back of nothing wrote %s: %+v", gone.Buckets[0].Key, k)
+		}
+	}},
 	{"complete", "no refund, nothing taken", func(e *env) {
 		e.spendN("alice", 1)
 		a := e.ask("alice", "k1")

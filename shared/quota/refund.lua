@@ -4,8 +4,9 @@
 -- refunded marker, so no later copy of the grant finds neither; it was given
 -- back already, by the signer's undo or an earlier delivery (refunded
 -- marker) -> 'already'; else one token back to each of its buckets, capped
--- by the shape the grant was issued under, and the refunded marker, holding
--- the refund record (what the completer takes back should the upload land
+-- by the shape the grant was issued under (no refill: see take()), and the
+-- refunded marker, holding the refund record with what each bucket was
+-- actually credited (what the completer takes back should the upload land
 -- after all: complete.lua) -> 'refunded'. Grants of one call may share
 -- buckets (the tenant's, one caller's twice) or be the same grant twice:
 -- each step of the loop sees the state the one before left, so that is
@@ -27,8 +28,8 @@ while a <= #ARGV do
   elseif redis.call('EXISTS', refunded) == 1 then
     out[#out + 1] = 'already'
   else
-    take(KEYS, k + GRANT_KEYS.buckets, n, ARGV, a + GRANT.core)
-    redis.call('SET', refunded, ARGV[a + GRANT.record], 'PX', ttl)
+    local _, moved = take(KEYS, k + GRANT_KEYS.buckets, n, ARGV, a + GRANT.core)
+    redis.call('SET', refunded, recorded(ARGV[a + GRANT.record], moved), 'PX', ttl)
     out[#out + 1] = 'refunded'
   end
   k, a = k + GRANT_KEYS.width(n), a + GRANT.width(n)

@@ -21,6 +21,6 @@ if (rec[1] == 'pending' or rec[1] == 'done') and rec[2] == ARGV[UNDO.fp] and rec
   redis.call('DEL', KEYS[UNDO_KEYS.idem])
 end
 if redis.call('EXISTS', KEYS[UNDO_KEYS.done], KEYS[UNDO_KEYS.refunded]) > 0 then return 0 end
-take(KEYS, UNDO_KEYS.buckets, UNDO_KEYS.count(#KEYS), ARGV, UNDO.core)
-redis.call('SET', KEYS[UNDO_KEYS.refunded], ARGV[UNDO.record], 'PX', ARGV[UNDO.ttl])
+local _, moved = take(KEYS, UNDO_KEYS.buckets, UNDO_KEYS.count(#KEYS), ARGV, UNDO.core)
+redis.call('SET', KEYS[UNDO_KEYS.refunded], recorded(ARGV[UNDO.record], moved), 'PX', ARGV[UNDO.ttl])
 return 1

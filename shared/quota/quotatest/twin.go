@@ -5,8 +5,8 @@ package quotatest
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -261,13 +261,21 @@ func (t *Twin) refund(now time.Time, d quota.Due, sweep bool) quota.RefundOutcom
 	case t.live(keys.Refunded(d.Tenant, d.URLID)) != nil:
 		return quota.Already
 	}
-	bucket.Step(now, -1, d.Buckets, t.loadBucket, t.saveBucket)
-	t.set(keys.Refunded(d.Tenant, d.URLID), quota.RefundRecord(now, d.Buckets), quota.RefundedTTL)
+	credited := bucket.Credit(now, d.Buckets, t.loadBucket, t.saveBucket)
+	t.set(keys.Refunded(d.Tenant, d.URLID), quota.CreditedRecord(quota.RefundRecord(now, d.Buckets), credited), quota.RefundedTTL)
 	return quota.Refunded
 }
 
-// recordRE is complete.lua's test for a refund record not taken back.
-var recordRE = regexp.MustCompile(`^\{"at":\d+,"buckets":`)
+// untaken is complete.lua's test for a refund record not taken back: a
+// JSON object with its time and buckets and no take-back.
+func untaken(v string) bool {
+	var r struct {
+		At      *float64         `json:"at"`
+		Buckets *json.RawMessage `json:"buckets"`
+		Taken   *json.RawMessage `json:"taken"`
+	}
+	return json.Unmarshal([]byte(v), &r) == nil && r.At != nil && r.Buckets != nil && r.Taken == nil
+}
 
 // Complete is Store.Complete: complete.lua, which never needs a second run
 // here, the Twin reading the refund record under its own lock.
@@ -289,7 +297,7 @@ func (t *Twin) Complete(_ context.Context, now time.Time, c quota.Completion) (q
 	}
 	refunded := keys.Refunded(c.Tenant, c.URLID)
 	k := t.live(refunded)
-	if k == nil || !recordRE.MatchString(k.str) {
+	if k == nil || !untaken(k.str) {
 		return got, nil
 	}
 	bs, err := quota.ParseRefundRecord(c.Tenant, k.str)
@@ -297,7 +305,7 @@ func (t *Twin) Complete(_ context.Context, now time.Time, c quota.Completion) (q
 		return quota.Completed{}, err
 	}
 	at, _ := quota.RefundedAt(k.str)
-	bucket.StepOwing(now, 1, bs, t.loadBucket, t.saveBucket)
+	bucket.TakeBack(now, bs, quota.RefundCredits(k.str), t.loadBucket, t.saveBucket)
 	k.str = quota.TakenRecord(at.UnixMilli(), now)
 	got.TookBack = true
 	return got, nil
