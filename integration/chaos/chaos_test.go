@@ -126,6 +126,13 @@ func soak(t *testing.T, p plan, topo topology, seed uint64, kinds map[kind]bool)
 	t.Cleanup(ld.stop) // on a failure below, the clients still end before the servers
 
 	loadStart := time.Now()
+	// Halfway through the faults, a tenant's tier changes under the load.
+	var planned time.Duration
+	for _, f := range faults {
+		planned += f.gap + f.dur
+	}
+	tiers := time.AfterFunc(planned/2, func() { st.changeTiers(t) })
+	defer tiers.Stop()
 	done := runFaults(ctx, t, st, ld, faults, loadStart)
 	lastFault := loadStart
 	if len(done) > 0 {

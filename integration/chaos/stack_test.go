@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -81,6 +83,32 @@ type stack struct {
 	// seedByteBuckets wrote it, before the load.
 	bytesSeeded int64
 	rescued     int // rescue passes logged by sweepers since killed
+	// tiersFile is MINTGATE_TENANT_TIERS_FILE of the signers and sweepers:
+	// changeTiers rewrites it mid-run.
+	tiersFile string
+}
+
+// The tenant tier file: tenant t0's users get their own tier, whose refill
+// the soak changes mid-run (changeTiers). Both refills are as negligible as
+// tierTable's, so the tally stays exact, while every grant of t0 issued
+// before the change is refunded or taken back after it, at another shape
+// than the bucket's: no refund may bring its own tier's refill along.
+const (
+	tiersBefore = `{"t0":{"user":"20000:20000/2000000h"}}`
+	tiersAfter  = `{"t0":{"user":"20000:20000/1000000h"}}`
+)
+
+// changeTiers renames a new tier file over the old one, as a ConfigMap
+// update does; signers and sweepers re-read it within a second.
+func (st *stack) changeTiers(t *testing.T) {
+	tmp := st.tiersFile + ".new"
+	if err := os.WriteFile(tmp, []byte(tiersAfter), 0o600); err != nil {
+		t.Errorf("tier file: %v", err)
+		return
+	}
+	if err := os.Rename(tmp, st.tiersFile); err != nil {
+		t.Errorf("tier file: %v", err)
+	}
 }
 
 // startStack starts every server and service of the topology and waits
@@ -117,13 +145,18 @@ func startStack(t *testing.T, p plan, topo topology) *stack {
 	s3 := testenv.StartVersityGW(t, bridge.URL)
 	st.s3 = s3
 
+	st.tiersFile = filepath.Join(t.TempDir(), "tiers.json")
+	if err := os.WriteFile(st.tiersFile, []byte(tiersBefore), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	common := map[string]string{
-		"MINTGATE_REDIS_URL":    st.redis.URL(),
-		"MINTGATE_NATS_URL":     st.natsURL,
-		"MINTGATE_URL_TTL":      p.ttl.String(),
-		"MINTGATE_SWEEP_GRACE":  p.grace.String(),
-		"MINTGATE_TIERS":        tierTable,
-		"MINTGATE_GRANT_SECRET": secret(t),
+		"MINTGATE_TENANT_TIERS_FILE": st.tiersFile,
+		"MINTGATE_REDIS_URL":         st.redis.URL(),
+		"MINTGATE_NATS_URL":          st.natsURL,
+		"MINTGATE_URL_TTL":           p.ttl.String(),
+		"MINTGATE_SWEEP_GRACE":       p.grace.String(),
+		"MINTGATE_TIERS":             tierTable,
+		"MINTGATE_GRANT_SECRET":      secret(t),
 	}
 	for k, v := range testenv.AWSEnv() {
 		common[k] = v
