@@ -100,7 +100,7 @@ func (d deps) abortRefund(ctx context.Context, tenant, urlID string, rec *mpReco
 	if err != nil {
 		// Aborted in S3: the sweeper refunds it after its life.
 		d.countMP("abort", "limiter_unavailable")
-		return "", unavailable(codeLimiterDown, "the upload is aborted; as the rate limiter is unavailable, its bytes and its token come back only after its life, as an unused grant's", retryLimiter, err)
+		return "", unavailable(codeLimiterDown, "the upload is aborted, but the rate limiter is unavailable: retry the DELETE to get its bytes back now, or its bytes and token come back after its life, as an unused grant's", retryLimiter, err)
 	}
 	if outs[0] != quota.Done {
 		d.countMP("abort", string(outs[0]))
