@@ -90,8 +90,8 @@ func (s *stack) s3(t *testing.T) *s3.Client {
 // above a 10 MiB single-PUT limit completes to exactly 12 MiB and reads
 // completed (the completer counts ObjectCreated:CompleteMultipartUpload);
 // a part body longer than signed is 403; another caller's part request
-// 404; 10 of 12 MiB is 422 and leaves no object; DELETE gives the token
-// back once; an abandoned grant is aborted in S3 and refunded once after
+// 404; 10 of 12 MiB is 422 and leaves no object; DELETE ends the grant
+// and gives no token back, then or at its due time; an abandoned grant is aborted in S3 and refunded once after
 // its life; the completed one never is.
 func TestMultipartJourney(t *testing.T) {
 	const mib = 1 << 20
@@ -161,15 +161,15 @@ func TestMultipartJourney(t *testing.T) {
 		t.Fatalf("PUT of 1001 bytes on a part signed for 1000: %d, want 403", code)
 	}
 
-	// DELETE: the token back at once, once.
+	// DELETE: no token back (a create is a create; no tier of bytes here).
 	before := tokens()
 	for range 2 {
 		if code, raw := alice.call(http.MethodDelete, "/uploads/"+small.URLID, nil); code != http.StatusNoContent {
 			t.Fatalf("DELETE: %d %s", code, raw)
 		}
 	}
-	if after := tokens(); int(after-before+0.5) != 1 {
-		t.Fatalf("DELETE gave back %v tokens, want 1", after-before)
+	if after := tokens(); after != before {
+		t.Fatalf("DELETE gave back %v tokens, want none", after-before)
 	}
 
 	// Abandoned: a part uploaded, never completed.
@@ -190,7 +190,7 @@ func TestMultipartJourney(t *testing.T) {
 		t.Fatalf("the sweeper gave back %v tokens, want 1", after-before)
 	}
 	// Past every grant's due time: the completed one was never refunded,
-	// the others once.
+	// the DELETEd one gave nothing more back, the abandoned one once.
 	time.Sleep(time.Until(g.ExpiresAt.Add(4 * time.Second)))
 	if n, _ := rdb.Exists(ctx, keys.Refunded("acme", g.URLID)).Result(); n != 0 {
 		t.Fatal("the completed grant was refunded")

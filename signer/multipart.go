@@ -40,10 +40,11 @@ import (
 //     complete is repeatable, and a gone upload whose object exists is
 //     complete). The done marker follows S3's answer, here and in the
 //     completer.
-//   - abort: the claim, S3's abort, then the refund in one script with the
-//     refunded marker, which the sweeper's refund of the same grant meets:
-//     once. Killed between the abort and the refund, the sweeper finds
-//     the upload gone and its object absent, and refunds.
+//   - abort: the claim, S3's abort, then the refund of its bytes (never
+//     its token: abort.go) in one script with the refunded marker, which
+//     the sweeper's refund of the same grant meets: once. Killed between
+//     the abort and the refund, the sweeper finds the upload gone and its
+//     object absent, and refunds it whole, as an unused grant.
 
 // mpRecord is a multipart grant's record, JSON in its grant record
 // (quota.Finished.Multipart).
@@ -378,76 +379,6 @@ func (d deps) markCompleted(ctx context.Context, tenant, urlID string) {
 	})
 	if err != nil {
 		d.log.Warn("marking a completed multipart upload done failed; the completer's event marks it", "tenant", tenant, "urlId", urlID, "err", err)
-	}
-}
-
-// handleAbort is DELETE /uploads/{urlId}: a multipart grant's upload is
-// aborted in S3, then its tokens go back at once, once. A single PUT's
-// grant is never refunded early: its URL cannot be revoked.
-func handleAbort(d deps) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		who, id, st, rec, aerr := d.grantOf(c, true)
-		switch {
-		case aerr != nil:
-			return aerr
-		case rec == nil:
-			return newError(http.StatusConflict, codeNotAbortable, "a single-PUT upload cannot be aborted: its presigned URL cannot be revoked, so its token comes back only after it expires unused")
-		case st.Done:
-			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
-		case st.Refunded:
-			// Refunded only once its upload was ended (this route, the
-			// sweeper), or at its create, which then answered no upload.
-			d.countMP("abort", "already")
-			return c.NoContent(http.StatusNoContent)
-		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), storageBudget)
-		defer cancel()
-		var cl quota.Closing
-		err := d.gate.call(ctx, "claim_abort", func(ctx context.Context) (err error) {
-			cl, err = d.gate.store.ClaimAbort(ctx, who.Tenant, id)
-			return err
-		})
-		switch {
-		case err != nil:
-			return unavailable(codeLimiterDown, "the upload cannot be aborted right now", retryLimiter, err)
-		case cl.Claim == quota.ClaimDone:
-			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
-		case cl.Claim == quota.ClaimBusy:
-			e := newError(http.StatusConflict, codeInProgress, "a complete of this upload is in progress; retry once it answered")
-			e.retry = max(cl.Wait, time.Second)
-			return e
-		}
-		key := keys.Object(who.Tenant, id)
-		ending, err := d.uploads.End(ctx, key, rec.UploadID)
-		if err != nil {
-			d.countMP("abort", "storage_unavailable")
-			return unavailable(codeStorageDown, "the upload cannot be aborted right now", retryPresign, err)
-		}
-		if ending == multipart.Completed {
-			d.markCompleted(ctx, who.Tenant, id)
-			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
-		}
-		// Aborted: no complete can succeed from here on, so its tokens are
-		// owed; the refunded marker makes this refund and the sweeper's one.
-		bs, err := quota.ParseRefundRecord(who.Tenant, rec.Refund)
-		if err != nil {
-			return &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error", cause: err}
-		}
-		var outs []quota.RefundOutcome
-		err = d.gate.call(ctx, "abort", func(ctx context.Context) (err error) {
-			outs, err = d.gate.store.Refund(ctx, d.now(), []quota.Due{{Tenant: who.Tenant, URLID: id, Buckets: bs}})
-			return err
-		})
-		if err != nil {
-			// Aborted in S3: the sweeper refunds it after its life.
-			d.countMP("abort", "limiter_unavailable")
-			return unavailable(codeLimiterDown, "the upload is aborted; its tokens come back after its life, as the rate limiter is unavailable", retryLimiter, err)
-		}
-		if outs[0] == quota.Done {
-			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
-		}
-		d.countMP("abort", string(outs[0]))
-		return c.NoContent(http.StatusNoContent)
 	}
 }
 

@@ -282,9 +282,10 @@ func TestPartBodyLongerThanSignedIsRefused(t *testing.T) {
 	}
 }
 
-// DELETE aborts the upload in S3 and gives the token back at once, once;
-// the grant reads aborted, and takes no parts and no complete after.
-func TestAbortGivesTheTokenBackOnce(t *testing.T) {
+// DELETE aborts the upload in S3, once, and its token stays spent (a
+// create is a create: TestAbortNeverMultipliesCreates); the grant reads
+// aborted, and takes no parts and no complete after.
+func TestAbortEndsTheGrantOnce(t *testing.T) {
 	s := startMultipart(t, nil)
 	alice := s.token("acme", "alice")
 	caller := keys.Bucket("acme", keys.UserSubject("alice"))
@@ -298,8 +299,8 @@ func TestAbortGivesTheTokenBackOnce(t *testing.T) {
 		if r := s.abort(alice, id); r.status != http.StatusNoContent {
 			t.Fatalf("DELETE: %d %s", r.status, r.raw)
 		}
-		if got := s.count(caller); got != 3 {
-			t.Fatalf("after DELETE the caller holds %v tokens, want 3 (given back once)", got)
+		if got := s.count(caller); got != 2 {
+			t.Fatalf("after DELETE the caller holds %v tokens, want 2 (the create's token is not given back)", got)
 		}
 	}
 	if n := s.uploads(key); n != 0 {
@@ -363,20 +364,21 @@ func (failingRecorder) Record(context.Context, ledger.Grant) error {
 }
 
 // A complete and a DELETE of one grant at once: one wins, and what the
-// caller sees agrees with S3 and the bucket — a 200 with the object made
-// and no token back, or a 204 with no object and the token back once. A
-// DELETE that meets the complete in progress is 409 and says so; once the
-// complete answered, it is answered for good.
+// caller sees agrees with S3 and the buckets — a 200 with the object made
+// and nothing back, or a 204 with no object and its bytes back once (its
+// token never). A DELETE that meets the complete in progress is 409 and
+// says so; once the complete answered, it is answered for good.
 func TestCompleteRacingAbort(t *testing.T) {
-	s := startMultipart(t, map[string]string{"MINTGATE_TIERS": "anonymous=5:5/60s,user=100:0.001,tenant=1000:0.001"})
+	s := startMultipart(t, map[string]string{"MINTGATE_TIERS": "anonymous=5:5/60s,user=100:0.001,tenant=1000:0.001,user_bytes=1MiB:1KiB/1h"})
 	alice := s.token("acme", "alice")
 	caller := keys.Bucket("acme", keys.UserSubject("alice"))
+	callerBytes := keys.ByteBucket("acme", keys.UserSubject("alice"))
 	var completed, aborted int
 	for i := range 12 {
 		g := s.create(alice, newKey(), 1000)
 		id, key := g.str("urlId"), g.str("key")
 		part := s.put(signed(t, s.parts(alice, id, 1))[0], 1000)
-		before := s.count(caller)
+		before, bytesBefore := s.count(caller), s.count(callerBytes)
 		var (
 			wg   sync.WaitGroup
 			c, d reply
@@ -401,14 +403,16 @@ func TestCompleteRacingAbort(t *testing.T) {
 			}
 		})
 		wg.Wait()
-		after := s.count(caller)
+		after, bytesAfter := s.count(caller), s.count(callerBytes)
 		switch {
-		case c.status == http.StatusOK && d.status == http.StatusConflict && d.code() == codeNotAbortable && s.head(key) == 1000 && after == before:
+		case after != before:
+			t.Fatalf("race %d: tokens %v → %v, want none back", i, before, after)
+		case c.status == http.StatusOK && d.status == http.StatusConflict && d.code() == codeNotAbortable && s.head(key) == 1000 && bytesAfter == bytesBefore:
 			completed++
-		case c.status == http.StatusGone && d.status == http.StatusNoContent && s.head(key) == -1 && after == before+1:
+		case c.status == http.StatusGone && d.status == http.StatusNoContent && s.head(key) == -1 && bytesAfter == bytesBefore+1000:
 			aborted++
 		default:
-			t.Fatalf("race %d: complete %d %s, DELETE %d %s, object %d bytes, tokens %v → %v", i, c.status, c.raw, d.status, d.raw, s.head(key), before, after)
+			t.Fatalf("race %d: complete %d %s, DELETE %d %s, object %d bytes, bytes %v → %v", i, c.status, c.raw, d.status, d.raw, s.head(key), bytesBefore, bytesAfter)
 		}
 	}
 	t.Logf("12 races: %d completed, %d aborted", completed, aborted)

@@ -15,7 +15,7 @@ const (
 	statusCompleted = "completed" // the object was created (done marker)
 	statusExpired   = "expired"   // expired unused; the refund is due after the grace
 	statusRefunded  = "refunded"  // expired unused and its token given back
-	statusAborted   = "aborted"   // a multipart upload aborted (DELETE, or the sweeper after its life) and its tokens given back
+	statusAborted   = "aborted"   // a multipart upload aborted: by DELETE (its bytes given back), or by the sweeper after its life (its token and bytes)
 )
 
 type statusResponse struct {

@@ -24,9 +24,13 @@ import (
 // outcome is what Redis says became of one URL.
 type outcome struct {
 	done, refunded bool
-	takenBack      bool      // the refund was taken back: the upload landed after it
-	doneAt         time.Time // when the done marker was set, from its remaining TTL
-	refundedAt     time.Time // the refund's time, from the refunded marker
+	takenBack      bool // the refund was taken back: the upload landed after it
+	// tokenBack: the refund credited a bucket of requests. A multipart
+	// DELETE's credits only its buckets of bytes (or keys.NoCredit's,
+	// nothing): a create's token is never given back by a DELETE.
+	tokenBack  bool
+	doneAt     time.Time // when the done marker was set, from its remaining TTL
+	refundedAt time.Time // the refund's time, from the refunded marker
 }
 
 // refundStands reports whether o's grant holds a refund that was not taken
@@ -57,10 +61,27 @@ func (st *stack) outcomes(ctx context.Context, urls []received) ([]outcome, erro
 			if v, err := refunded[i].Result(); err == nil {
 				o.refunded, o.takenBack = true, quota.TakenBack(v)
 				o.refundedAt, _ = quota.RefundedAt(v)
+				o.tokenBack = creditsTokens(batch[i].tenant, v)
 			}
 		}
 	}
 	return out, nil
+}
+
+// creditsTokens reports whether refunded marker value v of a grant of
+// tenant credited a bucket of requests. A value of an older format, which
+// names no buckets, did.
+func creditsTokens(tenant, v string) bool {
+	bs, err := quota.ParseRefundRecord(tenant, v)
+	if err != nil {
+		return true
+	}
+	for _, b := range bs {
+		if b.Units == 0 && b.Key != keys.NoCredit(tenant) {
+			return true
+		}
+	}
+	return false
 }
 
 // settle waits until every grant is due, then until every URL and
@@ -462,7 +483,8 @@ type bucketTallies struct {
 // a negligible refill, a bucket's tokens are capacity − spends + refunds:
 // above capacity − uploads is a token minted, below it a token lost. A
 // multipart grant whose object exists spent its token as an uploaded URL
-// did; any other gave it back. The buckets of bytes are read the same way,
+// did, and so did one a DELETE refunded (its bytes only: outcome.tokenBack);
+// any other gave it back. The buckets of bytes are read the same way,
 // each grant spending its contentLength, from the seed plus the refill
 // (byteExcess); every one seeded is read, spent from or not.
 func (st *stack) buckets(ctx context.Context, res result, mouts []mpOutcome) (bucketTallies, error) {
@@ -493,6 +515,10 @@ func (st *stack) buckets(ctx context.Context, res result, mouts []mpOutcome) (bu
 		userUploads[k] += 0
 		tenantUploads[g.tenant] += 0
 		out.bytesGranted += g.size
+		if !mouts[i].object && mouts[i].refunded && !mouts[i].tokenBack {
+			userUploads[k]++ // a DELETE's refund: the token stays spent, the bytes came back
+			tenantUploads[g.tenant]++
+		}
 		if mouts[i].object {
 			userUploads[k]++
 			tenantUploads[g.tenant]++

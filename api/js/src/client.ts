@@ -162,7 +162,7 @@ export class Client {
     return (await this.call<CompleteResponse>("POST", `/uploads/${enc(urlId)}/complete`, { body: { parts }, signal: opts.signal })).body;
   }
 
-  /** DELETE /uploads/{urlId}: aborts a multipart grant and gives its tokens back. A grant already gone (404, 410) counts as aborted. */
+  /** DELETE /uploads/{urlId}: aborts a multipart grant and gives its bytes back (its token stays spent). A grant already gone (404, 410) counts as aborted. */
   async abort(urlId: string, opts: { signal?: AbortSignal } = {}): Promise<void> {
     try {
       await this.call<void>("DELETE", `/uploads/${enc(urlId)}`, { signal: opts.signal });

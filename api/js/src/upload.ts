@@ -21,7 +21,7 @@ export interface Progress {
 export interface UploadOptions {
   /** The media type to sign (default the Blob's type). */
   contentType?: string;
-  /** Aborting it stops the upload; a multipart grant is then aborted and its tokens given back at once. */
+  /** Aborting it stops the upload; a multipart grant is then aborted and its bytes given back at once (not its token). */
   signal?: AbortSignal;
   onProgress?: (p: Progress) => void;
   /** The Idempotency-Key of the sign or create (default a new random one): pass the same to retry an upload whose answer was lost. */

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/multipart"
+	"github.com/mintgate/mintgate/shared/quota"
+)
+
+// handleAbort is DELETE /uploads/{urlId}: a multipart grant's upload is
+// aborted in S3, then its bytes go back at once, once, and its token does
+// not (abortCredit). A single PUT's grant is never refunded early: its URL
+// cannot be revoked.
+func handleAbort(d deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		who, id, st, rec, aerr := d.grantOf(c, true)
+		switch {
+		case aerr != nil:
+			return aerr
+		case rec == nil:
+			return newError(http.StatusConflict, codeNotAbortable, "a single-PUT upload cannot be aborted: its presigned URL cannot be revoked, so its token comes back only after it expires unused")
+		case st.Done:
+			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+		case st.Refunded:
+			// Refunded only once its upload was ended (this route, the
+			// sweeper), or at its create, which then answered no upload.
+			d.countMP("abort", "already")
+			return c.NoContent(http.StatusNoContent)
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), storageBudget)
+		defer cancel()
+		var cl quota.Closing
+		err := d.gate.call(ctx, "claim_abort", func(ctx context.Context) (err error) {
+			cl, err = d.gate.store.ClaimAbort(ctx, who.Tenant, id)
+			return err
+		})
+		switch {
+		case err != nil:
+			return unavailable(codeLimiterDown, "the upload cannot be aborted right now", retryLimiter, err)
+		case cl.Claim == quota.ClaimDone:
+			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+		case cl.Claim == quota.ClaimBusy:
+			e := newError(http.StatusConflict, codeInProgress, "a complete of this upload is in progress; retry once it answered")
+			e.retry = max(cl.Wait, time.Second)
+			return e
+		}
+		key := keys.Object(who.Tenant, id)
+		ending, err := d.uploads.End(ctx, key, rec.UploadID)
+		if err != nil {
+			d.countMP("abort", "storage_unavailable")
+			return unavailable(codeStorageDown, "the upload cannot be aborted right now", retryPresign, err)
+		}
+		if ending == multipart.Completed {
+			d.markCompleted(ctx, who.Tenant, id)
+			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+		}
+		out, aerr := d.abortRefund(ctx, who.Tenant, id, rec)
+		if aerr != nil {
+			return aerr
+		}
+		if out == quota.Done {
+			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+		}
+		return c.NoContent(http.StatusNoContent)
+	}
+}
+
+// abortRefund gives back what a DELETE owes grant urlID, whose upload S3
+// has just aborted (no complete can succeed from here on): its bytes, once,
+// in the one script that writes its refunded marker, which the sweeper's
+// refund of the same grant at its due time then meets ('already').
+//
+// Its token is not given back: a create is a create, and its token comes
+// back by the bucket's own refill, as a sign's does, so that aborting
+// never multiplies creates (SPEC §9). Were it given back, a caller could
+// create and DELETE without end on a bucket that never empties.
+//
+// Killed (or the rate limiter down) between S3's abort and this refund, no
+// marker is written: the sweeper, after the grant's life and grace, finds
+// the upload gone and its object absent and refunds it whole, token and
+// bytes, as it refunds a grant never DELETEd. That takes no caller's
+// doing, the token then comes back no sooner than an unused grant's would,
+// and a retried DELETE in the meantime writes the marker as here.
+func (d deps) abortRefund(ctx context.Context, tenant, urlID string, rec *mpRecord) (quota.RefundOutcome, *apiError) {
+	charged, err := quota.ParseRefundRecord(tenant, rec.Refund)
+	if err != nil {
+		return "", &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error", cause: err}
+	}
+	var outs []quota.RefundOutcome
+	err = d.gate.call(ctx, "abort", func(ctx context.Context) (err error) {
+		outs, err = d.gate.store.Refund(ctx, d.now(), []quota.Due{{Tenant: tenant, URLID: urlID, Buckets: abortCredit(tenant, charged)}})
+		return err
+	})
+	if err != nil {
+		// Aborted in S3: the sweeper refunds it after its life.
+		d.countMP("abort", "limiter_unavailable")
+		return "", unavailable(codeLimiterDown, "the upload is aborted, but the rate limiter is unavailable: retry the DELETE to get its bytes back now, or its bytes and token come back after its life, as an unused grant's", retryLimiter, err)
+	}
+	if outs[0] != quota.Done {
+		d.countMP("abort", string(outs[0]))
+	}
+	return outs[0], nil
+}
+
+// abortCredit is what a DELETE gives back of the buckets a create charged:
+// its buckets of bytes (Units > 0), each with the units and shape it was
+// charged at, and none of its buckets of requests. A grant that charged no
+// bytes gets keys.NoCredit's bucket alone, which credits nothing: the
+// refund then only writes the refunded marker (a refund names at least one
+// bucket).
+func abortCredit(tenant string, charged []bucket.Bucket) []bucket.Bucket {
+	var bs []bucket.Bucket
+	for _, b := range charged {
+		if b.Units > 0 {
+			bs = append(bs, b)
+		}
+	}
+	if len(bs) == 0 {
+		bs = append(bs, bucket.Bucket{Key: keys.NoCredit(tenant), Limit: charged[0].Limit})
+	}
+	return bs
+}
