@@ -94,7 +94,7 @@ func (d deps) abortRefund(ctx context.Context, tenant, urlID string, rec *mpReco
 	}
 	var outs []quota.RefundOutcome
 	err = d.gate.call(ctx, "abort", func(ctx context.Context) (err error) {
-		outs, err = d.gate.store.Refund(ctx, d.now(), []quota.Due{{Tenant: tenant, URLID: urlID, Buckets: abortCredit(tenant, charged)}})
+		outs, err = d.gate.store.Refund(ctx, d.now(), []quota.Due{{Tenant: tenant, URLID: urlID, Buckets: abortCredit(charged)}})
 		return err
 	})
 	if err != nil {
@@ -111,18 +111,13 @@ func (d deps) abortRefund(ctx context.Context, tenant, urlID string, rec *mpReco
 // abortCredit is what a DELETE gives back of the buckets a create charged:
 // its buckets of bytes (Units > 0), each with the units and shape it was
 // charged at, and none of its buckets of requests. A grant that charged no
-// bytes gets keys.NoCredit's bucket alone, which credits nothing: the
-// refund then only writes the refunded marker (a refund names at least one
-// bucket).
-func abortCredit(tenant string, charged []bucket.Bucket) []bucket.Bucket {
+// bytes gets none: its refund only writes the refunded marker.
+func abortCredit(charged []bucket.Bucket) []bucket.Bucket {
 	var bs []bucket.Bucket
 	for _, b := range charged {
 		if b.Units > 0 {
 			bs = append(bs, b)
 		}
-	}
-	if len(bs) == 0 {
-		bs = append(bs, bucket.Bucket{Key: keys.NoCredit(tenant), Limit: charged[0].Limit})
 	}
 	return bs
 }

@@ -26,8 +26,8 @@ type outcome struct {
 	done, refunded bool
 	takenBack      bool // the refund was taken back: the upload landed after it
 	// tokenBack: the refund credited a bucket of requests. A multipart
-	// DELETE's credits only its buckets of bytes (or keys.NoCredit's,
-	// nothing): a create's token is never given back by a DELETE.
+	// DELETE's credits only its buckets of bytes (none without tiers
+	// of bytes): a create's token is never given back by a DELETE.
 	tokenBack  bool
 	doneAt     time.Time // when the done marker was set, from its remaining TTL
 	refundedAt time.Time // the refund's time, from the refunded marker
@@ -77,7 +77,7 @@ func creditsTokens(tenant, v string) bool {
 		return true
 	}
 	for _, b := range bs {
-		if b.Units == 0 && b.Key != keys.NoCredit(tenant) {
+		if b.Units == 0 {
 			return true
 		}
 	}

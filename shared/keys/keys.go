@@ -48,13 +48,6 @@ func ByteBucket(tenant, subject string) string { return "rl:" + tag(tenant) + ":
 // tenant shares (tier tenant_bytes).
 func TenantByteBucket(tenant string) string { return "rl:" + tag(tenant) + ":bytes:tenant" }
 
-// NoCredit is a bucket key of the tenant that nothing ever spends from, so
-// that it never exists: a refund naming it credits nothing (the bucket core
-// writes no credit to a missing key) and only sets the grant's refunded
-// marker. A multipart DELETE of a grant that charged no bucket of bytes
-// refunds it alone: its token is not given back (docs/api.md).
-func NoCredit(tenant string) string { return "rl:" + tag(tenant) + ":none" }
-
 // LiveGrants is the key of a caller's live grants (MINTGATE_MAX_LIVE_GRANTS):
 // a sorted set of urlIds, each scored by its grant's end of life (unix ms).
 func LiveGrants(tenant, subject string) string { return "rl:" + tag(tenant) + ":live:" + subject }

@@ -174,6 +174,9 @@ func CheckRefund(ds []Due) error {
 		if err := checkGrant(d.Tenant, d.URLID); err != nil {
 			return fmt.Errorf("due grant %d: %w", i, err)
 		}
+		if len(d.Buckets) == 0 {
+			continue // a marker-only refund: it ends the grant, credits nothing
+		}
 		if err := checkBuckets(d.Tenant, d.Buckets); err != nil {
 			return fmt.Errorf("due grant %d: %w", i, err)
 		}

@@ -83,6 +83,9 @@ func ParseRefundRecord(tenant, s string) ([]bucket.Bucket, error) {
 	for i, b := range r.Buckets {
 		bs[i] = bucket.Bucket{Key: b.Key, Limit: bucket.Limit{Capacity: b.Capacity, Rate: b.Refill, TTL: time.Duration(b.TTL) * time.Millisecond}, Units: b.Units}
 	}
+	if len(bs) == 0 {
+		return bs, nil // a marker-only refund (Due without buckets)
+	}
 	if err := checkBuckets(tenant, bs); err != nil {
 		return nil, fmt.Errorf("quota: refund record %q: %w", s, err)
 	}

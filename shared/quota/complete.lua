@@ -43,6 +43,7 @@ if rec ~= ARGV[COMPLETE.record] then return {prev, 'again', rec} end
 -- nothing (a full bucket, an expired key).
 local amounts = nil
 if type(r.credited) == 'table' then amounts = r.credited end
-take(KEYS, COMPLETE_KEYS.buckets, COMPLETE_KEYS.count(#KEYS), ARGV, COMPLETE.core, true, amounts)
+local n = COMPLETE_KEYS.count(#KEYS)
+if n > 0 then take(KEYS, COMPLETE_KEYS.buckets, n, ARGV, COMPLETE.core, true, amounts) end
 redis.call('SET', refunded, '{"at":' .. string.format('%.0f', r.at) .. ',"taken":' .. ARGV[COMPLETE.core + CORE.now] .. '}', 'KEEPTTL')
 return {prev, 'taken'}

@@ -986,6 +986,18 @@ var cases = []struct {
 			e.t.Errorf("take-back of nothing wrote %s: %+v", gone.Buckets[0].Key, k)
 		}
 	}},
+	{"refund", "a refund of no buckets only ends the grant", func(e *env) {
+		a := e.ask("alice", "k1")
+		e.spend(a)
+		e.wantOutcomes(e.refund(quota.Due{Tenant: e.tenant, URLID: "u1"}), quota.Refunded)
+		e.wantOutcomes(e.refund(due(a, "u1")), quota.Already)
+		e.wantTokens(a, "29.000000", "599.000000")
+		got, err := e.b.Complete(ctx, e.now, quota.Completion{Tenant: e.tenant, URLID: "u1", Value: "1", TTL: time.Minute, First: true})
+		if err != nil || !got.TookBack {
+			e.t.Fatalf("complete: %+v %v", got, err)
+		}
+		e.wantTokens(a, "29.000000", "599.000000")
+	}},
 	{"complete", "no refund, nothing taken", func(e *env) {
 		e.spendN("alice", 1)
 		a := e.ask("alice", "k1")
@@ -1227,7 +1239,9 @@ func TestRefusals(t *testing.T) {
 		due   bool // a Due built from the spoiled Ask is refused too
 	}{
 		{"invalid tenant", func(a *quota.Ask) { a.Tenant = "a}b" }, true},
-		{"no buckets", func(a *quota.Ask) { a.Buckets = nil }, true},
+		// A Due of no buckets is a marker-only refund (a multipart DELETE
+		// that charged no bytes): TestBehaviour's "a refund of no buckets".
+		{"no buckets", func(a *quota.Ask) { a.Buckets = nil }, false},
 		{"bucket of another tenant", func(a *quota.Ask) { a.Buckets = (&env{tenant: "other"}).ask("alice", "k1").Buckets }, true},
 		{"bucket shape impossible", func(a *quota.Ask) { a.Buckets = []bucket.Bucket{{Key: a.Buckets[0].Key}} }, true},
 		{"no fingerprint", func(a *quota.Ask) { a.Fingerprint = "" }, false},

@@ -18,6 +18,8 @@ type Due struct {
 	// Buckets are every bucket the grant's Spend took from, each with the
 	// shape of the tier that issued it: the refund is capped by that shape,
 	// so an anonymous grant is never refunded against the user ceiling.
+	// None: the refund only ends the grant (its refunded marker), crediting
+	// nothing.
 	Buckets []bucket.Bucket
 }
 

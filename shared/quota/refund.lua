@@ -28,7 +28,13 @@ while a <= #ARGV do
   elseif redis.call('EXISTS', refunded) == 1 then
     out[#out + 1] = 'already'
   else
-    local _, moved = take(KEYS, k + GRANT_KEYS.buckets, n, ARGV, a + GRANT.core)
+    -- No buckets: a refund that only ends the grant (a multipart DELETE of
+    -- a grant that charged no bytes gives back nothing).
+    local moved = {}
+    if n > 0 then
+      local _, m = take(KEYS, k + GRANT_KEYS.buckets, n, ARGV, a + GRANT.core)
+      moved = m
+    end
     redis.call('SET', refunded, recorded(ARGV[a + GRANT.record], moved), 'PX', ttl)
     out[#out + 1] = 'refunded'
   end

@@ -261,7 +261,10 @@ func (t *Twin) refund(now time.Time, d quota.Due, sweep bool) quota.RefundOutcom
 	case t.live(keys.Refunded(d.Tenant, d.URLID)) != nil:
 		return quota.Already
 	}
-	credited := bucket.Credit(now, d.Buckets, t.loadBucket, t.saveBucket)
+	credited := []float64{}
+	if len(d.Buckets) > 0 {
+		credited = bucket.Credit(now, d.Buckets, t.loadBucket, t.saveBucket)
+	}
 	t.set(keys.Refunded(d.Tenant, d.URLID), quota.CreditedRecord(quota.RefundRecord(now, d.Buckets), credited), quota.RefundedTTL)
 	return quota.Refunded
 }
@@ -305,7 +308,9 @@ func (t *Twin) Complete(_ context.Context, now time.Time, c quota.Completion) (q
 		return quota.Completed{}, err
 	}
 	at, _ := quota.RefundedAt(k.str)
-	bucket.TakeBack(now, bs, quota.RefundCredits(k.str), t.loadBucket, t.saveBucket)
+	if len(bs) > 0 {
+		bucket.TakeBack(now, bs, quota.RefundCredits(k.str), t.loadBucket, t.saveBucket)
+	}
 	k.str = quota.TakenRecord(at.UnixMilli(), now)
 	got.TookBack = true
 	return got, nil
