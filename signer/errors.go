@@ -27,7 +27,7 @@ const (
 	codeInProgress       = "request_in_progress"
 	codeKeyReused        = "idempotency_key_reused"
 	codeTooMany          = "too_many_signing_requests"
-	codeTooManyReads     = "too_many_requests" // a read route's per-address limit (readLimiter)
+	codeTooManyReads     = "too_many_requests" // an address past MINTGATE_READ_LIMIT (readLimiter): its reads, replays and refused signs
 	codeLimiterDown      = "limiter_unavailable"
 	codeLedgerDown       = "grant_ledger_unavailable"
 	codePresignDown      = "presign_unavailable"

@@ -27,7 +27,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		signs: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_signer_signs_total",
-			Help: "Sign requests by outcome: issued, issued_degraded, replayed, rate_limited, reused, in_progress, limiter_unavailable, ledger_unavailable, presign_unavailable, rejected.",
+			Help: "Sign requests by outcome: issued, issued_degraded, replayed, rate_limited, reused, in_progress, limiter_unavailable, ledger_unavailable, presign_unavailable, rejected, too_many_requests (the address's replays and refusals past MINTGATE_READ_LIMIT).",
 		}, []string{"outcome"}),
 		limited: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_signer_rate_limited_total",

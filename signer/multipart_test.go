@@ -43,7 +43,12 @@ type mpSigner struct {
 
 func startMultipart(t *testing.T, extra map[string]string, opts ...option) *mpSigner {
 	t.Helper()
-	v := testenv.StartVersityGW(t, "")
+	return startMultipartOn(t, testenv.StartVersityGW(t, ""), extra, opts...)
+}
+
+// startMultipartOn is startMultipart on the gateway v.
+func startMultipartOn(t *testing.T, v *testenv.VersityGW, extra map[string]string, opts ...option) *mpSigner {
+	t.Helper()
 	env := newStack(t).env(t)
 	maps.Copy(env, testenv.S3Env(v.Endpoint, v.Bucket))
 	env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = testenv.AWSAccessKey, testenv.AWSSecretKey

@@ -306,6 +306,11 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	c.expect(http.StatusTooManyRequests, http.MethodGet, quota, s.do(http.MethodGet, quota, auth, ""))
 	c.expect(http.StatusTooManyRequests, http.MethodGet, limitsPath, s.do(http.MethodGet, limitsPath, nil, ""))
 	c.expect(http.StatusTooManyRequests, http.MethodGet, "/readyz", s.do(http.MethodGet, "/readyz", nil, ""))
+	// The same bucket holds back the signs of an address that owes it
+	// (its replays and refusals): 429 too_many_requests, no RateLimit-*.
+	if r := c.expect(http.StatusTooManyRequests, post, sign, s.sign(tok, newKey(), pngBody)); r.code() != codeTooManyReads || r.header.Get("RateLimit-Limit") != "" {
+		t.Errorf("a sign from an address past its read limit: %s %v", r.raw, r.header)
+	}
 
 	// What the document promises that this test never saw.
 	for tmpl, item := range c.doc.Paths.Map() {

@@ -59,12 +59,19 @@ type upload struct {
 	Headers api.UploadHeaders
 }
 
+// s3Clients are the signer's two views of S3: public signs what uploaders
+// are given (MINTGATE_S3_ENDPOINT), calls makes the signer's own requests
+// (MINTGATE_S3_INTERNAL_ENDPOINT, else the same as public).
+type s3Clients struct {
+	public, calls *s3.Client
+}
+
 // newPresigner loads the SDK configuration: region, endpoint and path style
 // from our variables; credentials from AWS_* in the environment given to
 // run, else the SDK's default chain (shared files, SSO, IMDS, IRSA …).
 // It fails when no credentials can be found, so a misconfigured signer
 // does not start.
-func newPresigner(ctx context.Context, c cfg) (*presigner, *s3.Client, error) {
+func newPresigner(ctx context.Context, c cfg) (*presigner, s3Clients, error) {
 	var opts []func(*awsconfig.LoadOptions) error
 	if c.S3.Region != "" {
 		opts = append(opts, awsconfig.WithRegion(c.S3.Region))
@@ -77,24 +84,25 @@ func newPresigner(ctx context.Context, c cfg) (*presigner, *s3.Client, error) {
 	}))
 	ac, err := dial.AWS(ctx, c.AWS, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("s3 presigner (region from MINTGATE_S3_REGION or AWS_REGION): %w", err)
+		return nil, s3Clients{}, fmt.Errorf("s3 presigner (region from MINTGATE_S3_REGION or AWS_REGION): %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := ac.Credentials.Retrieve(cctx); err != nil {
-		return nil, nil, fmt.Errorf("aws credentials: %w", err)
+		return nil, s3Clients{}, fmt.Errorf("aws credentials: %w", err)
 	}
-	client := s3.NewFromConfig(ac, dial.S3Addressing(c.S3.Endpoint, c.S3.PathStyle))
-	p, err := presignerFor(ctx, client.Options(), c.S3.Bucket)
+	// Every URL — a single PUT's, each part's — names Endpoint, where
+	// uploaders reach S3; only the signer's own calls go to Internal.
+	cl := s3Clients{public: s3.NewFromConfig(ac, dial.S3Addressing(c.S3.Endpoint, c.S3.PathStyle))}
+	p, err := presignerFor(ctx, cl.public.Options(), c.S3.Bucket)
 	if err != nil {
-		return nil, nil, fmt.Errorf("s3 presigner (MINTGATE_S3_BUCKET, MINTGATE_S3_ENDPOINT, MINTGATE_S3_PATH_STYLE): %w", err)
+		return nil, s3Clients{}, fmt.Errorf("s3 presigner (MINTGATE_S3_BUCKET, MINTGATE_S3_ENDPOINT, MINTGATE_S3_PATH_STYLE): %w", err)
 	}
+	cl.calls = cl.public
 	if c.S3.Internal != "" {
-		// The URLs name Endpoint, where browsers reach S3; the signer's
-		// own calls go to Internal.
-		client = s3.NewFromConfig(ac, dial.S3Addressing(c.S3.CallEndpoint(), c.S3.PathStyle))
+		cl.calls = s3.NewFromConfig(ac, dial.S3Addressing(c.S3.CallEndpoint(), c.S3.PathStyle))
 	}
-	return p, client, nil
+	return p, cl, nil
 }
 
 // presignerFor signs for bucket with an S3 client's resolved options: its

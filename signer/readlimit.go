@@ -24,6 +24,12 @@ const defaultReadLimit = "30:10"
 // without limit, so anyone who can reach the signer could make it flood
 // Redis with them.
 //
+// The same bucket bounds what a sign or a multipart create costs Redis
+// without spending a token there: a same-key replay, a refusal (429, 409,
+// 422). Those are charged to it after their script (charge), and a charged
+// route whose address owes is refused before its script (admit). A fresh
+// sign spends nothing from it.
+//
 // The buckets are in-process (bucket.Local, the Redis script's twin), so a
 // refused read costs no round trip: the point is to keep floods away from
 // Redis, so the limit cannot live there. Each instance keeps its own: n
@@ -62,16 +68,55 @@ func (rl *readLimiter) middleware() echo.MiddlewareFunc {
 			return next
 		}
 		return func(c echo.Context) error {
-			res := rl.buckets.Take(rl.now(), 1, bucket.Bucket{Key: rl.key(c.Request()), Limit: rl.limit})
+			res := rl.buckets.Take(rl.now(), 1, rl.bucket(c.Request()))
 			if !res.Allowed {
-				e := newError(http.StatusTooManyRequests, codeTooManyReads, "too many reads from this address; retry after %d s", retrySeconds(res.RetryAfter))
-				e.retry = res.RetryAfter
-				e.RetryAfter = retrySeconds(res.RetryAfter)
-				return e
+				return tooManyFromAddress("reads", res.RetryAfter)
 			}
 			return next(c)
 		}
 	}
+}
+
+// admit is the check of a charged route (a sign, a multipart create)
+// before its Redis script: 429 too_many_requests when r's address owes
+// its bucket, nil otherwise. It spends nothing: a fresh sign is bounded by
+// its own buckets in Redis, and is charged here only if it turns out to
+// cost Redis without spending there (see charge). A nil limiter admits
+// all.
+func (rl *readLimiter) admit(r *http.Request) *apiError {
+	if rl == nil {
+		return nil
+	}
+	if res := rl.buckets.Peek(rl.now(), 1, rl.bucket(r)); !res.Allowed {
+		return tooManyFromAddress("replayed or refused signs", res.RetryAfter)
+	}
+	return nil
+}
+
+// charge spends one read of r's address for a charged request that cost
+// Redis and issued nothing: a same-key replay, a 429 refusal, a key
+// reused or still in flight. Those spend no token, so only this bounds
+// them per address. It charges below zero if need be: requests admitted
+// together are all paid for, and the address waits until the debt is
+// repaid.
+func (rl *readLimiter) charge(r *http.Request) {
+	if rl != nil {
+		rl.buckets.Charge(rl.now(), 1, rl.bucket(r))
+	}
+}
+
+// bucket is r's address's bucket.
+func (rl *readLimiter) bucket(r *http.Request) bucket.Bucket {
+	return bucket.Bucket{Key: rl.key(r), Limit: rl.limit}
+}
+
+// tooManyFromAddress is the 429 too_many_requests of an address past its
+// limit, what it sent too many of named in the message.
+func tooManyFromAddress(what string, retry time.Duration) *apiError {
+	e := newError(http.StatusTooManyRequests, codeTooManyReads, "too many %s from this address; retry after %d s", what, retrySeconds(retry))
+	e.retry = retry
+	e.RetryAfter = retrySeconds(retry)
+	return e
 }
 
 // key is the bucket of r's client address: an IPv6 caller's /64, as its

@@ -75,7 +75,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if err != nil {
 		return err
 	}
-	d.presign, d.uploads = presign, multipart.New(s3c, c.S3.Bucket)
+	d.presign, d.uploads = presign, multipart.New(s3c.calls, c.S3.Bucket, multipart.PartURLsFor(s3c.public))
 	if d.ledger == nil {
 		// Opened in the background: while the stream is missing or
 		// misconfigured (the operator step has not run) the signer serves,

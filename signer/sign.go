@@ -96,9 +96,14 @@ type charged struct {
 }
 
 // serveCharged authenticates, validates, decides in one script and issues
-// what route issues.
+// what route issues. An address whose replays and refusals have emptied
+// its read bucket is refused before any of that (readLimiter.admit).
 func (d deps) serveCharged(c echo.Context, route charged) error {
 	r := c.Request()
+	if aerr := d.reads.admit(r); aerr != nil {
+		route.count("too_many_requests")
+		return aerr
+	}
 	who, aerr := d.ident.authenticate(r)
 	if aerr != nil {
 		route.count("rejected")
@@ -113,12 +118,9 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), signBudget)
 	defer cancel()
 	a := newAttempt(who, req, d.tiers(), d.cfg.shadowCap(who.Tenant))
-	for _, b := range a.buckets {
-		if b.Units > b.Limit.Capacity {
-			// No refill ever makes it fit: a 413, not a 429 to retry.
-			route.count("rejected")
-			return newError(http.StatusRequestEntityTooLarge, codeTooLarge, "contentLength is above the %d bytes the %s quota holds", int64(b.Limit.Capacity), tierOf(who, b))
-		}
+	if aerr := a.neverFits(); aerr != nil {
+		route.count("rejected")
+		return aerr
 	}
 	if route.multipart {
 		a.ask.Fingerprint = multipartFingerprint(a.ask.Fingerprint)
@@ -129,15 +131,7 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	urlID := uuid.NewString()
 	a.ask.Nonce = urlID
 	now := d.now()
-	if n := d.cfg.MaxLiveGrants; n > 0 {
-		ttl := d.cfg.URLTTL
-		if route.multipart {
-			ttl = d.cfg.Multipart.TTL
-		}
-		// The grant holds its slot until its expiresAt (as issue and
-		// openMultipart compute it), unless it ends before.
-		a.ask.Live = &quota.Live{Key: keys.LiveGrants(who.Tenant, who.Subject), Max: n, Until: now.UTC().Truncate(time.Second).Add(ttl.Truncate(time.Second))}
-	}
+	a.ask.Live = d.liveSlot(who, route.multipart, now)
 	dec, err := d.gate.decide(ctx, a, now)
 	if err == nil && route.multipart && dec.degraded {
 		// A multipart grant needs its grant record in Redis for every
@@ -152,6 +146,7 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 		return unavailable(codeLimiterDown, "the rate limiter is unavailable; "+route.nothing, retryLimiter, err)
 	}
 	if done, err := d.refuse(ctx, c, &a, &dec, now); done {
+		d.reads.charge(r) // it cost Redis and spent no token
 		return err
 	}
 
@@ -164,6 +159,34 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	}
 	setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
 	return c.JSONBlob(http.StatusCreated, body)
+}
+
+// liveSlot is the MINTGATE_MAX_LIVE_GRANTS slot a grant of who issued at
+// now takes (a multipart one if multipart); nil when the bound is off.
+// The grant holds it until its expiresAt (as issue and openMultipart
+// compute it), unless it ends before.
+func (d deps) liveSlot(who caller, multipart bool, now time.Time) *quota.Live {
+	n := d.cfg.MaxLiveGrants
+	if n <= 0 {
+		return nil
+	}
+	ttl := d.cfg.URLTTL
+	if multipart {
+		ttl = d.cfg.Multipart.TTL
+	}
+	return &quota.Live{Key: keys.LiveGrants(who.Tenant, who.Subject), Max: n, Until: now.UTC().Truncate(time.Second).Add(ttl.Truncate(time.Second))}
+}
+
+// neverFits is the 413 of a sign whose contentLength is above a bucket of
+// bytes' whole capacity: no refill ever makes it fit, so it is no 429 to
+// retry.
+func (a attempt) neverFits() *apiError {
+	for _, b := range a.buckets {
+		if b.Units > b.Limit.Capacity {
+			return newError(http.StatusRequestEntityTooLarge, codeTooLarge, "contentLength is above the %d bytes the %s quota holds", int64(b.Limit.Capacity), tierOf(a.who, b))
+		}
+	}
+	return nil
 }
 
 // refuse answers the decisions that issue no URL: a replay, a key reused

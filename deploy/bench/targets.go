@@ -85,6 +85,9 @@ func (f *fleet) startSigner(ctx context.Context, bin, name, redisAddr, natsURL, 
 		"MINTGATE_GRANT_SECRET="+grantSecret,
 		"MINTGATE_TIERS="+tiers,
 		"MINTGATE_URL_TTL="+urlTTL,
+		// All load comes from one loopback address: its per-address limit
+		// would answer the mix's replays and 429s itself, before Redis.
+		"MINTGATE_READ_LIMIT=off",
 	)
 	p, err := f.start(name, bin, env)
 	if err != nil {

@@ -35,18 +35,47 @@ func (l *Local) Take(now time.Time, cost float64, buckets ...Bucket) Result {
 	defer l.mu.Unlock()
 	ms := now.UnixMilli()
 	l.prune(ms)
-	load := func(key string) (Stored, bool) {
-		st, ok := l.state[key]
-		return st.Stored, ok
-	}
-	save := func(key string, s Stored, ttl time.Duration, extend bool) {
+	return Step(now, cost, buckets, l.load, l.saver(ms))
+}
+
+// Peek is what Take would decide now, changing nothing: whether cost
+// tokens fit every bucket, and if not when they will (RetryAfter). It
+// needs at least one bucket.
+func (l *Local) Peek(now time.Time, cost float64, buckets ...Bucket) Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Step(now, cost, buckets, l.load, func(string, Stored, time.Duration, bool) {})
+}
+
+// Charge spends cost tokens from every bucket whatever they hold, below
+// zero if need be (the core's owe): a bucket that owes refuses every Take
+// until its refill has paid the debt back. It is how work already done is
+// paid for after the fact, so that requests let through together by a
+// Peek are all paid for. It needs at least one bucket.
+func (l *Local) Charge(now time.Time, cost float64, buckets ...Bucket) Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ms := now.UnixMilli()
+	l.prune(ms)
+	return StepOwing(now, cost, buckets, l.load, l.saver(ms))
+}
+
+// load is a bucket's stored state; false: missing, a full bucket.
+func (l *Local) load(key string) (Stored, bool) {
+	st, ok := l.state[key]
+	return st.Stored, ok
+}
+
+// saver is Take's and Charge's save at ms: the key expires when the script
+// would expire it.
+func (l *Local) saver(ms int64) Save {
+	return func(key string, s Stored, ttl time.Duration, extend bool) {
 		exp := ms + ttl.Milliseconds()
 		if old, ok := l.state[key]; ok && extend && old.expires > exp {
 			exp = old.expires
 		}
 		l.state[key] = localState{Stored: s, expires: exp}
 	}
-	return Step(now, cost, buckets, load, save)
 }
 
 // Stored is one bucket's state as the script keeps it in its Redis hash.

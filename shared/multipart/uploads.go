@@ -33,14 +33,31 @@ var (
 
 // Uploads runs the multipart calls on one bucket.
 type Uploads struct {
-	s3      *s3.Client
+	s3 *s3.Client // the services' own calls: MINTGATE_S3_INTERNAL_ENDPOINT, else MINTGATE_S3_ENDPOINT
+	// presign signs the part URLs browsers PUT to: they name
+	// MINTGATE_S3_ENDPOINT, whatever address the services' calls take.
 	presign *s3.PresignClient
 	bucket  string
 }
 
-// New is Uploads on bucket through client.
-func New(client *s3.Client, bucket string) *Uploads {
-	return &Uploads{s3: client, presign: s3.NewPresignClient(client), bucket: bucket}
+// Option configures New.
+type Option func(*Uploads)
+
+// PartURLsFor has SignPart sign for public's endpoint, where the uploaders
+// reach S3 (MINTGATE_S3_ENDPOINT), while every call goes through New's
+// client (MINTGATE_S3_INTERNAL_ENDPOINT when set). Without it part URLs
+// name New's client's endpoint, which is right only when the two are one.
+func PartURLsFor(public *s3.Client) Option {
+	return func(u *Uploads) { u.presign = s3.NewPresignClient(public) }
+}
+
+// New is Uploads on bucket, its calls through client.
+func New(client *s3.Client, bucket string, opts ...Option) *Uploads {
+	u := &Uploads{s3: client, presign: s3.NewPresignClient(client), bucket: bucket}
+	for _, o := range opts {
+		o(u)
+	}
+	return u
 }
 
 // Part is one uploaded part as S3 lists it, or as a complete names it
@@ -73,7 +90,8 @@ type SignedPart struct {
 
 // SignPart presigns the PUT of part n of upload id of key, for exactly
 // size bytes (Content-Length is signed: S3 refuses any other body
-// length), valid for ttl. It is local work: no request reaches S3.
+// length), valid for ttl, on the public endpoint (PartURLsFor). It is
+// local work: no request reaches S3.
 func (u *Uploads) SignPart(ctx context.Context, key, id string, n int, size int64, ttl time.Duration) (SignedPart, error) {
 	req, err := u.presign.PresignUploadPart(ctx, &s3.UploadPartInput{
 		Bucket: aws.String(u.bucket), Key: aws.String(key), UploadId: aws.String(id),
