@@ -57,7 +57,20 @@ func (l *Local) Charge(now time.Time, cost float64, buckets ...Bucket) Result {
 	defer l.mu.Unlock()
 	ms := now.UnixMilli()
 	l.prune(ms)
-	return StepOwing(now, cost, buckets, l.load, l.saver(ms))
+	save := l.saver(ms)
+	// Refilled to now at the buckets' own shapes first: the owing charge
+	// itself never refills (it is the core's take-back), and a refill
+	// capped later would swallow what it charged.
+	for _, b := range buckets {
+		st, ok := l.load(b.Key)
+		t, err := strconv.ParseFloat(st.T, 64)
+		if ok && err == nil && ms > st.TS {
+			t = math.Min(b.Limit.Capacity, t+float64(ms-st.TS)*b.Limit.Rate/1000)
+			save(b.Key, Stored{T: strconv.FormatFloat(t, 'f', 6, 64), TS: ms}, life(b.Limit, t), true)
+		}
+	}
+	res, _ := step(now, cost, true, nil, buckets, l.load, save)
+	return res
 }
 
 // load is a bucket's stored state; false: missing, a full bucket.
