@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/mintgate/mintgate/shared/config"
@@ -41,7 +42,28 @@ type cfg struct {
 	// The SDK's variables, read through run's getenv so a test's
 	// environment counts; empty values leave the SDK's default chain.
 	AWS config.AWS
+
+	// S3 is how the completer reads, quarantines and deletes objects (its
+	// own calls: MINTGATE_S3_INTERNAL_ENDPOINT when set).
+	S3 config.S3
+	// Verify is the verification gate: the size check always; the content
+	// checks (type, pixels, scan) unless MINTGATE_VERIFY=off.
+	Verify verifyConfig
 }
+
+// verifyConfig is the verification gate's configuration.
+type verifyConfig struct {
+	Content   bool   // MINTGATE_VERIFY: on (default) or off
+	MaxPixels int64  // MINTGATE_MAX_IMAGE_PIXELS: width × height at most; 0 off
+	ClamdAddr string // MINTGATE_CLAMD_ADDR: host:port or unix:/path; "" no scan
+	ScanMax   int64  // MINTGATE_SCAN_MAX_BYTES: the scan's first bytes of an object
+}
+
+// Defaults of the verification gate.
+const (
+	defaultMaxPixels = 100_000_000
+	defaultScanMax   = 100 << 20
+)
 
 // defaultHTTPAddr is where the completer listens without MINTGATE_HTTP_ADDR.
 const defaultHTTPAddr = ":8081"
@@ -57,7 +79,6 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	c := cfg{
 		HTTPAddr:    e.HTTPAddr(defaultHTTPAddr),
 		Redis:       e.Redis(),
-		Bucket:      e.S3Bucket(),
 		QueueURL:    e.URL("MINTGATE_SQS_QUEUE_URL", "", "https", "http"),
 		SQSEndpoint: e.URL("MINTGATE_SQS_ENDPOINT", "", "https", "http"),
 		Visibility:  e.Duration("MINTGATE_SQS_VISIBILITY_TIMEOUT", 0),
@@ -67,7 +88,10 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 		Receivers:   int(e.Int("MINTGATE_SQS_RECEIVERS", defaultReceivers)),
 
 		AWS: e.AWS(),
+		S3:  e.S3(),
 	}
+	c.Bucket = c.S3.Bucket
+	c.Verify = loadVerify(e)
 	if getenv("MINTGATE_NATS_URL") != "" {
 		c.NATS, c.Events = e.NATS(), true
 	}
@@ -89,12 +113,46 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	return c, nil
 }
 
+// loadVerify reads the verification gate's variables.
+func loadVerify(e *config.Env) verifyConfig {
+	v := verifyConfig{Content: true, MaxPixels: defaultMaxPixels, ClamdAddr: e.String("MINTGATE_CLAMD_ADDR", ""),
+		ScanMax: e.Int("MINTGATE_SCAN_MAX_BYTES", defaultScanMax)}
+	switch s := e.String("MINTGATE_VERIFY", "on"); s {
+	case "on":
+	case "off":
+		v.Content = false
+	default:
+		e.Fail("MINTGATE_VERIFY", "%q is not on or off", s)
+	}
+	if s := e.String("MINTGATE_MAX_IMAGE_PIXELS", ""); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			e.Fail("MINTGATE_MAX_IMAGE_PIXELS", "%q is not a whole number of pixels (0: no limit)", s)
+		}
+		v.MaxPixels = n
+	}
+	if a := v.ClamdAddr; a != "" {
+		if _, _, err := clamdNetwork(a); err != nil {
+			e.Fail("MINTGATE_CLAMD_ADDR", "%v", err)
+		}
+	}
+	return v
+}
+
 // String is the configuration for the start-up log, without secrets.
 func (c cfg) String() string {
 	events := "off"
 	if c.Events {
 		events = config.RedactURL(c.NATS.URL)
 	}
-	return fmt.Sprintf("bucket=%s queue=%s endpoint=%q visibility=%s done_ttl=%s url_ttl=%s grace=%s events=%s",
-		c.Bucket, config.RedactURL(c.QueueURL), config.RedactURL(c.SQSEndpoint), c.Visibility, c.DoneTTL, c.URLTTL, c.Grace, events)
+	verify := "size"
+	if c.Verify.Content {
+		verify = fmt.Sprintf("size,type,pixels<=%d", c.Verify.MaxPixels)
+		if c.Verify.ClamdAddr != "" {
+			verify += fmt.Sprintf(",clamd=%s(first %d bytes)", c.Verify.ClamdAddr, c.Verify.ScanMax)
+		}
+	}
+	return fmt.Sprintf("bucket=%s queue=%s endpoint=%q visibility=%s done_ttl=%s url_ttl=%s grace=%s events=%s verify=%s s3=%q",
+		c.Bucket, config.RedactURL(c.QueueURL), config.RedactURL(c.SQSEndpoint), c.Visibility, c.DoneTTL, c.URLTTL, c.Grace, events,
+		verify, config.RedactURL(c.S3.CallEndpoint()))
 }

@@ -71,6 +71,10 @@ type consumer struct {
 	m       *metrics
 	log     *slog.Logger
 	backoff backoff.Policy // between the tries of the store while it is down
+	// batchTimeout bounds the handling of one batch (its records'
+	// writes, and with the gate on their objects' reads and scans); 0
+	// means 30 s. A batch that runs out is held as in an outage.
+	batchTimeout time.Duration
 	// hold is the visibility timeout (whole seconds) given to held
 	// messages, renewed every extendEvery; 0 means holdVisibility and a
 	// third of it.
@@ -152,7 +156,7 @@ func (c *consumer) work(ctx context.Context, log *slog.Logger, msgs []types.Mess
 		// flight: trying would only fail; hold the messages instead.
 		rest = c.parse(log, msgs)
 	} else {
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.batchTime())
 		rest = c.batch(bctx, log, msgs)
 		cancel()
 		if len(rest) > 0 {
@@ -326,7 +330,7 @@ func (c *consumer) holdUntilHandled(ctx context.Context, log *slog.Logger, ps []
 			log.Warn("store unavailable, holding messages", "messages", len(ps), "err", err)
 			continue
 		}
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.batchTime())
 		handled, poison, rest := c.handleAll(bctx, log, ps)
 		h.mu.Lock()
 		h.ps, ps = rest, rest
@@ -428,4 +432,12 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// batchTime is batchTimeout, or 30 s when it is 0.
+func (c *consumer) batchTime() time.Duration {
+	if c.batchTimeout > 0 {
+		return c.batchTimeout
+	}
+	return 30 * time.Second
 }

@@ -402,7 +402,7 @@ func TestPoisonGoesToTheDLQAtOnce(t *testing.T) {
 	t.Cleanup(func() { s.rdb.Close() })
 	m := newMetrics(prometheus.NewRegistry())
 	log := slog.New(slog.NewTextHandler(s.log, nil))
-	comp := &completer{store: quota.New(s.rdb), bucket: fixtureBucket, doneTTL: 15 * time.Minute, m: m, log: log}
+	comp := &completer{store: quota.New(s.rdb), bucket: fixtureBucket, doneTTL: 15 * time.Minute, gate: &gate{}, m: m, log: log}
 	poisonID, goodID := uuid.NewString(), uuid.NewString()
 	c := &consumer{q: s.sqs, queueURL: s.q.URL, m: m, log: log, polls: newPolls(),
 		backoff: backoff.Policy{Min: 100 * time.Millisecond, Max: time.Second, Jitter: 0.5},
@@ -454,14 +454,21 @@ type fakeRedis struct {
 }
 
 func (f *fakeRedis) Complete(ctx context.Context, now time.Time, c quota.Completion) (quota.Completed, error) {
-	if c.First {
-		panic("a first completion with events off")
-	}
 	if len(f.sets) >= f.ok {
 		return quota.Completed{}, errors.New("connection refused")
 	}
 	f.sets = append(f.sets, keys.Done(c.Tenant, c.URLID))
 	return quota.Completed{}, nil
+}
+
+// Settle moves every marker: this fake holds no values.
+func (f *fakeRedis) Settle(ctx context.Context, tenant, urlID, from, to string) (string, bool, error) {
+	return from, true, nil
+}
+
+// Shape finds no grant record.
+func (f *fakeRedis) Shape(ctx context.Context, tenant, urlID string) (quota.GrantShape, error) {
+	return quota.GrantShape{}, nil
 }
 
 // TestHandleFailsWholeNotification: a Redis failure on any record fails the
@@ -479,7 +486,7 @@ func TestHandleFailsWholeNotification(t *testing.T) {
 	}
 	m := newMetrics(prometheus.NewRegistry())
 	rdb := &fakeRedis{ok: 1}
-	c := &completer{store: rdb, bucket: "b", doneTTL: time.Minute, m: m, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	c := &completer{store: rdb, bucket: "b", doneTTL: time.Minute, gate: &gate{}, m: m, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if err := c.handle(context.Background(), n); err == nil {
 		t.Fatal("handle succeeded with Redis failing")
 	}

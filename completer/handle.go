@@ -15,35 +15,46 @@ import (
 	"github.com/mintgate/mintgate/shared/uploads"
 )
 
-// doneStore sets done markers (quota.Store.Complete): the marker, and the
-// take-back of a refund its upload landed after, in one step.
+// doneStore keeps the done markers (quota.Store): Complete sets one, and
+// takes back a refund its upload landed after, in one step; Settle moves
+// it from one value to the next; Shape reads what the grant was signed for.
 type doneStore interface {
 	Complete(ctx context.Context, now time.Time, c quota.Completion) (quota.Completed, error)
+	Settle(ctx context.Context, tenant, urlID, from, to string) (held string, moved bool, err error)
+	Shape(ctx context.Context, tenant, urlID string) (quota.GrantShape, error)
 }
 
-// eventPublisher stores an upload-completed event (uploads.Publisher).
+// eventPublisher stores upload events (uploads.Publisher).
 type eventPublisher interface {
 	Publish(ctx context.Context, ev uploads.Event) (duplicate bool, err error)
+	PublishRejected(ctx context.Context, ev uploads.Rejected) (duplicate bool, err error)
 }
 
-// Values of the done marker. The sweeper, the refund and the status only
-// ask whether it exists; the value matters to the completer alone.
+// Values of the done marker (quota.ReadDone reads them). The sweeper, the
+// refund and an undo only ask whether it exists, so an upload being
+// verified or rejected is never refunded; GET /uploads/{urlId} reads the
+// value.
 const (
 	// markerDone: the upload is done and, with events on, its event is
 	// stored. Also what a completer with events off writes.
-	markerDone = "1"
-	// markerUnpublished: the upload is done, its event may not be stored yet.
-	markerUnpublished = quota.DoneUnpublished
+	markerDone = quota.DoneCompleted
+	// markerUnpublished: the upload passed the gate, its event may not be
+	// stored yet.
+	markerUnpublished = quota.DoneVerified
+	// markerVerifying: the object arrived, no verdict yet.
+	markerVerifying = quota.DoneVerifying
 )
 
 // completer is the service's business: an upload that happened gets its
-// done marker, so the sweeper does not refund its token.
+// done marker, so the sweeper does not refund its token, and a verdict of
+// the verification gate.
 type completer struct {
 	store   doneStore
 	bucket  string        // MINTGATE_S3_BUCKET: the only bucket whose records count
 	doneTTL time.Duration // MINTGATE_DONE_TTL: of a pending marker; a done one lives quota.MarkerTTL at least
-	// events publishes upload-completed events; nil when they are off.
+	// events publishes upload events; nil when they are off.
 	events eventPublisher
+	gate   *gate
 	m      *metrics
 	log    *slog.Logger
 }
@@ -52,14 +63,14 @@ type completer struct {
 // (eventSource aws:s3) for our bucket under incoming/<tenant>/<uuid>, and
 // ignores (counting why) the test event and every other record: a done
 // marker stops a refund, so a record of another bucket notifying the same
-// queue, or one written by anyone else who can send to it, must not set it. It is safe to run twice on the same notification: SET
-// of the same value changes nothing. An error means Redis (or NATS)
-// failed: the consumer holds the message until the store answers. None of
-// its errors is poison (pipeline.ErrPoison): what can never apply — a
-// foreign record, a key not the signer's — is ignored and counted, and a
-// body that does not parse never reaches it.
-//
-// With events on, see complete for the order of the writes.
+// queue, or one written by anyone else who can send to it, must not set it.
+// Then it verifies the object and completes or rejects the upload
+// (complete). It is safe to run twice on the same notification. An error
+// means Redis, NATS, S3 or clamd failed: the consumer holds the message
+// until they answer. None of its errors is poison (pipeline.ErrPoison):
+// what can never apply — a foreign record, a key not the signer's, an
+// object gone before its verdict — is ignored and counted, and a body that
+// does not parse never reaches it.
 func (c *completer) handle(ctx context.Context, n s3event.Notification) error {
 	if n.IsTest() {
 		c.m.ignored.WithLabelValues(ignoredTestEvent).Inc()
@@ -82,26 +93,13 @@ func (c *completer) handle(ctx context.Context, n s3event.Notification) error {
 			c.log.Debug("record ignored", "reason", reason, "bucket", r.S3.Bucket.Name, "key", key)
 			continue
 		}
-		var err error
-		if c.events == nil {
-			err = c.mark(ctx, tenant, urlID)
-		} else {
-			err = c.complete(ctx, r, uploads.Event{URLID: urlID, Tenant: tenant, Key: key})
-		}
-		if err != nil {
-			return fmt.Errorf("mark %s done: %w", key, err)
+		if err := c.complete(ctx, r, uploads.Event{URLID: urlID, Tenant: tenant, Key: key}); err != nil {
+			return fmt.Errorf("complete %s: %w", key, err)
 		}
 		c.m.done.Inc()
 		c.m.lag.Observe(time.Since(completedAt(r)).Seconds())
 	}
 	return nil
-}
-
-// mark sets the done marker of a completed upload (markerDone), taking
-// back the grant's refund if it was refunded before its upload landed.
-func (c *completer) mark(ctx context.Context, tenant, urlID string) error {
-	_, err := c.set(ctx, quota.Completion{Tenant: tenant, URLID: urlID, Value: markerDone, TTL: c.doneTTL})
-	return err
 }
 
 // set runs one quota.Store.Complete and counts what it did.
@@ -118,66 +116,112 @@ func (c *completer) set(ctx context.Context, m quota.Completion) (quota.Complete
 	return got, err
 }
 
-// complete marks the upload of r done and publishes its event, once per
-// upload however often S3 or SQS repeat the record:
+// complete marks the upload of r arrived, verifies its object and ends it
+// completed or rejected, with its one event, however often S3 or SQS
+// repeat the record. Every step is a value of the done marker, so that a
+// redelivery resumes where a completer that died (SIGKILL, or Redis,
+// NATS, S3 or clamd failing) left off:
 //
-//  1. Marker pending, set only if absent, in the script that takes back a
-//     refund its upload landed after (quota.Store.Complete; TTL the longer
-//     of MINTGATE_DONE_TTL and quota.MarkerTTL): the marker exists from
-//     here on, so the sweeper never refunds an upload that happened, even
-//     while NATS is down. The old value tells what an earlier delivery
-//     did: none — this is the first completion; pending — an earlier
-//     delivery died or failed before step 3; done — the event is stored,
-//     nothing more to do (the message is deleted).
-//  2. Publish the event, Nats-Msg-Id = urlId, and wait for the ack.
-//  3. Marker done (the same script, overwriting; a take-back is never
-//     done twice: the refunded marker records it).
-//  4. The consumer deletes the SQS message (after every record of it).
+//  1. Marker verifying, set only if absent, in the script that takes back
+//     a refund its upload landed after (quota.Store.Complete; TTL the
+//     longer of MINTGATE_DONE_TTL and quota.MarkerTTL): the marker exists
+//     from here on, so the sweeper never refunds an upload that happened,
+//     even while NATS, S3 or clamd are down. The old value tells what an
+//     earlier delivery did (step, below); pending (the signer or the
+//     sweeper saw a multipart upload complete) reads as verifying.
+//  2. The gate (gate.check): size, type, pixels, scan. No verdict (S3 or
+//     clamd down): the message is held, the marker stays verifying.
+//  3. The verdict, moved from the value step 1 found (quota.Store.Settle:
+//     only if it still holds it, so two deliveries never reach both
+//     verdicts): verified, or rejecting:<reason>, the intent.
+//  4. Passed: publish the completed event (Nats-Msg-Id urlId), then marker
+//     done (1). Rejected: see reject.
+//  5. The consumer deletes the SQS message (after every record of it).
 //
-// A completer SIGKILLed (or failing: Redis or NATS down) at each point:
+// A completer SIGKILLed at each point:
 //   - before 1: nothing written; the message reappears after its
 //     visibility timeout and the next delivery is the first.
-//   - after 1, before 2's publish reached the stream: the marker says
-//     pending; the redelivery publishes the event, the first and only one.
-//   - after 2 reached the stream (ack received or not), before 3: pending;
-//     the redelivery publishes again and the stream drops it as a duplicate
-//     by Nats-Msg-Id, as long as it comes within the stream's duplicate
-//     window, MINTGATE_DONE_TTL (the completer warns at start about a
-//     stream whose window is shorter): far longer than SQS takes to
-//     deliver a message again. A pending marker lives longer (MarkerTTL);
-//     a redelivery later than the window may publish a second event.
-//   - after 3, before 4: done; the redelivery changes nothing.
-//   - after 4: nothing comes back.
+//   - after 1, during 2 or before 3: verifying; the redelivery verifies
+//     again (the object is still in incoming/).
+//   - after 3 (verified), before 4's publish reached the stream: the
+//     redelivery publishes the event, the first and only one.
+//   - after 4's publish reached the stream (ack received or not), before
+//     marker done: the redelivery publishes again and the stream drops it
+//     as a duplicate by Nats-Msg-Id, as long as it comes within the
+//     stream's duplicate window, MINTGATE_DONE_TTL (the completer warns at
+//     start about a stream whose window is shorter): far longer than SQS
+//     takes to deliver a message again.
+//   - after 3 (rejecting): see reject.
+//   - after marker done or rejected, before 5: the redelivery changes
+//     nothing. After 5 nothing comes back.
 //
-// Two deliveries of one record handled at once may both find the marker
-// pending and both publish: the stream keeps the first, the other is a
-// duplicate (mintgate_completer_events_duplicate_total).
+// Two deliveries of one record handled at once may both verify; only one
+// moves the marker in 3, the other follows the value it finds. Both may
+// publish: the stream keeps the first (events_duplicate_total).
 //
-// NATS down: 2 fails, the message is held (not deleted) and retried when
-// NATS answers again; the marker is pending meanwhile. A marker older than
-// events (value 1, written with events off) counts as done: an upload
-// completed before events were turned on gets no event.
+// NATS down: the publish fails, the message is held and retried when NATS
+// answers again. A marker older than events (value 1, written with events
+// off) counts as done: an upload completed before events were turned on
+// gets no event. With events off there is no publish: verified is skipped,
+// the verdict is done (1) or, for a rejection, rejecting then rejected.
 func (c *completer) complete(ctx context.Context, r events.S3EventRecord, ev uploads.Event) error {
-	got, err := c.set(ctx, quota.Completion{Tenant: ev.Tenant, URLID: ev.URLID, Value: markerUnpublished, TTL: c.doneTTL, First: true})
-	switch {
-	case err != nil:
+	got, err := c.set(ctx, quota.Completion{Tenant: ev.Tenant, URLID: ev.URLID, Value: markerVerifying, TTL: c.doneTTL, First: true})
+	if err != nil {
 		return err
-	case !got.Existed: // the first completion
-	case got.Previous != markerUnpublished:
-		return nil // its event is stored
+	}
+	prev := markerVerifying
+	if got.Existed {
+		prev = got.Previous
 	}
 	ev.Size, ev.ETag, ev.CompletedAt = r.S3.Object.Size, r.S3.Object.ETag, completedAt(r)
-	dup, err := c.events.Publish(ctx, ev)
-	if err != nil {
-		c.m.errors.WithLabelValues(opPublish).Inc()
-		return err
+	// A lost move (another delivery's verdict came first) follows the
+	// value it found: at most once from verifying to a verdict, and once
+	// more from that verdict to its end.
+	for range 3 {
+		next, err := c.step(ctx, ev, prev)
+		if err != nil || next == "" {
+			return err
+		}
+		prev = next
 	}
-	if dup {
-		c.m.eventsDuplicate.Inc()
-	} else {
-		c.m.eventsPublished.Inc()
+	return fmt.Errorf("the done marker of %s kept changing", ev.URLID)
+}
+
+// step carries the upload on from the marker value prev; it returns the
+// value another delivery moved the marker to first, for the caller to
+// follow, or "" once this delivery is done with it.
+func (c *completer) step(ctx context.Context, ev uploads.Event, prev string) (string, error) {
+	v, reason := quota.ReadDone(prev)
+	switch {
+	case v == quota.Unverified:
+		return c.verify(ctx, ev, prev)
+	case v == quota.Refusing:
+		return c.reject(ctx, ev, reason)
+	case prev == markerUnpublished:
+		return c.publishCompleted(ctx, ev)
 	}
-	return c.mark(ctx, ev.Tenant, ev.URLID)
+	return "", nil // done, or rejected: nothing left to do
+}
+
+// publishCompleted publishes the completed event of a verified upload
+// (with events on) and marks it done.
+func (c *completer) publishCompleted(ctx context.Context, ev uploads.Event) (string, error) {
+	if c.events != nil {
+		dup, err := c.events.Publish(ctx, ev)
+		if err != nil {
+			c.m.errors.WithLabelValues(opPublish).Inc()
+			return "", err
+		}
+		if dup {
+			c.m.eventsDuplicate.Inc()
+		} else {
+			c.m.eventsPublished.Inc()
+		}
+	}
+	if _, _, err := c.store.Settle(ctx, ev.Tenant, ev.URLID, markerUnpublished, markerDone); err != nil {
+		return "", err
+	}
+	return "", nil
 }
 
 // completedAt is the record's eventTime, or now if S3 sent none that

@@ -14,6 +14,7 @@ const (
 	ignoredURLID      = "bad_url_id"       // incoming/<tenant>/<x> where x is not a canonical UUID
 	ignoredSource     = "foreign_source"   // a record whose eventSource is not aws:s3
 	ignoredBucket     = "foreign_bucket"   // a record of a bucket other than MINTGATE_S3_BUCKET
+	ignoredGone       = "object_gone"      // an upload whose object left incoming/ before its verdict, not by us
 )
 
 // metrics are the completer's own series, on the run's registry.
@@ -36,6 +37,9 @@ type metrics struct {
 	eventsPublished prometheus.Counter
 	eventsDuplicate prometheus.Counter
 	lag             prometheus.Histogram
+
+	rejected      *prometheus.CounterVec // by tenant, reason
+	scanTruncated prometheus.Counter
 }
 
 // newMetrics declares every metric of the completer: a list, one entry a
@@ -62,7 +66,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		ignored: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_completer_ignored_total",
-			Help: "Messages or records handled by ignoring them, by reason: test_event, not_created, outside_incoming, bad_tenant, bad_url_id, foreign_source, foreign_bucket.",
+			Help: "Messages or records handled by ignoring them, by reason: test_event, not_created, outside_incoming, bad_tenant, bad_url_id, foreign_source, foreign_bucket, object_gone (an upload's object left incoming/ before its verdict; it stays verifying).",
 		}, []string{"reason"}),
 		unparseable: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_unparseable_total",
@@ -78,7 +82,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		errors: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_completer_errors_total",
-			Help: "Failures by operation: receive (SQS), handle (Redis or NATS down, or a notification that can never be applied), delete (SQS), extend (SQS visibility of held messages), publish (an upload-completed event to NATS; also counted as handle), dlq (reading the dead-letter queue's depth).",
+			Help: "Failures by operation: receive (SQS), handle (Redis, NATS, S3 or clamd down, or a notification that can never be applied), delete (SQS), extend (SQS visibility of held messages), publish (an upload event to NATS; also counted as handle), verify (reading the object from S3 or scanning it with clamd; also counted as handle), quarantine (moving a rejected object; also counted as handle), dlq (reading the dead-letter queue's depth).",
 		}, []string{"op"}),
 		redisSeconds: factory.NewHistogram(prometheus.HistogramOpts{
 			Name:    "mintgate_completer_redis_seconds",
@@ -96,17 +100,25 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		eventsPublished: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_events_published_total",
-			Help: "Upload-completed events the stream stored (one per upload; 0 with events off).",
+			Help: "Upload events, completed or rejected, the stream stored (one per upload; 0 with events off).",
+		}),
+		rejected: factory.NewCounterVec(prometheus.CounterOpts{
+			Name: "mintgate_completer_rejected_total",
+			Help: "Uploads the verification gate rejected (object moved to quarantine/, tokens kept spent), by tenant and reason: size_mismatch, type_mismatch, image_too_large, malware. One per upload.",
+		}, []string{"tenant", "reason"}),
+		scanTruncated: factory.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_completer_scan_truncated_total",
+			Help: "Objects larger than MINTGATE_SCAN_MAX_BYTES, of which clamd scanned only the first MINTGATE_SCAN_MAX_BYTES (a redelivered record counts again).",
 		}),
 		eventsDuplicate: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_events_duplicate_total",
 			Help: "Upload-completed events published again (after a failure between publish and marking done, or by two deliveries of one record at once), dropped by the stream as duplicates of the urlId.",
 		}),
 	}
-	for _, r := range []string{ignoredTestEvent, ignoredNotCreated, ignoredOutside, ignoredTenant, ignoredURLID, ignoredSource, ignoredBucket} {
+	for _, r := range []string{ignoredTestEvent, ignoredNotCreated, ignoredOutside, ignoredTenant, ignoredURLID, ignoredSource, ignoredBucket, ignoredGone} {
 		m.ignored.WithLabelValues(r)
 	}
-	for _, op := range []string{opReceive, opHandle, opDelete, opExtend, opPublish, opDLQ} {
+	for _, op := range []string{opReceive, opHandle, opDelete, opExtend, opPublish, opVerify, opQuarantine, opDLQ} {
 		m.errors.WithLabelValues(op)
 	}
 	return m
@@ -120,4 +132,7 @@ const (
 	opExtend  = "extend"
 	opPublish = "publish"
 	opDLQ     = "dlq" // reading the dead-letter queue's depth
+
+	opVerify     = "verify"     // reading the object from S3, or scanning it
+	opQuarantine = "quarantine" // moving a rejected object out of incoming/
 )

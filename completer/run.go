@@ -53,11 +53,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	reg := ops.NewRegistry()
 	m := newMetrics(reg)
 	comp := &completer{store: quota.New(rdb), bucket: c.Bucket, doneTTL: c.DoneTTL, m: m, log: log}
+	clam, err := newGate(ctx, c, comp)
+	if err != nil {
+		return err
+	}
 	checks, ready, closeEvents, err := withEvents(ctx, c, comp, rdb, q, log)
 	if err != nil {
 		return err
 	}
 	defer closeEvents()
+	if clam != nil {
+		// A scanner that does not answer holds every upload: /readyz names
+		// it, and held messages wait for it as for the stores.
+		checks = append(checks, ops.Check{Name: "clamd", Ping: clam.Ping})
+		ready = both(ready, clam.Ping)
+	}
 	cons := &consumer{
 		q: q, queueURL: c.QueueURL, visibility: c.Visibility,
 		handle: comp.handle, ready: ready, polls: newPolls(), m: m, log: log,
@@ -68,6 +78,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		// receiver costs Redis nothing.
 		backoff: backoff.Policy{Min: 100 * time.Millisecond, Max: time.Second, Jitter: 0.5},
 	}
+	if c.Verify.Content {
+		// A batch reads up to ten objects from S3 and streams them to
+		// clamd: more than the 30 s a batch of Redis writes gets.
+		cons.batchTimeout = verifyBatchTimeout
+	}
 	// The DLQ's depth is only watched: its own goroutine, never in the
 	// receivers' way, stopped with them.
 	dlq := &dlqWatcher{q: q, queueURL: c.QueueURL, m: m, log: log}
@@ -76,6 +91,45 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		func(ctx context.Context) { cons.run(ctx, c.Receivers) }, dlq.run)
 	log.Info("completer stopped")
 	return err
+}
+
+// verifyBatchTimeout bounds the handling of one received batch when the
+// content checks run (see consumer.batchTimeout).
+const verifyBatchTimeout = 5 * time.Minute
+
+// clamdTimeout bounds clamd's dial and each read or write of a scan: a
+// clamd that stalls that long is down, and the upload held.
+const clamdTimeout = 10 * time.Second
+
+// newGate gives comp its verification gate: the S3 client of the
+// services' own calls and, with MINTGATE_CLAMD_ADDR, clamd (returned, for
+// /readyz; nil without a scanner).
+func newGate(ctx context.Context, c cfg, comp *completer) (*clamd, error) {
+	s3c, err := dial.S3(ctx, c.AWS, c.S3)
+	if err != nil {
+		return nil, err
+	}
+	comp.gate = &gate{s3: s3c, bucket: c.Bucket, content: c.Verify.Content, maxPixels: c.Verify.MaxPixels,
+		scanMax: c.Verify.ScanMax, truncated: comp.m.scanTruncated.Inc}
+	if !c.Verify.Content || c.Verify.ClamdAddr == "" {
+		return nil, nil
+	}
+	clam, err := newClamd(c.Verify.ClamdAddr, clamdTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("MINTGATE_CLAMD_ADDR: %w", err)
+	}
+	comp.gate.scan = clam
+	return clam, nil
+}
+
+// both is a readiness that needs a and b.
+func both(a, b func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := a(ctx); err != nil {
+			return err
+		}
+		return b(ctx)
+	}
 }
 
 // configure is the configuration getenv gives with the -receivers flag

@@ -331,6 +331,8 @@ func (d deps) finished(a attempt, urlID string, body []byte, expiresAt time.Time
 	return quota.Finished{
 		URLID: urlID, Subject: a.who.Subject, Body: body, ExpiresAt: expiresAt,
 		RecordTTL: ttl, GrantTTL: quota.GrantRecordTTL(ttl, d.cfg.SweepGrace),
+		// What the completer's verification gate checks the object against.
+		ContentType: a.req.ContentType, ContentLength: a.req.ContentLength,
 	}
 }
 

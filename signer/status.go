@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+
+	"github.com/mintgate/mintgate/shared/quota"
 )
 
 // Grant statuses of GET /uploads/{urlId}.
@@ -16,11 +18,14 @@ const (
 	statusExpired   = "expired"   // expired unused; the refund is due after the grace
 	statusRefunded  = "refunded"  // expired unused and its token given back
 	statusAborted   = "aborted"   // a multipart upload aborted: by DELETE (its bytes given back), or by the sweeper after its life (its token and bytes)
+	statusVerifying = "verifying" // the object arrived; the completer's verification gate has no verdict yet
+	statusRejected  = "rejected"  // the gate refused the object (reason); it is moved to quarantine/, its tokens stay spent
 )
 
 type statusResponse struct {
 	URLID     string     `json:"urlId"`
 	Status    string     `json:"status"`
+	Reason    string     `json:"reason,omitempty"` // of a rejected upload: size_mismatch, type_mismatch, image_too_large, malware
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
@@ -55,7 +60,7 @@ func handleStatus(d deps) echo.HandlerFunc {
 		resp := statusResponse{URLID: id, ExpiresAt: &at}
 		switch {
 		case st.Done:
-			resp.Status = statusCompleted
+			resp.Status, resp.Reason = doneStatus(st.DoneValue)
 		case st.Refunded && st.Multipart != "":
 			resp.Status = statusAborted
 		case st.Refunded:
@@ -67,4 +72,18 @@ func handleStatus(d deps) echo.HandlerFunc {
 		}
 		return c.JSON(http.StatusOK, resp)
 	}
+}
+
+// doneStatus is the status of an upload whose done marker holds value: the
+// verification gate's verdict. A rejection reads rejected as soon as it is
+// decided (the marker's intent): the move to quarantine and the event that
+// follow never change it back.
+func doneStatus(value string) (status, reason string) {
+	switch v, reason := quota.ReadDone(value); v {
+	case quota.Unverified:
+		return statusVerifying, ""
+	case quota.Refusing, quota.Refused:
+		return statusRejected, reason
+	}
+	return statusCompleted, ""
 }

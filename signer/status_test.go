@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/quota"
 )
 
 func TestUploadStatus(t *testing.T) {
@@ -57,6 +59,42 @@ func TestUploadStatus(t *testing.T) {
 	}
 	if st := status(r.str("urlId"), map[string]string{hdrTenant: "pub"}); st.str("status") != statusPending {
 		t.Errorf("anonymous status: %d %s", st.status, st.raw)
+	}
+}
+
+// TestUploadStatusVerdicts: the verification gate's states (issue 30).
+// Between the object's arrival and the verdict the upload reads
+// verifying; a rejection reads rejected with its reason from the moment
+// it is decided; a passed one reads completed.
+func TestUploadStatusVerdicts(t *testing.T) {
+	s := start(t, newStack(t).env(t))
+	ctx := context.Background()
+	tok := s.token("acme", "alice")
+	auth := map[string]string{"Authorization": "Bearer " + tok}
+	cases := []struct{ marker, status, reason string }{
+		{quota.DoneVerifying, statusVerifying, ""},
+		{quota.DoneUnpublished, statusVerifying, ""}, // the signer saw a multipart upload complete
+		{quota.DoneVerified, statusCompleted, ""},
+		{quota.DoneCompleted, statusCompleted, ""},
+		{quota.Rejecting("type_mismatch"), statusRejected, "type_mismatch"},
+		{quota.Rejected("malware"), statusRejected, "malware"},
+		{quota.Rejected("size_mismatch"), statusRejected, "size_mismatch"},
+		{quota.Rejected("image_too_large"), statusRejected, "image_too_large"},
+	}
+	for _, c := range cases {
+		r := s.sign(tok, newKey(), pngBody)
+		if r.status != http.StatusCreated {
+			t.Fatalf("sign: %d %s", r.status, r.raw)
+		}
+		id := r.str("urlId")
+		s.rdb.Set(ctx, keys.Done("acme", id), c.marker, time.Minute)
+		got := s.do(http.MethodGet, "/uploads/"+id, auth, "")
+		if got.status != http.StatusOK || got.str("status") != c.status || got.str("reason") != c.reason {
+			t.Errorf("marker %q: %d %s, want %s %q", c.marker, got.status, got.raw, c.status, c.reason)
+		}
+		if c.reason == "" && strings.Contains(string(got.raw), `"reason"`) {
+			t.Errorf("marker %q: %s carries a reason", c.marker, got.raw)
+		}
 	}
 }
 

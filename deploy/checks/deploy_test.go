@@ -50,9 +50,9 @@ var specEnv = map[string][]string{
 	"MINTGATE_NATS_URL":               everyService, // the completer for upload-completed events (SPEC §7)
 	"MINTGATE_HTTP_ADDR":              everyService,
 	"MINTGATE_S3_BUCKET":              {signer, completer, sweeper}, // the completer marks only its records done (SPEC §7); the sweeper aborts multipart uploads (§8)
-	"MINTGATE_S3_REGION":              {signer, sweeper},
-	"MINTGATE_S3_ENDPOINT":            {signer, sweeper},
-	"MINTGATE_S3_PATH_STYLE":          {signer, sweeper},
+	"MINTGATE_S3_REGION":              {signer, completer, sweeper},
+	"MINTGATE_S3_ENDPOINT":            {signer, completer, sweeper},
+	"MINTGATE_S3_PATH_STYLE":          {signer, completer, sweeper},
 	"MINTGATE_URL_TTL":                {signer, completer},
 	"MINTGATE_MAX_OBJECT_BYTES":       {signer},
 	"MINTGATE_CONTENT_TYPES":          {signer},
@@ -86,9 +86,14 @@ var addedEnv = map[string][]string{
 	"MINTGATE_MAX_MULTIPART_BYTES":  {signer},
 	"MINTGATE_MULTIPART_PART_BYTES": {signer},
 	"MINTGATE_MULTIPART_TTL":        {signer},
-	"MINTGATE_S3_INTERNAL_ENDPOINT": {signer, sweeper},
+	"MINTGATE_S3_INTERNAL_ENDPOINT": {signer, completer, sweeper},
 	// SPEC §8, live grants.
 	"MINTGATE_MAX_LIVE_GRANTS": {signer},
+	// SPEC §9, the verification gate.
+	"MINTGATE_VERIFY":           {completer},
+	"MINTGATE_MAX_IMAGE_PIXELS": {completer},
+	"MINTGATE_CLAMD_ADDR":       {completer},
+	"MINTGATE_SCAN_MAX_BYTES":   {completer},
 }
 
 // awsEnv are the SDK's own variables, for the services that call AWS.
@@ -104,9 +109,11 @@ var widenedBy7 = map[string][]string{
 	"MINTGATE_S3_BUCKET": {completer, sweeper}, // "the completer ignores ... records whose bucket is not MINTGATE_S3_BUCKET"; §8: "the sweeper aborts the upload"
 	"MINTGATE_NATS_URL":  {completer},          // "the completer (given MINTGATE_NATS_URL) publishes ... upload-completed events"
 	// §8: the sweeper aborts multipart uploads, on the signer's bucket.
-	"MINTGATE_S3_REGION":     {sweeper},
-	"MINTGATE_S3_ENDPOINT":   {sweeper},
-	"MINTGATE_S3_PATH_STYLE": {sweeper},
+	// §9: the completer reads each upload (the verification gate) and
+	// moves a rejected one to quarantine/.
+	"MINTGATE_S3_REGION":     {sweeper, completer},
+	"MINTGATE_S3_ENDPOINT":   {sweeper, completer},
+	"MINTGATE_S3_PATH_STYLE": {sweeper, completer},
 }
 
 // runtimeEnv are the Go runtime's variables the manifests set, by service.

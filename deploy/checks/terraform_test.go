@@ -452,8 +452,8 @@ func TestTerraformLeastPrivilege(t *testing.T) {
 	}
 
 	completerSt := m.statements(t, "completer")
-	if len(completerSt) != 2 {
-		t.Fatalf("completer policy: want two statements (the queue, its DLQ), got %d", len(completerSt))
+	if len(completerSt) != 4 {
+		t.Fatalf("completer policy: want four statements (the queue, its DLQ, incoming/, quarantine/), got %d", len(completerSt))
 	}
 	// On the queue: DeleteMessageBatch is authorised by sqs:DeleteMessage
 	// and ChangeMessageVisibilityBatch (extending the messages it holds
@@ -468,6 +468,11 @@ func TestTerraformLeastPrivilege(t *testing.T) {
 	}{
 		{"aws_sqs_queue.uploads.arn", []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}},
 		{"aws_sqs_queue.uploads_dlq.arn", []string{"sqs:GetQueueUrl", "sqs:GetQueueAttributes"}},
+		// The verification gate reads an upload (ranged GETs, the scan)
+		// and moves a rejected one: copy to quarantine/, delete from
+		// incoming/. Never a write into incoming/.
+		{`"${aws_s3_bucket.uploads.arn}/incoming/*"`, []string{"s3:GetObject", "s3:DeleteObject"}},
+		{`"${aws_s3_bucket.uploads.arn}/quarantine/*"`, []string{"s3:PutObject"}},
 	} {
 		s := completerSt[i]
 		if got := slices.Sorted(slices.Values(s.actions)); !slices.Equal(got, slices.Sorted(slices.Values(want.actions))) {
@@ -496,7 +501,7 @@ func TestTerraformLeastPrivilege(t *testing.T) {
 				}
 			}
 			for _, r := range s.resources {
-				if strings.Contains(r, "*") && !strings.HasSuffix(r, `/incoming/*"`) {
+				if strings.Contains(r, "*") && !strings.HasSuffix(r, `/incoming/*"`) && !strings.HasSuffix(r, `/quarantine/*"`) {
 					t.Errorf("policy %s allows on %s", b.Labels[1], r)
 				}
 			}

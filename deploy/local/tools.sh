@@ -2,7 +2,7 @@
 # Installs what the tests and the local stack need, idempotently, into a
 # git-ignored cache ($MINTGATE_TOOLS, default .tools/ in the repo). Safe to
 # run again: each tool is checked before anything is fetched.
-#   deploy/local/tools.sh [redis] [jq] [nats] [staticcheck] [govulncheck] [versitygw] [fauxqs] ...
+#   deploy/local/tools.sh [redis] [jq] [nats] [staticcheck] [govulncheck] [versitygw] [fauxqs] [clamd] ...
 # With no argument it installs everything the test suite uses.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -128,8 +128,18 @@ install_chromium() {
   apt_install chromium chromium-driver fonts-liberation
 }
 
+# install_clamd: Debian's clamav-daemon (clamd 1.4) for the completer's
+# verification gate: its tests and the local stack start their own clamd
+# (shared/testenv/clamd.go, up.sh) with the repository's signatures
+# (deploy/clamav), since freshclam cannot reach its mirrors here. The
+# package's own service is never used.
+install_clamd() {
+  command -v clamd >/dev/null || [ -x /usr/sbin/clamd ] && return
+  apt_install clamav-daemon
+}
+
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(redis nats staticcheck govulncheck versitygw node fauxqs chromium)
+[ ${#want[@]} -gt 0 ] || want=(redis nats staticcheck govulncheck versitygw node fauxqs chromium clamd)
 for t in "${want[@]}"; do
   "install_$t"
 done

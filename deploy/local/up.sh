@@ -32,6 +32,7 @@ p_signer=${MINTGATE_PORT_SIGNER:-8080}
 p_completer=${MINTGATE_PORT_COMPLETER:-8081}
 p_sweeper=${MINTGATE_PORT_SWEEPER:-8082}
 p_ops=${MINTGATE_PORT_OPS:-9080}
+p_clamd=${MINTGATE_PORT_CLAMD:-13310}
 
 log() { echo "up: $*" >&2; }
 
@@ -77,13 +78,13 @@ if [ -f "$stack/pids" ]; then
   sleep 1
 fi
 
-for p in $p_redis $p_nats $p_s3 $p_sqs $p_bridge $p_signer $p_completer $p_sweeper $p_ops; do
+for p in $p_redis $p_nats $p_s3 $p_sqs $p_bridge $p_signer $p_completer $p_sweeper $p_ops $p_clamd; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
     log "port $p is already in use; set MINTGATE_PORT_<NAME> to move a part"; exit 1
   fi
 done
 
-"$root/deploy/local/tools.sh" redis jq nats versitygw node fauxqs
+"$root/deploy/local/tools.sh" redis jq nats versitygw node fauxqs clamd
 # The demo page's script (and the client package), which the signer embeds.
 "$root/deploy/local/web.sh"
 export PATH=$tools/bin:$PATH
@@ -120,6 +121,8 @@ wait_for() {
   log "$name did not become ready; its log:"; tail -n 30 "$stack/logs/$name.log" >&2; exit 1
 }
 tcp() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# clamd_pong PORT: clamd answers zPING with PONG.
+clamd_pong() { (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf 'zPING\0' >&3 && [ "$(timeout 2 head -c 4 <&3)" = PONG ]) 2>/dev/null; }
 http_ok() { curl -fsS -o /dev/null "$1"; }
 
 # Credentials of the local S3 and SQS servers only; never real AWS.
@@ -150,6 +153,24 @@ jetstream {
 CONF
 start nats env $(cat "$secrets/nats-users.env") nats-server -c "$stack/nats.conf"
 wait_for nats http_ok "http://127.0.0.1:$((p_nats + 1))/healthz?js-enabled-only=true"
+
+# clamd for the completer's verification gate, with the repository's own
+# signatures (the EICAR test string) and no other: freshclam cannot reach
+# its mirrors here. Loading them takes a few seconds.
+mkdir -p "$stack/clamav/db"
+cp "$root/deploy/clamav/mintgate-test.ndb" "$stack/clamav/db/"
+cat >"$stack/clamav/clamd.conf" <<CONF
+DatabaseDirectory $stack/clamav/db
+TCPSocket $p_clamd
+TCPAddr 127.0.0.1
+Foreground yes
+StreamMaxLength 100M
+MaxFileSize 100M
+MaxScanSize 400M
+CONF
+clamd_bin=$(command -v clamd || echo /usr/sbin/clamd)
+start clamd "$clamd_bin" -c "$stack/clamav/clamd.conf"
+wait_for clamd clamd_pong "$p_clamd"
 
 . "$root/deploy/local/s3sqs.sh"
 start_s3sqs
@@ -195,6 +216,8 @@ start signer env "${common[@]}" "${nats[@]}" MINTGATE_NATS_CREDS="$secrets/nats-
 start completer env "${common[@]}" \
   MINTGATE_HTTP_ADDR="127.0.0.1:$p_completer" MINTGATE_S3_BUCKET="$bucket" \
   MINTGATE_SQS_QUEUE_URL="$queue_url" MINTGATE_SQS_ENDPOINT="http://127.0.0.1:$p_sqs" \
+  MINTGATE_S3_ENDPOINT="http://127.0.0.1:$p_s3" MINTGATE_S3_PATH_STYLE=true MINTGATE_S3_REGION=us-east-1 \
+  MINTGATE_CLAMD_ADDR="127.0.0.1:$p_clamd" \
   "$stack/bin/completer"
 start sweeper env "${common[@]}" "${nats[@]}" MINTGATE_NATS_CREDS="$secrets/nats-sweeper.nk" \
   MINTGATE_HTTP_ADDR="127.0.0.1:$p_sweeper" \
@@ -209,7 +232,7 @@ token=$("$stack/bin/devtoken" -secret "$secret" -aud "$jwt_aud" -iss "$jwt_iss" 
 echo "$token" >"$stack/devtoken"
 cat <<MSG
 
-mintgate is ready: signer http://127.0.0.1:$p_signer (metrics http://127.0.0.1:$p_ops/metrics)  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  (S3 http://127.0.0.1:$p_s3, SQS http://127.0.0.1:$p_sqs, Redis rediss://127.0.0.1:$p_redis, NATS tls://127.0.0.1:$p_nats; logs in .stack/logs, credentials in .stack/secrets)
+mintgate is ready: signer http://127.0.0.1:$p_signer (metrics http://127.0.0.1:$p_ops/metrics)  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  (S3 http://127.0.0.1:$p_s3, clamd 127.0.0.1:$p_clamd, SQS http://127.0.0.1:$p_sqs, Redis rediss://127.0.0.1:$p_redis, NATS tls://127.0.0.1:$p_nats; logs in .stack/logs, credentials in .stack/secrets)
 
 Try it (a dev JWT for tenant acme, user alice, valid 24 h, also written to .stack/devtoken):
   curl -s -X POST http://127.0.0.1:$p_signer/uploads/sign \\

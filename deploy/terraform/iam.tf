@@ -22,6 +22,12 @@
 #              sqs:GetQueueUrl and sqs:GetQueueAttributes: it finds the DLQ
 #              through the queue's RedrivePolicy and exports its depth
 #              (mintgate_completer_dlq_messages); it never reads its messages.
+#              The verification gate: s3:GetObject on <bucket>/incoming/*
+#              (ranged GETs of an object's first bytes, the scan's stream,
+#              HeadObject), and to move a rejected object, s3:PutObject on
+#              <bucket>/quarantine/* (the copy's destination; CopyObject
+#              reads the source with s3:GetObject) and s3:DeleteObject on
+#              <bucket>/incoming/*. Nothing outside those two prefixes.
 #   sweeper    s3:AbortMultipartUpload and s3:GetObject (HeadObject: tells a
 #              completed upload from an aborted one) on <bucket>/incoming/*:
 #              a multipart upload not completed by its grant's end is
@@ -134,6 +140,23 @@ data "aws_iam_policy_document" "completer" {
       "sqs:GetQueueAttributes",
     ]
     resources = [aws_sqs_queue.uploads_dlq.arn]
+  }
+
+  statement {
+    sid    = "VerifyAndMoveUploads"
+    effect = "Allow"
+    actions = [
+      "s3:GetObject",
+      "s3:DeleteObject",
+    ]
+    resources = ["${aws_s3_bucket.uploads.arn}/incoming/*"]
+  }
+
+  statement {
+    sid       = "QuarantineRejectedUploads"
+    effect    = "Allow"
+    actions   = ["s3:PutObject"]
+    resources = ["${aws_s3_bucket.uploads.arn}/quarantine/*"]
   }
 }
 

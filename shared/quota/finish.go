@@ -47,13 +47,8 @@ func (s *Store) finishAll(ctx context.Context, fs []Finishing) ([]error, error) 
 		fin := f.Finished
 		pipe.HSet(ctx, f.Ask.Idem, "state", "done", "fp", f.Ask.Fingerprint, "nonce", f.Ask.Nonce, "body", fin.Body)
 		pipe.PExpire(ctx, f.Ask.Idem, fin.RecordTTL)
-		grant := keys.Grant(f.Ask.Tenant, fin.URLID)
-		if fin.Multipart != "" {
-			pipe.HSet(ctx, grant, "expiresAt", fin.ExpiresAt.UnixMilli(), "subject", fin.Subject, "multipart", fin.Multipart)
-		} else {
-			pipe.HSet(ctx, grant, "expiresAt", fin.ExpiresAt.UnixMilli(), "subject", fin.Subject)
-		}
-		pipe.PExpire(ctx, grant, fin.GrantTTL)
+		pipe.HSet(ctx, keys.Grant(f.Ask.Tenant, fin.URLID), grantFields(fin)...)
+		pipe.PExpire(ctx, keys.Grant(f.Ask.Tenant, fin.URLID), fin.GrantTTL)
 	}
 	cmds, err := pipe.Exec(ctx)
 	if err != nil {
@@ -74,6 +69,20 @@ func (s *Store) finishAll(ctx context.Context, fs []Finishing) ([]error, error) 
 		}
 	}
 	return out, nil
+}
+
+// grantFields are the field-value pairs of f's grant record: expiresAt and
+// subject; contentType and contentLength when f names its type (what the
+// completer checks the object against); multipart for a multipart grant.
+func grantFields(f Finished) []any {
+	fields := []any{"expiresAt", f.ExpiresAt.UnixMilli(), "subject", f.Subject}
+	if f.ContentType != "" {
+		fields = append(fields, "contentType", f.ContentType, "contentLength", f.ContentLength)
+	}
+	if f.Multipart != "" {
+		fields = append(fields, "multipart", f.Multipart)
+	}
+	return fields
 }
 
 // FinishCoalescer gathers concurrent Finishes of one tenant into one

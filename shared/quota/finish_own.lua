@@ -24,6 +24,9 @@ if rec[1] == 'pending' and rec[2] == ARGV[FINISH_OWN.fp] and rec[3] == ARGV[FINI
   done = 1
 end
 redis.call('HSET', grant, 'expiresAt', ARGV[FINISH_OWN.expires_at], 'subject', ARGV[FINISH_OWN.subject])
+if ARGV[FINISH_OWN.content_type] ~= '' then
+  redis.call('HSET', grant, 'contentType', ARGV[FINISH_OWN.content_type], 'contentLength', ARGV[FINISH_OWN.content_length])
+end
 if ARGV[FINISH_OWN.multipart] ~= '' then
   redis.call('HSET', grant, 'multipart', ARGV[FINISH_OWN.multipart])
 end

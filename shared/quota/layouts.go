@@ -119,7 +119,9 @@ var (
 		layout.Value("expires_at", func(f Finishing) any { return f.Finished.ExpiresAt.UnixMilli() }),
 		layout.Value("subject", func(f Finishing) any { return f.Finished.Subject }),
 		layout.Value("grant_ttl", func(f Finishing) any { return f.Finished.GrantTTL.Milliseconds() }),
-		layout.Value("multipart", func(f Finishing) any { return f.Finished.Multipart }), // '' for a single PUT
+		layout.Value("multipart", func(f Finishing) any { return f.Finished.Multipart }),      // '' for a single PUT
+		layout.Value("content_type", func(f Finishing) any { return f.Finished.ContentType }), // '' for none
+		layout.Value("content_length", func(f Finishing) any { return f.Finished.ContentLength }),
 	)
 )
 

@@ -26,6 +26,7 @@ package quota
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -69,11 +70,13 @@ var (
 // late, or twice, moves nothing.
 const MarkerTTL = 24 * time.Hour
 
-// DoneUnpublished is the done marker's value for an upload that is done and
-// whose upload-completed event (docs/events.md) may not be stored yet: what
-// a completer writes first, and what the signer and the sweeper write when
-// they learn from S3 that a multipart upload completed, so that the
-// completer still publishes its event when the ObjectCreated arrives.
+// DoneUnpublished is the done marker's value for an upload whose object
+// arrived and whose verdict and upload-completed event (docs/events.md)
+// may not be stored yet: what the signer and the sweeper write when they
+// learn from S3 that a multipart upload completed, so that the completer
+// still verifies it and publishes its event when the ObjectCreated
+// arrives. A completer from before the verification gate wrote it first
+// too; ReadDone reads it as Unverified, like DoneVerifying.
 const DoneUnpublished = "pending"
 
 // RefundedTTL is how long a refunded marker lives, and what GET
@@ -200,11 +203,18 @@ type Finished struct {
 	// upload, layout and refund), kept in the grant record's field
 	// "multipart"; empty for a single PUT.
 	Multipart string
+	// ContentType and ContentLength are what the grant was signed for,
+	// kept in the grant record's fields "contentType" and "contentLength"
+	// so that the completer can check the object against them. A record
+	// written before they existed lacks both (GrantShape.Known false).
+	ContentType   string
+	ContentLength int64
 }
 
 // Status is what Redis knows of one grant.
 type Status struct {
 	Done      bool      // its upload landed: the completer's done marker
+	DoneValue string    // the done marker's value (ReadDone says what it means)
 	Refunded  bool      // its token was given back, by Undo or Refund
 	ExpiresAt time.Time // from the grant record, in UTC
 	Subject   string    // from the grant record
@@ -390,16 +400,23 @@ func (s *Store) Status(ctx context.Context, tenant, urlID string) (Status, error
 		return Status{}, err
 	}
 	pipe := s.rdb.Pipeline()
-	done := pipe.Exists(ctx, keys.Done(tenant, urlID))
+	done := pipe.Get(ctx, keys.Done(tenant, urlID))
 	refunded := pipe.Exists(ctx, keys.Refunded(tenant, urlID))
 	rec := pipe.HMGet(ctx, keys.Grant(tenant, urlID), "expiresAt", "subject", "multipart")
-	if _, err := pipe.Exec(ctx); err != nil {
-		return Status{}, unavailable("status", err)
+	// A done marker that is absent is GET's redis.Nil, which Exec reports
+	// as its first error: each command's own error decides.
+	_, _ = pipe.Exec(ctx)
+	for _, err := range []error{done.Err(), refunded.Err(), rec.Err()} {
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return Status{}, unavailable("status", err)
+		}
 	}
 	expiresAt, _ := rec.Val()[0].(string)
 	subject, _ := rec.Val()[1].(string)
 	mp, _ := rec.Val()[2].(string)
-	return status(done.Val() > 0, refunded.Val() > 0, expiresAt, subject, mp), nil
+	st := status(done.Err() == nil, refunded.Val() > 0, expiresAt, subject, mp)
+	st.DoneValue = done.Val()
+	return st, nil
 }
 
 func unavailable(op string, err error) error {

@@ -1,8 +1,9 @@
-// Package uploads is the stream of upload-completed events (docs/events.md): the
-// completer publishes one JetStream message per first completion of an
-// upload, on mintgate.uploads.completed.<tenant> in the stream
-// MINTGATE_UPLOADS, with the urlId as Nats-Msg-Id. Consumers read it with
-// any JetStream client; Event is the body (docs/events.md).
+// Package uploads is the stream of upload events (docs/events.md): the
+// completer publishes one JetStream message per upload in the stream
+// MINTGATE_UPLOADS, with the urlId as Nats-Msg-Id: on
+// mintgate.uploads.completed.<tenant> (Event) once its object passed the
+// verification gate, or on mintgate.uploads.rejected.<tenant> (Rejected)
+// once it failed it. Consumers read it with any JetStream client.
 package uploads
 
 import (
@@ -22,6 +23,9 @@ import (
 const (
 	Stream        = "MINTGATE_UPLOADS"
 	SubjectPrefix = "mintgate.uploads.completed."
+	// RejectedPrefix starts the subjects of upload-rejected events, in the
+	// same stream: mintgate.uploads.rejected.<tenant>.
+	RejectedPrefix = "mintgate.uploads.rejected."
 	// DefaultMaxAge is how long the stream Open creates keeps an event.
 	DefaultMaxAge = 7 * 24 * time.Hour
 	// PublishTimeout bounds one publish and its ack.
@@ -58,14 +62,37 @@ type Event struct {
 // Subject is the subject of a tenant's events.
 func Subject(tenant string) string { return SubjectPrefix + tenant }
 
+// Rejected is one upload-rejected message: an upload whose object failed
+// the completer's verification gate for Reason (size_mismatch,
+// type_mismatch, image_too_large, malware). Key is where it landed,
+// incoming/<tenant>/<urlId>; it now lies at QuarantineKey(tenant, urlId).
+// Size is the size S3 reported; RejectedAt when the completer carried the
+// rejection out (RFC 3339, UTC).
+type Rejected struct {
+	URLID      string    `json:"urlId"`
+	Tenant     string    `json:"tenant"`
+	Key        string    `json:"key"`
+	Size       int64     `json:"size"`
+	Reason     string    `json:"reason"`
+	RejectedAt time.Time `json:"rejectedAt"`
+}
+
+// RejectedSubject is the subject of a tenant's upload-rejected events.
+func RejectedSubject(tenant string) string { return RejectedPrefix + tenant }
+
+// QuarantineKey is where a rejected upload's object is moved, in the same
+// bucket: quarantine/<tenant>/<urlId>, outside incoming/ (no notification,
+// no lifecycle rule of the uploads).
+func QuarantineKey(tenant, urlID string) string { return "quarantine/" + tenant + "/" + urlID }
+
 // StreamConfig is the stream EnsureStream creates or updates to: file
 // storage, limits retention (every consumer reads every event), events
 // kept DefaultMaxAge, and a de-duplication window of dedupe.
 func StreamConfig(dedupe time.Duration) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        Stream,
-		Description: "mintgate upload-completed events: one per first completion of an upload, Nats-Msg-Id = urlId",
-		Subjects:    []string{SubjectPrefix + ">"},
+		Description: "mintgate upload events: one completed or rejected per upload, Nats-Msg-Id = urlId",
+		Subjects:    []string{SubjectPrefix + ">", RejectedPrefix + ">"},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		Storage:     jetstream.FileStorage,
@@ -114,8 +141,10 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, dedupe time.Durat
 func checkStream(info *jetstream.StreamInfo) error {
 	c := info.Config
 	var wrong []string
-	if !slices.Contains(c.Subjects, SubjectPrefix+">") {
-		wrong = append(wrong, "subjects "+strings.Join(c.Subjects, ",")+" lack "+SubjectPrefix+">")
+	for _, want := range []string{SubjectPrefix + ">", RejectedPrefix + ">"} {
+		if !slices.Contains(c.Subjects, want) {
+			wrong = append(wrong, "subjects "+strings.Join(c.Subjects, ",")+" lack "+want)
+		}
 	}
 	if c.Retention != jetstream.LimitsPolicy {
 		wrong = append(wrong, "retention "+c.Retention.String()+", want limits")
@@ -173,6 +202,17 @@ func (p *Publisher) Stream(ctx context.Context) (*jetstream.StreamInfo, error) {
 // stream's ack. duplicate reports that the stream already held an event
 // of that urlId within its window, and stored nothing.
 func (p *Publisher) Publish(ctx context.Context, ev Event) (duplicate bool, err error) {
+	return p.publish(ctx, Subject(ev.Tenant), ev.URLID, ev)
+}
+
+// PublishRejected stores ev as Publish stores an Event, on the tenant's
+// rejected subject. Its Nats-Msg-Id is the urlId too: an upload has one
+// event, completed or rejected, never both.
+func (p *Publisher) PublishRejected(ctx context.Context, ev Rejected) (duplicate bool, err error) {
+	return p.publish(ctx, RejectedSubject(ev.Tenant), ev.URLID, ev)
+}
+
+func (p *Publisher) publish(ctx context.Context, subject, urlID string, ev any) (duplicate bool, err error) {
 	if st := p.js.Conn().Status(); st != nats.CONNECTED {
 		return false, fmt.Errorf("%w: nats connection %s", ErrUnavailable, strings.ToLower(st.String()))
 	}
@@ -180,13 +220,13 @@ func (p *Publisher) Publish(ctx context.Context, ev Event) (duplicate bool, err 
 	if err != nil {
 		return false, err
 	}
-	msg := &nats.Msg{Subject: Subject(ev.Tenant), Header: nats.Header{}, Data: body}
-	msg.Header.Set(jetstream.MsgIDHeader, ev.URLID)
+	msg := &nats.Msg{Subject: subject, Header: nats.Header{}, Data: body}
+	msg.Header.Set(jetstream.MsgIDHeader, urlID)
 	ctx, cancel := context.WithTimeout(ctx, PublishTimeout)
 	defer cancel()
 	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(Stream), jetstream.WithRetryAttempts(0))
 	if err != nil {
-		return false, fmt.Errorf("%w: publish event %s: %w", ErrUnavailable, ev.URLID, err)
+		return false, fmt.Errorf("%w: publish event %s: %w", ErrUnavailable, urlID, err)
 	}
 	return ack.Duplicate, nil
 }

@@ -223,7 +223,11 @@ func (t *Twin) Status(_ context.Context, tenant, urlID string) (quota.Status, er
 	expiresAt, _ := t.field(keys.Grant(tenant, urlID), "expiresAt")
 	subject, _ := t.field(keys.Grant(tenant, urlID), "subject")
 	mp, _ := t.field(keys.Grant(tenant, urlID), "multipart")
-	st := quota.Status{Done: t.live(keys.Done(tenant, urlID)) != nil, Refunded: t.live(keys.Refunded(tenant, urlID)) != nil, Subject: subject, Multipart: mp}
+	done := t.live(keys.Done(tenant, urlID))
+	st := quota.Status{Done: done != nil, Refunded: t.live(keys.Refunded(tenant, urlID)) != nil, Subject: subject, Multipart: mp}
+	if done != nil {
+		st.DoneValue = done.str
+	}
 	if ms, err := strconv.ParseInt(expiresAt, 10, 64); err == nil {
 		st.ExpiresAt, st.Found = time.UnixMilli(ms).UTC(), true
 	}
@@ -421,6 +425,9 @@ func (t *Twin) finish(a quota.Ask, f quota.Finished) {
 // grantRecord writes f's grant record; under t.mu.
 func (t *Twin) grantRecord(a quota.Ask, f quota.Finished) {
 	t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "expiresAt", strconv.FormatInt(f.ExpiresAt.UnixMilli(), 10), "subject", f.Subject)
+	if f.ContentType != "" {
+		t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "contentType", f.ContentType, "contentLength", strconv.FormatInt(f.ContentLength, 10))
+	}
 	if f.Multipart != "" {
 		t.hset(keys.Grant(a.Tenant, f.URLID), f.GrantTTL, "multipart", f.Multipart)
 	}
