@@ -22,7 +22,7 @@ func (c *completer) verify(ctx context.Context, ev uploads.Event, prev string) (
 	if err != nil {
 		return "", err
 	}
-	reason, err := c.gate.check(ctx, ev.Key, ev.Size, shape)
+	reason, size, err := c.gate.check(ctx, ev.Key, ev.Size, shape)
 	switch {
 	case errors.Is(err, errGone):
 		return c.gone(ctx, ev, prev)
@@ -30,6 +30,7 @@ func (c *completer) verify(ctx context.Context, ev uploads.Event, prev string) (
 		c.m.errors.WithLabelValues(opVerify).Inc()
 		return "", err
 	}
+	ev.Size = size // what S3 holds: the events and the log say it
 	to := markerUnpublished
 	switch {
 	case reason != "":

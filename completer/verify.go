@@ -69,28 +69,43 @@ const headRange = 256 << 10
 var errGone = errors.New("the object is gone")
 
 // check is the gate's verdict on the object at key, whose S3 record says
-// it holds size bytes, for a grant of shape: "" when it passes, else the
-// reason. An error means no verdict (S3 or clamd unavailable: the upload
-// is held), errGone that the object is not there to verify.
+// it holds size bytes, for a grant of shape:
+// "" when it passes, else the reason, and the object's size as S3 holds
+// it (its HEAD: an event's size is not to be trusted, and some S3s send 0
+// for a completed multipart upload). An error means no verdict (S3 or
+// clamd unavailable: the upload is held), errGone that the object is not
+// there to verify.
 //
 // A grant record that does not name the grant's type and length (gone,
 // or written before they were kept) leaves the size unchecked, and the
 // type is checked against the object's own Content-Type, which the
 // signer's URL signed.
-func (g *gate) check(ctx context.Context, key string, size int64, shape quota.GrantShape) (string, error) {
+func (g *gate) check(ctx context.Context, key string, size int64, shape quota.GrantShape) (string, int64, error) {
+	if !shape.Known && !g.content {
+		return "", size, nil // nothing to check: the record's size stands
+	}
+	head, err := g.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(g.bucket), Key: aws.String(key)})
+	switch {
+	case isCode(err, "NoSuchKey", "NotFound"):
+		return "", 0, errGone
+	case err != nil:
+		return "", 0, fmt.Errorf("head %s: %w", key, err)
+	}
+	size = aws.ToInt64(head.ContentLength)
 	if shape.Known && size != shape.ContentLength {
-		return reasonSize, nil
+		return reasonSize, size, nil
 	}
 	if !g.content {
-		return "", nil
+		return "", size, nil
 	}
 	if reason, err := g.checkHead(ctx, key, shape); reason != "" || err != nil {
-		return reason, err
+		return reason, size, err
 	}
 	if g.scan == nil {
-		return "", nil
+		return "", size, nil
 	}
-	return g.scanObject(ctx, key, size)
+	reason, err := g.scanObject(ctx, key, size)
+	return reason, size, err
 }
 
 // checkHead is the type and pixel checks, on a ranged GET of the object's

@@ -72,13 +72,22 @@ export interface CompleteResponse {
   size: number;
 }
 
-/** Where a grant stands, from GET /uploads/{urlId}. */
-export type UploadState = "pending" | "completed" | "expired" | "refunded" | "aborted";
+/**
+ * Where a grant stands, from GET /uploads/{urlId}. `verifying`: the object
+ * arrived and the completer's verification gate has no verdict yet; it ends
+ * `completed` or `rejected` (with a reason).
+ */
+export type UploadState = "pending" | "verifying" | "completed" | "rejected" | "expired" | "refunded" | "aborted";
+
+/** Why the verification gate rejected an upload. */
+export type RejectReason = "size_mismatch" | "type_mismatch" | "image_too_large" | "malware";
 
 /** The 200 body of GET /uploads/{urlId}. */
 export interface StatusResponse {
   urlId: string;
   status: UploadState;
+  /** Only with `rejected`. */
+  reason?: RejectReason;
   expiresAt: string;
 }
 

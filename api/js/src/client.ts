@@ -184,8 +184,8 @@ export class Client {
 
   /**
    * waitForStatus polls GET /uploads/{urlId} until the grant is in one of
-   * states (default: any but pending), or timeoutMs passes (then it
-   * resolves with the last status seen).
+   * states (default: any but pending and verifying: a verdict or an end),
+   * or timeoutMs passes (then it resolves with the last status seen).
    */
   async waitForStatus(
     urlId: string,
@@ -195,7 +195,7 @@ export class Client {
     const interval = opts.intervalMs ?? 1000;
     for (;;) {
       const s = await this.status(urlId, opts);
-      const settled = opts.states ? opts.states.includes(s.status) : s.status !== "pending";
+      const settled = opts.states ? opts.states.includes(s.status) : s.status !== "pending" && s.status !== "verifying";
       if (settled || Date.now() + interval > until) return s;
       await sleep(interval, opts.signal);
     }
