@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
 )
@@ -35,30 +35,25 @@ func handleAbort(d deps) echo.HandlerFunc {
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), storageBudget)
 		defer cancel()
-		var cl quota.Closing
-		err := d.gate.call(ctx, "claim_abort", func(ctx context.Context) (err error) {
-			cl, err = d.gate.store.ClaimAbort(ctx, who.Tenant, id)
-			return err
-		})
+		cl, err := multipart.NewCloser(gateCloser{d.gate}, d.uploads, d.now).End(ctx, who.Tenant, id, rec.UploadID)
 		switch {
-		case err != nil:
-			return unavailable(codeLimiterDown, "the upload cannot be aborted right now", retryLimiter, err)
-		case cl.Claim == quota.ClaimDone:
+		case errors.Is(err, multipart.ErrUnmarked):
+			d.log.Warn("marking a completed multipart upload done failed; the completer's event marks it", "tenant", who.Tenant, "urlId", id, "err", err)
 			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
-		case cl.Claim == quota.ClaimBusy:
+		case errors.Is(err, multipart.ErrClaim):
+			return unavailable(codeLimiterDown, "the upload cannot be aborted right now", retryLimiter, err)
+		case err != nil:
+			d.countMP("abort", "storage_unavailable")
+			return unavailable(codeStorageDown, "the upload cannot be aborted right now", retryPresign, err)
+		case cl.Closed == multipart.Finished:
+			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+		case cl.Closed == multipart.GivenBack:
+			d.countMP("abort", "already")
+			return c.NoContent(http.StatusNoContent)
+		case cl.Closed == multipart.Busy:
 			e := newError(http.StatusConflict, codeInProgress, "a complete of this upload is in progress; retry once it answered")
 			e.retry = max(cl.Wait, time.Second)
 			return e
-		}
-		key := keys.Object(who.Tenant, id)
-		ending, err := d.uploads.End(ctx, key, rec.UploadID)
-		if err != nil {
-			d.countMP("abort", "storage_unavailable")
-			return unavailable(codeStorageDown, "the upload cannot be aborted right now", retryPresign, err)
-		}
-		if ending == multipart.Completed {
-			d.markCompleted(ctx, who.Tenant, id)
-			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
 		}
 		out, aerr := d.abortRefund(ctx, who.Tenant, id, rec)
 		if aerr != nil {
@@ -106,6 +101,26 @@ func (d deps) abortRefund(ctx context.Context, tenant, urlID string, rec *mpReco
 		d.countMP("abort", string(outs[0]))
 	}
 	return outs[0], nil
+}
+
+// gateCloser is the gate's side of a DELETE's multipart.Closer: each call
+// under the gate's timeout and its metric.
+type gateCloser struct{ g *gate }
+
+func (gc gateCloser) ClaimAbort(ctx context.Context, tenant, urlID string) (cl quota.Closing, err error) {
+	err = gc.g.call(ctx, "claim_abort", func(ctx context.Context) (err error) {
+		cl, err = gc.g.store.ClaimAbort(ctx, tenant, urlID)
+		return err
+	})
+	return cl, err
+}
+
+func (gc gateCloser) Complete(ctx context.Context, now time.Time, c quota.Completion) (got quota.Completed, err error) {
+	err = gc.g.call(ctx, "complete_upload", func(ctx context.Context) (err error) {
+		got, err = gc.g.store.Complete(ctx, now, c)
+		return err
+	})
+	return got, err
 }
 
 // abortCredit is what a DELETE gives back of the buckets a create charged:

@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
@@ -15,11 +13,6 @@ import (
 
 // endParallel bounds the S3 calls one batch makes at once.
 const endParallel = 16
-
-// uploadEnder closes multipart uploads: multipart.Uploads.End.
-type uploadEnder interface {
-	End(ctx context.Context, key, uploadID string) (multipart.Ending, error)
-}
 
 // endUploads closes the upload of every due multipart grant of gs whose
 // outs entry is still empty, before refundAll refunds it: abort first,
@@ -76,53 +69,30 @@ func (e *busyError) Error() string {
 	return "a complete holds the grant until " + e.until.UTC().Format(time.RFC3339)
 }
 
-// endUpload closes g's upload; "" when its refund is owed, outcomeDone when
-// it completed.
+// endUpload closes g's upload (multipart.Closer, the protocol a DELETE
+// shares); "" when its refund is owed or refundAll decides it (done,
+// already), outcomeDone when S3 reports it completed now.
 func (s *sweeper) endUpload(ctx context.Context, g ledger.Grant) (string, error) {
-	st, err := s.refunder.store.Status(ctx, g.Tenant, g.URLID)
-	if err != nil {
-		return "", fmt.Errorf("grant %s: %w", g.URLID, err)
+	cl, err := s.closer.End(ctx, g.Tenant, g.URLID, g.UploadID)
+	if cl.Ended {
+		s.metrics.aborts.WithLabelValues(cl.Ending.String()).Inc()
 	}
-	if st.Done || st.Refunded {
-		// refundAll answers done (and keeps the marker alive) or already. A
-		// multipart grant is refunded only once its upload was ended (a
-		// DELETE, an earlier delivery), or by its create's undo, which
-		// answered no upload id: no part can have been signed for it.
-		return "", nil
-	}
-	// The abort's claim: no complete of the signer runs on the upload from
-	// here on, and none that runs now is cut short.
-	cl, err := s.refunder.store.ClaimAbort(ctx, g.Tenant, g.URLID)
 	switch {
-	case err != nil:
-		return "", fmt.Errorf("claim grant %s: %w", g.URLID, err)
-	case cl.Claim == quota.ClaimDone:
-		return "", nil
-	case cl.Claim == quota.ClaimBusy:
-		return outcomeEarly, &busyError{until: s.refunder.now().Add(cl.Wait)}
-	}
-	// The key is the grant's own, from its tenant and urlId: a grant can
-	// only ever end its own upload.
-	key := keys.Object(g.Tenant, g.URLID)
-	ending, err := s.uploads.End(ctx, key, g.UploadID)
-	if err != nil {
+	case err != nil && !cl.Ended && !errors.Is(err, multipart.ErrClaim):
 		s.metrics.aborts.WithLabelValues(abortError).Inc()
-		return "", fmt.Errorf("end the upload of grant %s: %w", g.URLID, err)
+		return "", err
+	case err != nil:
+		// Redis unavailable, or an upload S3 completed whose done marker
+		// could not be written: never refunded, the batch is retried.
+		return "", err
+	case cl.Closed == multipart.Busy:
+		return outcomeEarly, &busyError{until: s.refunder.now().Add(cl.Wait)}
+	case cl.Closed == multipart.Finished && cl.Ended:
+		return outcomeDone, nil
 	}
-	s.metrics.aborts.WithLabelValues(ending.String()).Inc()
-	if ending != multipart.Completed {
-		return "", nil
-	}
-	// Completed, and the completer's ObjectCreated not handled yet: the
-	// done marker now, as the completer's first step writes it, so that
-	// its event is still published.
-	_, err = s.refunder.store.Complete(ctx, s.refunder.now(), quota.Completion{
-		Tenant: g.Tenant, URLID: g.URLID, Value: quota.DoneUnpublished, TTL: quota.MarkerTTL, First: true,
-	})
-	if err != nil {
-		return "", fmt.Errorf("mark grant %s done: %w", g.URLID, err)
-	}
-	return outcomeDone, nil
+	// Owed, or ended before (done, refunded): refundAll refunds it, or
+	// answers done (and keeps the marker alive) or already.
+	return "", nil
 }
 
 // abortError is the aborts series of an End that failed (the batch is

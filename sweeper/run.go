@@ -136,9 +136,10 @@ func newSweeper(ctx context.Context, cfg settings, rdb redis.UniversalClient, re
 	if err != nil {
 		return nil, err
 	}
+	store := quota.New(rdb)
 	return &sweeper{
-		refunder: &refunder{store: quota.New(rdb), tiers: cfg.Tiers, live: live, now: time.Now},
-		uploads:  multipart.New(s3c, cfg.S3.Bucket),
+		refunder: &refunder{store: store, tiers: cfg.Tiers, live: live, now: time.Now},
+		closer:   multipart.NewCloser(store, multipart.New(s3c, cfg.S3.Bucket), time.Now),
 		grace:    cfg.Grace,
 		metrics:  m,
 		log:      log,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/ledger"
+	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
 )
 
@@ -13,7 +14,7 @@ import (
 // shared/ledger does the acking, retrying and terminating around it.
 type sweeper struct {
 	refunder *refunder
-	uploads  uploadEnder // ends multipart grants' uploads before their refund
+	closer   *multipart.Closer // ends multipart grants' uploads before their refund
 	grace    time.Duration
 	metrics  *metrics
 	log      *slog.Logger

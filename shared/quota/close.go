@@ -22,6 +22,10 @@ const (
 	// ClaimBusy (abort only): a complete is in progress; ask again once
 	// its lease ends (Closing.Wait).
 	ClaimBusy Claim = "busy"
+	// ClaimRefunded (abort only): the grant was given back before (a
+	// DELETE, an earlier sweep, its create's undo): its upload is ended,
+	// nothing to abort.
+	ClaimRefunded Claim = "refunded"
 )
 
 // Closing is a Close's answer.
@@ -44,7 +48,8 @@ func (s *Store) ClaimComplete(ctx context.Context, tenant, urlID string, lease t
 }
 
 // ClaimAbort claims multipart grant urlID for an abort, for good: from
-// then on no complete claims it. ClaimBusy while a complete's claim holds.
+// then on no complete claims it. ClaimBusy while a complete's claim holds;
+// ClaimDone or ClaimRefunded (nothing claimed) once the grant has ended.
 func (s *Store) ClaimAbort(ctx context.Context, tenant, urlID string) (Closing, error) {
 	return s.claim(ctx, closing{tenant: tenant, urlID: urlID, mode: "abort"})
 }
@@ -70,7 +75,7 @@ func (s *Store) claim(ctx context.Context, c closing) (Closing, error) {
 	claim, _ := v[0].(string)
 	ms, _ := v[1].(int64)
 	switch Claim(claim) {
-	case ClaimOK, ClaimDone, ClaimClosed, ClaimBusy:
+	case ClaimOK, ClaimDone, ClaimClosed, ClaimBusy, ClaimRefunded:
 		return Closing{Claim: Claim(claim), Wait: time.Duration(ms) * time.Millisecond}, nil
 	}
 	return Closing{}, fmt.Errorf("%w: close replied %v", ErrUnavailable, v)

@@ -10,9 +10,11 @@
 -- Mode 'complete': done marker -> 'done'; refunded marker or an abort's
 -- claim -> 'closed'; else one more complete, its lease ending lease ms
 -- from now at the earliest -> 'ok'.
--- Mode 'abort': done marker -> 'done'; a complete in progress within its
--- lease -> {'busy', ms until the lease ends}; else the abort's claim is
--- written and the record lives the markers' TTL -> 'ok'.
+-- Mode 'abort': done marker -> 'done'; refunded marker (ended before: a
+-- DELETE, an earlier sweep, the create's undo) -> 'refunded', nothing
+-- written; a complete in progress within its lease -> {'busy', ms until
+-- the lease ends}; else the abort's claim is written and the record lives
+-- the markers' TTL -> 'ok'.
 -- Mode 'release': one complete fewer (its complete failed and created
 -- nothing); none left ends the lease -> 'ok'.
 --
@@ -40,6 +42,7 @@ if mode == 'complete' then
   if redis.call('PTTL', rec) < lease then redis.call('PEXPIRE', rec, lease) end
   return {'ok', 0}
 end
+if redis.call('EXISTS', refunded) == 1 then return {'refunded', 0} end
 if n > 0 and ends > now then return {'busy', ends - now} end
 redis.call('HSET', rec, 'abort', string.format('%.0f', now))
 redis.call('PEXPIRE', rec, ARGV[CLOSE.ttl])
