@@ -13,7 +13,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/dial"
-	"github.com/mintgate/mintgate/shared/uploads"
+	"github.com/mintgate/mintgate/shared/events"
 )
 
 // openEvents connects to NATS as the completer and returns the publisher
@@ -23,7 +23,7 @@ import (
 // nats and every message is held (Ping fails) until the operator has run.
 // The connection reconnects forever; while it is down, publishes fail at
 // once and the messages they came from are held.
-func openEvents(ctx context.Context, c cfg, log *slog.Logger) (*uploads.Publisher, *nats.Conn, error) {
+func openEvents(ctx context.Context, c cfg, log *slog.Logger) (*events.Publisher, *nats.Conn, error) {
 	opts, err := dial.NATSOptions(c.NATS, "completer")
 	if err != nil {
 		return nil, nil, err
@@ -49,13 +49,13 @@ func openEvents(ctx context.Context, c cfg, log *slog.Logger) (*uploads.Publishe
 	}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	pub := uploads.New(js)
+	pub := events.New(js)
 	info, err := pub.Stream(octx)
 	switch {
 	case err != nil:
 		log.Error("upload events: the stream is not usable; holding every message until the operator step (deploy/streams) creates or updates it", "err", err)
 	case info.Config.Duplicates < c.DoneTTL:
-		log.Warn("stream "+uploads.Stream+" de-duplicates for less than MINTGATE_DONE_TTL: "+
+		log.Warn("stream "+events.Stream+" de-duplicates for less than MINTGATE_DONE_TTL: "+
 			"a record redelivered after a crash past its window can publish its event twice",
 			"duplicate_window", info.Config.Duplicates, "done_ttl", c.DoneTTL)
 	}

@@ -10,10 +10,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
-	"github.com/mintgate/mintgate/shared/uploads"
 )
 
 const (
@@ -37,11 +37,11 @@ func startEventStream(t *testing.T) *eventStream {
 }
 
 // events is every event in the stream, in order.
-func (e *eventStream) events(t *testing.T) []uploads.Event {
+func (e *eventStream) events(t *testing.T) []events.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := e.js.Stream(ctx, uploads.Stream)
+	s, err := e.js.Stream(ctx, events.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,20 +49,20 @@ func (e *eventStream) events(t *testing.T) []uploads.Event {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var evs []uploads.Event
+	var evs []events.Event
 	for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if err != nil {
 			t.Fatalf("message %d: %v", seq, err)
 		}
-		var ev uploads.Event
+		var ev events.Event
 		if err := json.Unmarshal(m.Data, &ev); err != nil {
 			t.Fatalf("message %d: %v: %s", seq, err, m.Data)
 		}
 		if got := m.Header.Get(jetstream.MsgIDHeader); got != ev.URLID {
 			t.Errorf("message %d: Nats-Msg-Id %q, urlId %q", seq, got, ev.URLID)
 		}
-		if m.Subject != uploads.Subject(ev.Tenant) {
+		if m.Subject != events.Subject(ev.Tenant) {
 			t.Errorf("message %d on %s, tenant %s", seq, m.Subject, ev.Tenant)
 		}
 		evs = append(evs, ev)
@@ -71,8 +71,8 @@ func (e *eventStream) events(t *testing.T) []uploads.Event {
 }
 
 // of is the events of urlID.
-func of(evs []uploads.Event, urlID string) []uploads.Event {
-	var out []uploads.Event
+func of(evs []events.Event, urlID string) []events.Event {
+	var out []events.Event
 	for _, ev := range evs {
 		if ev.URLID == urlID {
 			out = append(out, ev)
@@ -91,7 +91,7 @@ func TestEventsOncePerUpload(t *testing.T) {
 	ctx := context.Background()
 
 	id := s.sendThrice(t)
-	want := uploads.Event{URLID: id, Tenant: "acme", Key: "incoming/acme/" + id, Size: 1024,
+	want := events.Event{URLID: id, Tenant: "acme", Key: "incoming/acme/" + id, Size: 1024,
 		ETag: "d41d8cd98f00b204e9800998ecf8427e", CompletedAt: time.Unix(0, 0).UTC()}
 	if evs := es.events(t); len(evs) != 1 || evs[0] != want {
 		t.Fatalf("events %+v, want one %+v", evs, want)
@@ -109,11 +109,11 @@ func TestEventsOncePerUpload(t *testing.T) {
 	// Killed after step 2 (marker pending, the event stored).
 	afterPublish := uuid.NewString()
 	s.rdb.Set(ctx, keys.Done("acme", afterPublish), markerUnpublished, 15*time.Minute)
-	pub, err := uploads.Open(ctx, es.js, time.Minute)
+	pub, err := events.Open(ctx, es.js, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pub.Publish(ctx, uploads.Event{URLID: afterPublish, Tenant: "acme", Key: "incoming/acme/" + afterPublish}); err != nil {
+	if _, err := pub.Publish(ctx, events.Event{URLID: afterPublish, Tenant: "acme", Key: "incoming/acme/" + afterPublish}); err != nil {
 		t.Fatal(err)
 	}
 	// Marked done by a completer with events off before they were on.
@@ -182,7 +182,7 @@ func TestMissingStreamHoldsEvents(t *testing.T) {
 		t.Fatalf("%v messages deleted without the stream", got)
 	}
 	_, js := testenv.JetStream(t, srv.URL())
-	if _, err := js.Stream(context.Background(), uploads.Stream); err == nil {
+	if _, err := js.Stream(context.Background(), events.Stream); err == nil {
 		t.Fatal("the completer created the stream")
 	}
 

@@ -18,10 +18,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
-	"github.com/mintgate/mintgate/shared/uploads"
 )
 
 // gateStack is a completer with the verification gate on, over real
@@ -124,7 +124,7 @@ func (s *gateStack) stored(t *testing.T, id string) map[string][]byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := s.es.js.Stream(ctx, uploads.Stream)
+	st, err := s.es.js.Stream(ctx, events.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,14 +150,14 @@ func (s *gateStack) stored(t *testing.T, id string) map[string][]byte {
 
 // rejectedEvent is the one rejected event of id, failing the test unless
 // there is exactly one and no completed event.
-func (s *gateStack) rejectedEvent(t *testing.T, id string) uploads.Rejected {
+func (s *gateStack) rejectedEvent(t *testing.T, id string) events.Rejected {
 	t.Helper()
 	evs := s.stored(t, id)
-	body, ok := evs[uploads.RejectedSubject("acme")]
+	body, ok := evs[events.RejectedSubject("acme")]
 	if !ok || len(evs) != 1 {
 		t.Fatalf("events of %s: %q, want one rejected", id, evs)
 	}
-	var ev uploads.Rejected
+	var ev events.Rejected
 	if err := json.Unmarshal(body, &ev); err != nil {
 		t.Fatal(err)
 	}
@@ -169,9 +169,9 @@ func (s *gateStack) rejectedEvent(t *testing.T, id string) uploads.Rejected {
 func (s *gateStack) assertRejected(t *testing.T, id, reason string, size int) {
 	t.Helper()
 	s.waitMarker(t, id, quota.Rejected(reason))
-	if s.exists(t, keys.Object("acme", id)) || !s.exists(t, uploads.QuarantineKey("acme", id)) {
+	if s.exists(t, keys.Object("acme", id)) || !s.exists(t, events.QuarantineKey("acme", id)) {
 		t.Errorf("%s: in incoming/ %v, in quarantine/ %v; want only in quarantine", id,
-			s.exists(t, keys.Object("acme", id)), s.exists(t, uploads.QuarantineKey("acme", id)))
+			s.exists(t, keys.Object("acme", id)), s.exists(t, events.QuarantineKey("acme", id)))
 	}
 	ev := s.rejectedEvent(t, id)
 	if ev.URLID != id || ev.Tenant != "acme" || ev.Key != keys.Object("acme", id) || ev.Reason != reason ||
@@ -185,7 +185,7 @@ func (s *gateStack) assertCompleted(t *testing.T, id string) {
 	t.Helper()
 	s.waitMarker(t, id, markerDone)
 	evs := s.stored(t, id)
-	if _, ok := evs[uploads.Subject("acme")]; !ok || len(evs) != 1 {
+	if _, ok := evs[events.Subject("acme")]; !ok || len(evs) != 1 {
 		t.Errorf("events of %s: %q, want one completed", id, evs)
 	}
 	if !s.exists(t, keys.Object("acme", id)) {
@@ -295,7 +295,7 @@ func TestRejectionResumesFromItsIntent(t *testing.T) {
 	s := startGateStack(t, nil)
 	ctx := context.Background()
 	id := uuid.NewString()
-	key, q := keys.Object("acme", id), uploads.QuarantineKey("acme", id)
+	key, q := keys.Object("acme", id), events.QuarantineKey("acme", id)
 	// The killed completer's writes: the intent, the object copied to
 	// quarantine/ and deleted from incoming/ (outside incoming/, so no
 	// notification fires).

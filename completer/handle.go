@@ -6,13 +6,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
+	awsevents "github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 
+	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/s3event"
-	"github.com/mintgate/mintgate/shared/uploads"
 )
 
 // doneStore keeps the done markers (quota.Store): Complete sets one, and
@@ -24,10 +24,10 @@ type doneStore interface {
 	Shape(ctx context.Context, tenant, urlID string) (quota.GrantShape, error)
 }
 
-// eventPublisher stores upload events (uploads.Publisher).
+// eventPublisher stores upload events (events.Publisher).
 type eventPublisher interface {
-	Publish(ctx context.Context, ev uploads.Event) (duplicate bool, err error)
-	PublishRejected(ctx context.Context, ev uploads.Rejected) (duplicate bool, err error)
+	Publish(ctx context.Context, ev events.Event) (duplicate bool, err error)
+	PublishRejected(ctx context.Context, ev events.Rejected) (duplicate bool, err error)
 }
 
 // Values of the done marker (quota.ReadDone reads them). The sweeper, the
@@ -93,7 +93,7 @@ func (c *completer) handle(ctx context.Context, n s3event.Notification) error {
 			c.log.Debug("record ignored", "reason", reason, "bucket", r.S3.Bucket.Name, "key", key)
 			continue
 		}
-		if err := c.complete(ctx, r, uploads.Event{URLID: urlID, Tenant: tenant, Key: key}); err != nil {
+		if err := c.complete(ctx, r, events.Event{URLID: urlID, Tenant: tenant, Key: key}); err != nil {
 			return fmt.Errorf("complete %s: %w", key, err)
 		}
 		c.m.done.Inc()
@@ -164,7 +164,7 @@ func (c *completer) set(ctx context.Context, m quota.Completion) (quota.Complete
 // off) counts as done: an upload completed before events were turned on
 // gets no event. With events off there is no publish: verified is skipped,
 // the verdict is done (1) or, for a rejection, rejecting then rejected.
-func (c *completer) complete(ctx context.Context, r events.S3EventRecord, ev uploads.Event) error {
+func (c *completer) complete(ctx context.Context, r awsevents.S3EventRecord, ev events.Event) error {
 	got, err := c.set(ctx, quota.Completion{Tenant: ev.Tenant, URLID: ev.URLID, Value: markerVerifying, TTL: c.doneTTL, First: true})
 	if err != nil {
 		return err
@@ -190,7 +190,7 @@ func (c *completer) complete(ctx context.Context, r events.S3EventRecord, ev upl
 // step carries the upload on from the marker value prev; it returns the
 // value another delivery moved the marker to first, for the caller to
 // follow, or "" once this delivery is done with it.
-func (c *completer) step(ctx context.Context, ev uploads.Event, prev string) (string, error) {
+func (c *completer) step(ctx context.Context, ev events.Event, prev string) (string, error) {
 	v, reason := quota.ReadDone(prev)
 	switch {
 	case v == quota.Unverified:
@@ -205,7 +205,7 @@ func (c *completer) step(ctx context.Context, ev uploads.Event, prev string) (st
 
 // publishCompleted publishes the completed event of a verified upload
 // (with events on) and marks it done.
-func (c *completer) publishCompleted(ctx context.Context, ev uploads.Event) (string, error) {
+func (c *completer) publishCompleted(ctx context.Context, ev events.Event) (string, error) {
 	if c.events != nil {
 		dup, err := c.events.Publish(ctx, ev)
 		if err != nil {
@@ -226,7 +226,7 @@ func (c *completer) publishCompleted(ctx context.Context, ev uploads.Event) (str
 
 // completedAt is the record's eventTime, or now if S3 sent none that
 // parses (s3event.Parse leaves it zero).
-func completedAt(r events.S3EventRecord) time.Time {
+func completedAt(r awsevents.S3EventRecord) time.Time {
 	if r.EventTime.IsZero() {
 		return time.Now().UTC()
 	}
@@ -234,7 +234,7 @@ func completedAt(r events.S3EventRecord) time.Time {
 }
 
 // foreign says why r is not a record of our bucket from S3, or is "".
-func (c *completer) foreign(r events.S3EventRecord) string {
+func (c *completer) foreign(r awsevents.S3EventRecord) string {
 	switch {
 	case r.EventSource != "aws:s3":
 		return ignoredSource

@@ -2,7 +2,7 @@
 // S3 event notifications of the upload bucket and, for each object created
 // under incoming/<tenant>/<urlId>, sets the done marker the sweeper checks
 // before refunding a grant's token; given MINTGATE_NATS_URL, it also
-// publishes one upload-completed event per upload (shared/uploads). It serves /healthz, /readyz and
+// publishes one upload-completed event per upload (shared/events). It serves /healthz, /readyz and
 // /metrics on MINTGATE_HTTP_ADDR, and exports the depth of the dead-letter
 // queue named by its queue's redrive policy (dlq.go).
 package main

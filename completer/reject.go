@@ -9,15 +9,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/quota"
-	"github.com/mintgate/mintgate/shared/uploads"
 )
 
 // verify runs the gate on ev's object and moves the marker from prev (an
 // unverified value) to the verdict: verified (done with events off) or
 // rejecting:<reason>, then carries the verdict on. It returns the value
 // another delivery moved the marker to first, if one did.
-func (c *completer) verify(ctx context.Context, ev uploads.Event, prev string) (string, error) {
+func (c *completer) verify(ctx context.Context, ev events.Event, prev string) (string, error) {
 	shape, err := c.store.Shape(ctx, ev.Tenant, ev.URLID)
 	if err != nil {
 		return "", err
@@ -59,7 +59,7 @@ func (c *completer) verify(ctx context.Context, ev uploads.Event, prev string) (
 // lifecycle rule after a very long outage): there is nothing to verify, so
 // the upload stays verifying, is never refunded (the marker exists), and
 // the record is dropped, counted as ignored object_gone and logged.
-func (c *completer) gone(ctx context.Context, ev uploads.Event, prev string) (string, error) {
+func (c *completer) gone(ctx context.Context, ev events.Event, prev string) (string, error) {
 	// Settle from prev to prev moves nothing: it reads the value.
 	held, same, err := c.store.Settle(ctx, ev.Tenant, ev.URLID, prev, prev)
 	switch {
@@ -93,13 +93,13 @@ func (c *completer) gone(ctx context.Context, ev uploads.Event, prev string) (st
 //   - after 2 reached the stream: published again, dropped as a duplicate
 //     within the stream's window.
 //   - after 3: rejected; the redelivery does nothing.
-func (c *completer) reject(ctx context.Context, ev uploads.Event, reason string) (string, error) {
+func (c *completer) reject(ctx context.Context, ev events.Event, reason string) (string, error) {
 	if err := c.quarantine(ctx, ev); err != nil {
 		c.m.errors.WithLabelValues(opQuarantine).Inc()
 		return "", err
 	}
 	if c.events != nil {
-		dup, err := c.events.PublishRejected(ctx, uploads.Rejected{
+		dup, err := c.events.PublishRejected(ctx, events.Rejected{
 			URLID: ev.URLID, Tenant: ev.Tenant, Key: ev.Key, Size: ev.Size, Reason: reason, RejectedAt: time.Now().UTC(),
 		})
 		if err != nil {
@@ -124,8 +124,8 @@ func (c *completer) reject(ctx context.Context, ev uploads.Event, reason string)
 
 // quarantine moves the object from incoming/ to quarantine/, with the
 // services' own S3 client. Safe to repeat at any point.
-func (c *completer) quarantine(ctx context.Context, ev uploads.Event) error {
-	dst := uploads.QuarantineKey(ev.Tenant, ev.URLID)
+func (c *completer) quarantine(ctx context.Context, ev events.Event) error {
+	dst := events.QuarantineKey(ev.Tenant, ev.URLID)
 	_, err := c.gate.s3.CopyObject(ctx, &s3.CopyObjectInput{
 		Bucket: aws.String(c.bucket), Key: aws.String(dst),
 		CopySource: aws.String(c.bucket + "/" + ev.Key), // the signer's keys: no character to escape

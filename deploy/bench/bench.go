@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/proc"
 )
 
 // bench is one run of make bench.
@@ -44,7 +44,7 @@ type servers struct {
 
 func (b *bench) run(ctx context.Context) error {
 	var err error
-	if b.root, err = testenv.Root(); err != nil {
+	if b.root, err = proc.Root(); err != nil {
 		return err
 	}
 	dir, err := os.MkdirTemp("", "mintgate-bench-")
@@ -168,7 +168,7 @@ func (b *bench) startServers(ctx context.Context, dir string) (servers, error) {
 	if err != nil {
 		return s, err
 	}
-	echoAddr, err := freeAddr()
+	echoAddr, err := proc.FreeAddr()
 	if err != nil {
 		return s, err
 	}
@@ -177,7 +177,7 @@ func (b *bench) startServers(ctx context.Context, dir string) (servers, error) {
 		return s, err
 	}
 	s.echoBase = "http://" + echoAddr
-	if err := ep.waitHTTP(ctx, s.echoBase+"/healthz"); err != nil {
+	if err := ep.WaitHTTP(ctx, serverWait, s.echoBase+"/healthz"); err != nil {
 		return s, err
 	}
 	if s.always, err = b.fleet.startSigner(ctx, signerBin, "signer-always", s.redisAddr, s.natsAlways, hugeTiers); err != nil {

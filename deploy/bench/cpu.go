@@ -45,8 +45,8 @@ func (f *fleet) sampleCPU() cpuSample {
 		s.byProc[benchProc] = d
 	}
 	for _, p := range f.procs {
-		if d, err := procCPU(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid)); err == nil {
-			s.byProc[p.name] = d
+		if d, err := procCPU(fmt.Sprintf("/proc/%d/stat", p.PID())); err == nil {
+			s.byProc[p.Name] = d
 		}
 	}
 	s.busy, s.total, _ = machineCPU()

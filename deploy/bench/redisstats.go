@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/proc"
 )
 
 // commandTime is the time Redis itself spent in scripts and transactions
@@ -20,6 +20,6 @@ func commandTime(ctx context.Context, rdb *redis.Client) (time.Duration, error) 
 	if err != nil {
 		return 0, err
 	}
-	_, spent := testenv.ScriptStats(info)
+	_, spent := proc.ScriptStats(info)
 	return spent, nil
 }

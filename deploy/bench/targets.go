@@ -23,6 +23,7 @@ import (
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/ledger"
+	"github.com/mintgate/mintgate/shared/proc"
 	"github.com/mintgate/mintgate/shared/quota"
 )
 
@@ -62,7 +63,7 @@ type signer struct {
 func (f *fleet) startSigner(ctx context.Context, bin, name, redisAddr, natsURL, tiers string) (*signer, error) {
 	var addrs [3]string
 	for i := range addrs {
-		a, err := freeAddr()
+		a, err := proc.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +94,7 @@ func (f *fleet) startSigner(ctx context.Context, bin, name, redisAddr, natsURL, 
 	if err != nil {
 		return nil, err
 	}
-	return s, p.waitHTTP(ctx, s.base+"/readyz")
+	return s, p.WaitHTTP(ctx, serverWait, s.base+"/readyz")
 }
 
 // baseEnv is what every child needs from the bench's environment and no

@@ -17,9 +17,9 @@ import (
 
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/dial"
+	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/testenv"
-	"github.com/mintgate/mintgate/shared/uploads"
 )
 
 // rewrite replaces each old with its new in text, failing the test when
@@ -127,7 +127,7 @@ func operatorStep(t *testing.T, s shippedNATS) {
 	if _, err := ledger.EnsureStream(ctx, js, ledger.Config{Grace: 30 * time.Second}); err != nil {
 		t.Fatalf("the operator step, ledger: %v; the server refused %q", err, s.violations(t))
 	}
-	if _, err := uploads.EnsureStream(ctx, js, 15*time.Minute, 0); err != nil {
+	if _, err := events.EnsureStream(ctx, js, 15*time.Minute, 0); err != nil {
 		t.Fatalf("the operator step, upload events: %v; the server refused %q", err, s.violations(t))
 	}
 }
@@ -248,11 +248,11 @@ func TestNATSAuthorizationLetsTheLedgerWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := uploads.Open(ctx, js, time.Minute)
+	pub, err := events.Open(ctx, js, time.Minute)
 	if err != nil {
 		t.Fatalf("completer opens its stream: %v; the server refused %q", err, s.violations(t))
 	}
-	if _, err := pub.Publish(ctx, uploads.Event{URLID: g.URLID, Tenant: "acme", Key: g.Key, Size: 5, ETag: "x"}); err != nil {
+	if _, err := pub.Publish(ctx, events.Event{URLID: g.URLID, Tenant: "acme", Key: g.Key, Size: 5, ETag: "x"}); err != nil {
 		t.Fatalf("completer publishes an event: %v", err)
 	}
 	if err := pub.Ping(ctx); err != nil {
@@ -395,7 +395,7 @@ func TestNATSServicesCannotChangeStreams(t *testing.T) {
 		}
 		want = append(want, fmt.Sprintf("%s publish %s", user, subject))
 	}
-	streams := []string{ledger.DefaultStream, uploads.Stream}
+	streams := []string{ledger.DefaultStream, events.Stream}
 	for _, user := range []string{signer, sweeper, completer} {
 		for _, stream := range streams {
 			for _, op := range []string{"CREATE", "UPDATE", "DELETE"} {
@@ -432,7 +432,7 @@ func TestNATSServicesCannotChangeStreams(t *testing.T) {
 		if _, err := js.UpdateStream(short, sc); err == nil {
 			t.Errorf("%s updated the ledger stream", user)
 		}
-		if _, err := js.CreateOrUpdateStream(short, uploads.StreamConfig(time.Second)); err == nil {
+		if _, err := js.CreateOrUpdateStream(short, events.StreamConfig(time.Second)); err == nil {
 			t.Errorf("%s updated the events stream", user)
 		}
 		cancel()
@@ -449,7 +449,7 @@ func TestNATSServicesCannotChangeStreams(t *testing.T) {
 	if c := st.CachedInfo().Config; !c.AllowMsgSchedules || c.MaxAge != ledger.DefaultMaxAge {
 		t.Errorf("the ledger stream changed: schedules %v, max age %v", c.AllowMsgSchedules, c.MaxAge)
 	}
-	ev, err := js.Stream(ctx, uploads.Stream)
+	ev, err := js.Stream(ctx, events.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Command streams is the operator step that creates and updates mintgate's
 // JetStream streams: MINTGATE_GRANTS (the grant ledger, shared/ledger) and
-// MINTGATE_UPLOADS (upload-completed events, shared/uploads). The services
+// MINTGATE_UPLOADS (upload-completed events, shared/events). The services
 // only read them: their NATS users may not create, update or delete a
 // stream (deploy/nats/authorization.conf), and a service that finds its
 // stream missing or misconfigured stays unready until this has run.
@@ -29,9 +29,9 @@ import (
 
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/dial"
+	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/service"
-	"github.com/mintgate/mintgate/shared/uploads"
 )
 
 func main() { service.Main("streams", run) }
@@ -120,12 +120,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		log.Warn("the ledger keeps messages for less than MINTGATE_URL_TTL + MINTGATE_SWEEP_GRACE + a day: an outage that long drops pending grants; set MINTGATE_LEDGER_MAX_AGE",
 			"maxAge", info.Config.MaxAge.String())
 	}
-	events, err := uploads.EnsureStream(ctx, js, s.DoneTTL, s.Replicas)
+	stream, err := events.EnsureStream(ctx, js, s.DoneTTL, s.Replicas)
 	if err != nil {
-		return fmt.Errorf("stream %s: %w", uploads.Stream, err)
+		return fmt.Errorf("stream %s: %w", events.Stream, err)
 	}
-	log.Info("stream ready", "stream", events.Config.Name, "replicas", events.Config.Replicas,
-		"maxAge", events.Config.MaxAge.String(), "duplicates", events.Config.Duplicates.String())
+	log.Info("stream ready", "stream", stream.Config.Name, "replicas", stream.Config.Replicas,
+		"maxAge", stream.Config.MaxAge.String(), "duplicates", stream.Config.Duplicates.String())
 	return nil
 }
 

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/testenv"
-	"github.com/mintgate/mintgate/shared/uploads"
 )
 
 // TestRunCreatesThenKeepsTheStreams: the operator step creates both
@@ -38,7 +38,7 @@ func TestRunCreatesThenKeepsTheStreams(t *testing.T) {
 	if c := g.CachedInfo().Config; !c.AllowMsgSchedules || c.MaxAge != 240*time.Hour || c.Replicas != 1 {
 		t.Errorf("ledger stream %+v", c)
 	}
-	u, err := js.Stream(ctx, uploads.Stream)
+	u, err := js.Stream(ctx, events.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestRunCreatesThenKeepsTheStreams(t *testing.T) {
 	if _, err := ledger.Open(short, js, ledger.Config{Grace: 30 * time.Second, Secret: []byte(testenv.GrantSecret)}); err != nil {
 		t.Errorf("a service's Open after the operator step: %v", err)
 	}
-	if _, err := uploads.Open(short, js, 20*time.Minute); err != nil {
+	if _, err := events.Open(short, js, 20*time.Minute); err != nil {
 		t.Errorf("the completer's Open after the operator step: %v", err)
 	}
 }

@@ -15,11 +15,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
-	"github.com/mintgate/mintgate/shared/uploads"
 )
 
 // Bucket shapes that make the accounting exact: a capacity no client
@@ -240,8 +240,8 @@ func (st *stack) createStream(t *testing.T) {
 			_, err := ledger.EnsureStream(ctx, st.js, ledger.Config{Replicas: st.topo.replicas})
 			return err
 		}},
-		{uploads.Stream, func(ctx context.Context) error {
-			_, err := uploads.EnsureStream(ctx, st.js, streamstest.DoneTTL, st.topo.replicas)
+		{events.Stream, func(ctx context.Context) error {
+			_, err := events.EnsureStream(ctx, st.js, streamstest.DoneTTL, st.topo.replicas)
 			return err
 		}},
 	} {

@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/ledger"
-	"github.com/mintgate/mintgate/shared/uploads"
 )
 
 // DoneTTL is the events' de-duplication window Ensure gives
@@ -28,7 +28,7 @@ func Ensure(tb testing.TB, url string, opts ...nats.Option) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	js := connect(tb, url, opts...)
-	if _, err := uploads.EnsureStream(ctx, js, DoneTTL, 0); err != nil {
+	if _, err := events.EnsureStream(ctx, js, DoneTTL, 0); err != nil {
 		tb.Fatalf("the operator step: %v", err)
 	}
 }

@@ -44,7 +44,7 @@ func OldNATSBinary(tb testing.TB) string {
 func StartNATSConfig(tb testing.TB, conf, addr string, env []string) *NATS {
 	tb.Helper()
 	n := &NATS{Process: newProcess(tb, Binary(tb, "nats-server"), "-c", conf), Addr: addr}
-	n.env = env
+	n.Env = env
 	n.Start()
 	return n
 }

@@ -121,7 +121,7 @@ func StartBridge(tb testing.TB, queueURL, endpoint string) *Bridge {
 	b := &Bridge{Process: newProcess(tb, bin, "-addr", addr(port), "-token-file", tokenFile, "-queue-url", queueURL, "-endpoint", endpoint),
 		Addr: addr(port), URL: "http://" + addr(port) + "/events?token=" + token, Token: token}
 	for k, v := range AWSEnv() {
-		b.env = append(b.env, k+"="+v)
+		b.Env = append(b.Env, k+"="+v)
 	}
 	b.Start()
 	return b

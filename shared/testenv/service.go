@@ -51,7 +51,7 @@ func StartService(tb testing.TB, pkg string, envs ...map[string]string) *Service
 	for range 3 {
 		port := FreePort(tb)
 		s := &Service{Process: newProcess(tb, bin), URL: "http://" + addr(port), OpsURL: opsURL}
-		s.env = append([]string{"MINTGATE_HTTP_ADDR=" + addr(port)}, env...)
+		s.Env = append([]string{"MINTGATE_HTTP_ADDR=" + addr(port)}, env...)
 		s.Process.Start()
 		if s.WaitReady(readyTimeout) {
 			return s
@@ -70,7 +70,7 @@ func (s *Service) Start() {
 	s.tb.Helper()
 	s.Process.Start()
 	if !s.WaitReady(readyTimeout) {
-		s.tb.Fatalf("testenv: %s not ready at %s after a restart:\n%s", s.name, s.URL, s.Output())
+		s.tb.Fatalf("testenv: %s not ready at %s after a restart:\n%s", s.Bin, s.URL, s.Output())
 	}
 }
 

@@ -3,8 +3,6 @@ package testenv
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -53,7 +51,7 @@ func StartFauxqs(tb testing.TB) *Fauxqs {
 	tb.Helper()
 	port := FreePort(tb)
 	f := &Fauxqs{Process: newProcess(tb, Binary(tb, "fauxqs")), Endpoint: "http://" + addr(port)}
-	f.env = []string{"FAUXQS_PORT=" + strconv.Itoa(port), "FAUXQS_LOGGER=false",
+	f.Env = []string{"FAUXQS_PORT=" + strconv.Itoa(port), "FAUXQS_LOGGER=false",
 		"FAUXQS_DEFAULT_REGION=" + AWSRegion, fauxqsLoopback(tb)}
 	f.Start()
 	return f
@@ -143,20 +141,7 @@ func (f *Fauxqs) CreateQueue(tb testing.TB, name string, opts QueueOptions) Queu
 // waitHTTP waits until url answers 200.
 func waitHTTP(tb testing.TB, p *Process, url string) {
 	tb.Helper()
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	var last error
-	for time.Now().Before(deadline) {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			err = fmt.Errorf("status %d", resp.StatusCode)
-		}
-		last = err
-		time.Sleep(50 * time.Millisecond)
+	if err := p.WaitHTTP(context.Background(), 30*time.Second, url); err != nil {
+		tb.Fatalf("testenv: %s did not answer %s: %v\n%s", p.Bin, url, err, p.Output())
 	}
-	tb.Fatalf("testenv: %s did not answer %s: %v\n%s", p.name, url, last, p.Output())
 }

@@ -1,5 +1,9 @@
 // The signer's answers, as api/openapi.yaml describes them (and api/api.go
-// in Go): the JSON names are mintgate's public interface.
+// in Go): the JSON names are mintgate's public interface. And Signer: what
+// upload and PartURLs call of a Client, so they need not import it.
+
+import type { Put } from "./put.js";
+import type { Backoff } from "./wait.js";
 
 /** GET /uploads/limits: what a client reads to choose how to upload. */
 export interface Limits {
@@ -114,4 +118,32 @@ export interface ErrorBody {
   scope?: string;
   /** Seconds to wait, as the Retry-After header says. */
   retryAfter?: number;
+}
+
+/**
+ * Signer is what an upload calls of its client (a Client is one): the
+ * signer's routes an upload uses, with their retries, and the upload's
+ * settings. upload and PartURLs are typed against it, not against Client,
+ * so that client.ts need not import them nor they client.ts.
+ */
+export interface Signer {
+  /** How many parts of one upload go up at once. */
+  readonly concurrency: number;
+  /** How often a failed part is retried before the upload fails. */
+  readonly retries: number;
+  /** The backoff of part retries. */
+  readonly backoff: Backoff;
+  /** Random numbers in [0, 1) for jitter. */
+  readonly random: () => number;
+  /** Sends one PUT to S3. */
+  readonly put: Put;
+  /** The signer's clock now, in ms since the epoch. */
+  serverNow(): number;
+  limits(opts?: { signal?: AbortSignal }): Promise<Limits>;
+  sign(req: SignRequest, opts: { idempotencyKey: string; signal?: AbortSignal }): Promise<SignResponse>;
+  createMultipart(req: SignRequest, opts: { idempotencyKey: string; signal?: AbortSignal }): Promise<MultipartGrant>;
+  signParts(urlId: string, partNumbers: number[], opts?: { signal?: AbortSignal }): Promise<SignedPart[]>;
+  listParts(urlId: string, opts?: { signal?: AbortSignal }): Promise<ListedPart[]>;
+  complete(urlId: string, parts: CompletedPart[], opts?: { signal?: AbortSignal }): Promise<CompleteResponse>;
+  abort(urlId: string, opts?: { signal?: AbortSignal }): Promise<void>;
 }

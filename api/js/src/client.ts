@@ -11,6 +11,7 @@ import type {
   MultipartGrant,
   QuotaResponse,
   SignedPart,
+  Signer,
   SignRequest,
   SignResponse,
   StatusResponse,
@@ -18,7 +19,6 @@ import type {
 } from "./api.js";
 import { MintgateError } from "./errors.js";
 import { type Put, fetchPut, xhrPut } from "./put.js";
-import { type UploadOptions, type UploadResult, upload } from "./upload.js";
 import { type Backoff, abortError, backoffDelay, retryAfterSeconds, sleep, throwIfAborted } from "./wait.js";
 
 /** Why the client is waiting before a retry: told to onWait, e.g. for a countdown. */
@@ -76,9 +76,11 @@ interface Answer<T> {
  * Client calls the signer. Every method takes an AbortSignal; every call
  * that spends (sign, createMultipart) takes the Idempotency-Key to use,
  * and retries with that same key, so a retry is answered by the first
- * grant instead of spending again.
+ * grant instead of spending again. The package's Client (index.ts) is this
+ * one with upload added: upload.ts builds on these calls, so this file
+ * does not import it.
  */
-export class Client {
+export class Client implements Signer {
   readonly baseUrl: string;
   readonly concurrency: number;
   readonly retries: number;
@@ -108,17 +110,6 @@ export class Client {
   /** The signer's clock now, as far as its last answer tells, in ms since the epoch. */
   serverNow(): number {
     return Date.now() + this.#skew;
-  }
-
-  /**
-   * upload sends file: a single presigned PUT up to the signer's
-   * maxObjectBytes, a multipart upload above it (parts in parallel, each
-   * retried, expired part URLs signed again for free). Aborting
-   * opts.signal stops it, and aborts a multipart grant so its tokens come
-   * back at once.
-   */
-  upload(file: Blob, opts: UploadOptions = {}): Promise<UploadResult> {
-    return upload(this, file, opts);
   }
 
   /** GET /uploads/limits, fetched once and kept. */

@@ -1,8 +1,7 @@
 // Part URLs of one multipart grant, signed in batches and re-signed (free)
 // before they expire.
 
-import type { MultipartGrant, SignedPart } from "./api.js";
-import type { Client } from "./client.js";
+import type { MultipartGrant, SignedPart, Signer } from "./api.js";
 
 /** A signed part and when its URL stops working, on the signer's clock (ms). */
 interface Entry {
@@ -37,7 +36,7 @@ export function expiryOf(url: string, fallback: number): number {
  * an upload of many parts costs one signer request per batch, not per part.
  */
 export class PartURLs {
-  readonly #client: Client;
+  readonly #client: Pick<Signer, "serverNow" | "signParts">;
   readonly #grant: MultipartGrant;
   readonly #batch: number;
   readonly #entries = new Map<number, Entry>();
@@ -45,7 +44,7 @@ export class PartURLs {
   /** Parts that need no URL any more. */
   readonly #done = new Set<number>();
 
-  constructor(client: Client, grant: MultipartGrant, batch: number) {
+  constructor(client: Pick<Signer, "serverNow" | "signParts">, grant: MultipartGrant, batch: number) {
     this.#client = client;
     this.#grant = grant;
     this.#batch = Math.max(1, batch);

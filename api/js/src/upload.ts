@@ -1,8 +1,7 @@
 // One upload, start to end: a single presigned PUT up to the signer's
 // limit, a multipart upload above it.
 
-import type { CompletedPart, MultipartGrant, SignResponse } from "./api.js";
-import type { Client } from "./client.js";
+import type { CompletedPart, MultipartGrant, SignResponse, Signer } from "./api.js";
 import { MintgateError, newIdempotencyKey } from "./errors.js";
 import { PartURLs } from "./parts.js";
 import { type PutAnswer, TransportError, isExpired } from "./put.js";
@@ -43,7 +42,7 @@ export interface UploadResult {
 }
 
 /** upload sends file with the client's signer; see Client.upload in the README. */
-export async function upload(client: Client, file: Blob, opts: UploadOptions = {}): Promise<UploadResult> {
+export async function upload(client: Signer, file: Blob, opts: UploadOptions = {}): Promise<UploadResult> {
   throwIfAborted(opts.signal);
   const contentType = opts.contentType || file.type || "application/octet-stream";
   let multipart = opts.multipart ?? (opts.resume !== undefined ? true : undefined);
@@ -85,7 +84,7 @@ export async function upload(client: Client, file: Blob, opts: UploadOptions = {
  * is there already: only this URL can create that key, so an earlier try
  * of ours landed and its answer was lost.
  */
-async function putSingle(client: Client, grant: SignResponse, file: Blob, opts: UploadOptions): Promise<void> {
+async function putSingle(client: Signer, grant: SignResponse, file: Blob, opts: UploadOptions): Promise<void> {
   const total = file.size;
   const onSent = (sent: number) => opts.onProgress?.({ loaded: Math.min(sent, total), total });
   for (let failures = 0; ; failures++) {
@@ -115,7 +114,7 @@ async function putSingle(client: Client, grant: SignResponse, file: Blob, opts: 
  * uploadParts PUTs every part S3 does not hold yet, client.concurrency at a
  * time, and returns every part with its ETag, ascending.
  */
-async function uploadParts(client: Client, grant: MultipartGrant, file: Blob, batch: number, opts: UploadOptions): Promise<CompletedPart[]> {
+async function uploadParts(client: Signer, grant: MultipartGrant, file: Blob, batch: number, opts: UploadOptions): Promise<CompletedPart[]> {
   const count = Math.ceil(file.size / grant.partSize);
   if (count !== grant.partCount) {
     throw new MintgateError(0, "size_mismatch", `the grant has ${grant.partCount} parts of ${grant.partSize} bytes, the file ${file.size} bytes`);
@@ -174,7 +173,7 @@ async function uploadParts(client: Client, grant: MultipartGrant, file: Blob, ba
  * retried with a newly signed URL, which costs no token.
  */
 async function uploadPart(
-  client: Client,
+  client: Signer,
   urls: PartURLs,
   n: number,
   body: Blob,

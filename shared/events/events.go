@@ -1,10 +1,10 @@
-// Package uploads is the stream of upload events (docs/events.md): the
+// Package events is the stream of upload events (docs/events.md): the
 // completer publishes one JetStream message per upload in the stream
 // MINTGATE_UPLOADS, with the urlId as Nats-Msg-Id: on
 // mintgate.uploads.completed.<tenant> (Event) once its object passed the
 // verification gate, or on mintgate.uploads.rejected.<tenant> (Rejected)
 // once it failed it. Consumers read it with any JetStream client.
-package uploads
+package events
 
 import (
 	"context"
