@@ -3,7 +3,7 @@
 -- in-flight mark are one atomic step. spend.lua calls it once, spend_many.lua
 -- once per spend of a batch, in order.
 --
--- keys from k: SPEND_KEYS (layouts.go): the idempotency record (hash: state =
+-- keys from k: SPEND_KEYS (spend.go): the idempotency record (hash: state =
 -- pending|done|cancelled, fp, nonce, body; see cancel.lua for a cancelled
 -- one), then the n buckets: the caller's, the tenant's, and for an
 -- anonymous caller the tenant's anonymous_all bucket (2 or 3 of them).
