@@ -102,6 +102,7 @@ type Spending struct {
 var (
 	spendKeys = layout.Record("SPEND_KEYS",
 		layout.Value("idem", func(s Spending) string { return s.Ask.Idem }),
+		layout.Nest("live", liveKeys, func(s Spending) Spending { return s }),
 		layout.Nest("buckets", bucket.CoreKeys, func(s Spending) bucket.Charge { return charge(s.Now, 1, s.Ask.Buckets) }),
 	)
 	spendArgs = layout.Record("SPEND",
@@ -110,22 +111,56 @@ var (
 		layout.Value("in_flight", func(s Spending) any { return s.InFlight.Milliseconds() }), // ms
 		// The last Redis time (unix ms) at which this Spend may run, 0 for no limit.
 		layout.Value("last", func(s Spending) any { return untilMillis(s.Ask.Until) }),
-		// The live-grants bound, packed (spend_fn.lua), '' for none.
-		layout.Value("live", func(s Spending) any { return liveArg(s.Ask.Live) }),
+		layout.Nest("live", liveArgs, func(s Spending) *Live { return s.Ask.Live }),
 		layout.Nest("core", bucket.Core, func(s Spending) bucket.Charge { return charge(s.Now, 1, s.Ask.Buckets) }),
+	)
+
+	// liveKeys is the live-grants bound's key, the caller's live set. A
+	// Spend without the bound names its idempotency record there instead:
+	// KEYS holds no nil, and a key outside the tenant's hash tag would
+	// fail with CROSSSLOT on Redis Cluster. The script touches it only
+	// under a bound (LIVE.max > 0).
+	liveKeys = layout.Record("LIVE_KEYS",
+		layout.Value("set", func(s Spending) string {
+			if s.Ask.Live == nil {
+				return s.Ask.Idem
+			}
+			return s.Ask.Live.Key
+		}),
+	)
+	// liveArgs is the bound itself, and where the markers of a live
+	// grant are: spend_fn.lua prunes the set of every urlId whose done or
+	// refunded marker exists. Which urlIds the set holds is known only
+	// inside the script, so their markers cannot be listed in KEYS
+	// beforehand; the script builds each as prefix .. urlId instead. Both
+	// prefixes carry the tenant's hash tag, as every key of the call does
+	// (CheckSpend), so the keys built from them are of the call's one slot.
+	liveArgs = layout.Record("LIVE",
+		layout.Value("max", func(l *Live) any { // 0: no bound
+			if l == nil {
+				return 0
+			}
+			return l.Max
+		}),
+		layout.Value("ends", func(l *Live) any { // ms: this Spend's grant's end of life
+			if l == nil {
+				return 0
+			}
+			return l.Until.UnixMilli()
+		}),
+		layout.Value("done_prefix", func(l *Live) any { return markerPrefix(l, keys.Done) }),
+		layout.Value("refunded_prefix", func(l *Live) any { return markerPrefix(l, keys.Refunded) }),
 	)
 )
 
-// liveArg packs a Spend's Live for spend_fn.lua: max|until ms|the done
-// marker's prefix|the refunded marker's prefix|the live set's key (last:
-// a subject may hold '|'); ” for none.
-func liveArg(l *Live) string {
+// markerPrefix is the key of marker of the grant urlID less the urlID,
+// in the tenant of l's set; "" for no bound.
+func markerPrefix(l *Live, marker func(tenant, urlID string) string) string {
 	if l == nil {
 		return ""
 	}
 	tenant, _ := keys.TagOf(l.Key)
-	return strconv.Itoa(l.Max) + "|" + strconv.FormatInt(l.Until.UnixMilli(), 10) + "|" +
-		keys.Done(tenant, "") + "|" + keys.Refunded(tenant, "") + "|" + l.Key
+	return marker(tenant, "")
 }
 
 func untilMillis(t time.Time) int64 {
