@@ -32,7 +32,7 @@ const (
 const gapFrom = 4
 
 // errClosed is what Record returns after Close.
-var errClosed = errors.New("grant: ledger closed")
+var errClosed = errors.New("ledger: closed")
 
 // committer gathers the grants of concurrent Record calls into batches:
 // one ledger message, one fsync, however many grants it carries. It is

@@ -17,7 +17,7 @@ import (
 // a verified body that does not parse, or a handler's verdict (wrap it).
 // It is of the class pipeline.ErrPoison: the consume loop terminates such a
 // message instead of redelivering it forever.
-var ErrMalformed = pipeline.Poison(errors.New("grant: malformed due batch"))
+var ErrMalformed = pipeline.Poison(errors.New("ledger: malformed due batch"))
 
 // Handler applies one due batch of grants; the consume loop acts on its
 // result as pipeline.Decide says. Returning nil acks it; an error wrapping

@@ -91,7 +91,7 @@ func (g Grant) Due(grace time.Duration) time.Time {
 // delivered early, or a sweeper whose clock runs behind the server's. The
 // consume loop delivers it again at its due time instead of after a
 // backoff; it is never applied before.
-var ErrNotDue = errors.New("grant: not due yet")
+var ErrNotDue = errors.New("ledger: not due yet")
 
 // NotDueError is ErrNotDue with the time it falls due.
 type NotDueError struct{ Until time.Time }

@@ -47,23 +47,23 @@ const (
 var (
 	// ErrUnavailable wraps every error of Record and Ping: the ledger could
 	// not take the grant, so the caller must not hand out its URL.
-	ErrUnavailable = errors.New("grant: ledger unavailable")
+	ErrUnavailable = errors.New("ledger: unavailable")
 	// ErrNoScheduling is returned by Dial, Open and EnsureStream when the
 	// server or the stream cannot delay messages (a stream without
 	// scheduling is also ErrStreamMisconfigured): such a server would accept the grants and
 	// deliver them at once, refunding every URL while it is still valid.
-	ErrNoScheduling = errors.New("grant: JetStream message scheduling unavailable (needs nats-server 2.12 or later)")
+	ErrNoScheduling = errors.New("ledger: JetStream message scheduling unavailable (needs nats-server 2.12 or later)")
 	// ErrStreamMissing is wrapped (with ErrUnavailable) when the ledger's
 	// stream does not exist: the operator step (EnsureStream, run by
 	// deploy/streams) creates it; a service never does.
-	ErrStreamMissing = errors.New("grant: the ledger stream does not exist (the operator step creates it)")
+	ErrStreamMissing = errors.New("ledger: the stream does not exist (the operator step creates it)")
 	// ErrStreamMisconfigured is wrapped (with ErrUnavailable) when the
 	// stream exists but lacks what the ledger relies on; the error names
 	// each setting. The operator step updates it.
-	ErrStreamMisconfigured = errors.New("grant: the ledger stream is misconfigured (the operator step updates it)")
+	ErrStreamMisconfigured = errors.New("ledger: the stream is misconfigured (the operator step updates it)")
 	// ErrInvalidGrant is wrapped (with ErrUnavailable) when a grant cannot
 	// be recorded as it is, such as a urlId that is not a subject token.
-	ErrInvalidGrant = errors.New("grant: invalid grant")
+	ErrInvalidGrant = errors.New("ledger: invalid grant")
 )
 
 // LedgerConfig shapes the stream and the group commit. Zero values take
@@ -229,10 +229,10 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Client, err
 // cannot run with, or a server too old to schedule messages.
 func preflight(js jetstream.JetStream, cfg Config) error {
 	if cfg.Grace < 0 {
-		return fmt.Errorf("grant: negative grace %v would make grants due before they expire", cfg.Grace)
+		return fmt.Errorf("ledger: negative grace %v would make grants due before they expire", cfg.Grace)
 	}
 	if err := CheckSecret(cfg.Secret); err != nil {
-		return fmt.Errorf("grant: the MAC secret %w", err)
+		return fmt.Errorf("ledger: the MAC secret %w", err)
 	}
 	return checkVersion(js.Conn().ConnectedServerVersion())
 }

@@ -25,7 +25,7 @@ type Opening struct {
 }
 
 // errOpening is Ping's answer before the first try has ended.
-var errOpening = errors.New("grant: the ledger is being opened")
+var errOpening = errors.New("ledger: being opened")
 
 // DialOpening connects as Dial does (ctx's deadline, if any, bounds the
 // connect), tries to open the ledger once and returns: if that failed,

@@ -12,7 +12,7 @@ import (
 // ErrForged marks a ledger message whose MAC does not verify under the
 // secret (or that carries none, like a grant from before batches): the
 // sweeper never applies it.
-var ErrForged = errors.New("grant: ledger message not sealed with our secret")
+var ErrForged = errors.New("ledger: message not sealed with our secret")
 
 // sealVersion is the envelope's format; a bump makes old sweepers refuse
 // new messages rather than misread them.
@@ -33,11 +33,11 @@ type envelope struct {
 // Seal encodes b for the ledger with an HMAC-SHA256 under secret.
 func Seal(secret []byte, b Batch) ([]byte, error) {
 	if err := CheckSecret(secret); err != nil {
-		return nil, fmt.Errorf("grant: the MAC secret %w", err)
+		return nil, fmt.Errorf("ledger: the MAC secret %w", err)
 	}
 	body, err := json.Marshal(b)
 	if err != nil {
-		return nil, fmt.Errorf("grant: encode batch %s: %w", b.ID, err)
+		return nil, fmt.Errorf("ledger: encode batch %s: %w", b.ID, err)
 	}
 	return json.Marshal(envelope{V: sealVersion, Batch: body, MAC: mac(secret, body)})
 }

@@ -126,12 +126,12 @@ func TestDecisionString(t *testing.T) {
 // A package's own poison sentinel keeps its text and works with errors.Is
 // both ways.
 func TestPoisonSentinel(t *testing.T) {
-	errMalformed := pipeline.Poison(errors.New("grant: malformed due batch"))
+	errMalformed := pipeline.Poison(errors.New("ledger: malformed due batch"))
 	err := fmt.Errorf("%w: tier %q", errMalformed, "gold")
 	if !errors.Is(err, errMalformed) || !errors.Is(err, pipeline.ErrPoison) || pipeline.Decide(err) != pipeline.Terminate {
 		t.Errorf("%v: Is(sentinel) %v, Is(ErrPoison) %v", err, errors.Is(err, errMalformed), errors.Is(err, pipeline.ErrPoison))
 	}
-	if err.Error() != `grant: malformed due batch: tier "gold"` {
+	if err.Error() != `ledger: malformed due batch: tier "gold"` {
 		t.Errorf("text %q", err)
 	}
 	if pipeline.Poison(nil) != nil {

@@ -21,7 +21,7 @@
 --
 -- KEYS: CANCEL_KEYS, the idempotency record and the Spend's buckets; ARGV:
 -- CANCEL, the tombstone's TTL, the most nonces it keeps and the core's
--- arguments for a cost of -1 (layouts.go).
+-- arguments for a cost of -1 (cancel.go).
 -- Returns 1 when this nonce's token was given back, 0 when not.
 local idem = KEYS[CANCEL_KEYS.idem]
 local rec = redis.call('HMGET', idem, 'state', 'fp', 'nonce', 'refunded')

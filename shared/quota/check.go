@@ -13,60 +13,13 @@ import (
 
 // The checks a Store makes before it touches anything: a double of the Store
 // (quotatest.Twin) makes the same, so both refuse the same calls with the
-// same errors.
+// same errors. Each operation's Check* sits beside it (CheckSpend in
+// spend.go, …); here are the parts they share.
 
-// CheckSpend is Spend's and Coalescer.Spend's refusal of a call, nil for a
-// valid one.
-
-func CheckSpend(a Ask, inFlight time.Duration) error {
-	if err := checkTTL("in-flight", inFlight); err != nil {
-		return err
-	}
-	if l := a.Live; l != nil {
-		if l.Max < 1 || l.Until.IsZero() {
-			return fmt.Errorf("quota: live grants: max %d until %v: want at least 1 and a time", l.Max, l.Until)
-		}
-		if err := inTenant(a.Tenant, l.Key); err != nil {
-			return err
-		}
-	}
-	return checkAsk(a, true)
-}
-
-// CheckUndo is Undo's refusal of a call, nil for a valid one.
-func CheckUndo(a Ask, urlID string) error {
-	if err := checkGrant(a.Tenant, urlID); err != nil {
-		return err
-	}
-	return checkAsk(a, true)
-}
-
-// CheckFinish is Finish's refusal of a call, nil for a valid one.
-func CheckFinish(a Ask, f Finished) error {
-	if err := checkGrant(a.Tenant, f.URLID); err != nil {
-		return err
-	}
-	if err := checkTTL("record", f.RecordTTL); err != nil {
-		return err
-	}
-	if err := checkTTL("grant record", f.GrantTTL); err != nil {
-		return err
-	}
-	return checkAsk(a, false)
-}
-
-// CheckCancel is Cancel's refusal of a call, nil for a valid one.
-func CheckCancel(a Ask) error { return checkAsk(a, true) }
-
-// CheckStatus is Status's refusal of a call, nil for a valid one.
-func CheckStatus(tenant, urlID string) error { return checkGrant(tenant, urlID) }
-
-// CheckPeek is Peek's refusal of a call, nil for a valid one.
-func CheckPeek(tenant string, bs []bucket.Bucket) error { return checkBuckets(tenant, bs) }
-
-// CheckRefill is Refill's refusal of a call, nil for a valid one.
-func CheckRefill(tenant, key string) error { return inTenant(tenant, key) }
-
+// checkAsk refuses a request a script could not run: an invalid tenant,
+// no fingerprint, a nonce a tombstone could not list, an idempotency key
+// outside the tenant's hash tag, and for a call that moves tokens, bad
+// buckets.
 func checkAsk(a Ask, spends bool) error {
 	if !keys.ValidTenant(a.Tenant) {
 		return fmt.Errorf("quota: tenant %q is not valid", a.Tenant)
@@ -155,43 +108,6 @@ func hashTag(key string) string {
 		}
 	}
 	return key
-}
-
-// CheckComplete is Complete's refusal of a call, nil for a valid one.
-func CheckComplete(c Completion) error {
-	if err := checkGrant(c.Tenant, c.URLID); err != nil {
-		return err
-	}
-	if c.Value == "" {
-		return fmt.Errorf("quota: done marker of %s: empty value", c.URLID)
-	}
-	return checkTTL("done marker", completeTTL(c.TTL))
-}
-
-// CheckRefund is Refund's refusal of a call, nil for a valid one.
-func CheckRefund(ds []Due) error {
-	for i, d := range ds {
-		if err := checkGrant(d.Tenant, d.URLID); err != nil {
-			return fmt.Errorf("due grant %d: %w", i, err)
-		}
-		if len(d.Buckets) == 0 {
-			continue // a marker-only refund: it ends the grant, credits nothing
-		}
-		if err := checkBuckets(d.Tenant, d.Buckets); err != nil {
-			return fmt.Errorf("due grant %d: %w", i, err)
-		}
-	}
-	return nil
-}
-
-// CheckFinishBatch is FinishBatch's refusal of a batch, nil for a valid one.
-func CheckFinishBatch(fs []Finishing) error {
-	return checkEach("finish", fs, func(f Finishing) (string, error) { return f.Ask.Tenant, CheckFinish(f.Ask, f.Finished) })
-}
-
-// CheckSpendBatch is SpendBatch's refusal of a batch, nil for a valid one.
-func CheckSpendBatch(ss []Spending) error {
-	return checkEach("spend", ss, func(sp Spending) (string, error) { return sp.Ask.Tenant, CheckSpend(sp.Ask, sp.InFlight) })
 }
 
 // checkEach refuses a batch of op with a request check refuses, or with

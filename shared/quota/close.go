@@ -2,8 +2,12 @@ package quota
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"time"
+
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/layout"
 )
 
 // Claim is what Close answered.
@@ -65,7 +69,7 @@ func (s *Store) claim(ctx context.Context, c closing) (Closing, error) {
 	if err := checkGrant(c.tenant, c.urlID); err != nil {
 		return Closing{}, err
 	}
-	v, err := s.close.Run(ctx, s.rdb, closeKeys.Append(nil, c), closeArgs.Append(nil, c)...).Slice()
+	v, err := closeScript.Run(ctx, s.rdb, closeKeys.Append(nil, c), closeArgs.Append(nil, c)...).Slice()
 	if err != nil {
 		return Closing{}, unavailable("close "+c.mode, err)
 	}
@@ -80,3 +84,31 @@ func (s *Store) claim(ctx context.Context, c closing) (Closing, error) {
 	}
 	return Closing{}, fmt.Errorf("%w: close replied %v", ErrUnavailable, v)
 }
+
+// Close's script: plain commands, no bucket core (it moves no tokens).
+//
+//go:embed close.lua
+var closeEntry string
+
+// closing is one run of close.lua.
+type closing struct {
+	tenant, urlID, mode string
+	lease               time.Duration
+}
+
+// Close (close.lua).
+var (
+	closeKeys = layout.Args("CLOSE_KEYS",
+		layout.Value("done", func(c closing) string { return keys.Done(c.tenant, c.urlID) }),
+		layout.Value("refunded", func(c closing) string { return keys.Refunded(c.tenant, c.urlID) }),
+		layout.Value("closing", func(c closing) string { return keys.Closing(c.tenant, c.urlID) }),
+	)
+	closeArgs = layout.Args("CLOSE",
+		layout.Value("mode", func(c closing) any { return c.mode }), // complete, abort or release
+		layout.Value("lease", func(c closing) any { return c.lease.Milliseconds() }),
+		layout.Value("ttl", func(closing) any { return MarkerTTL.Milliseconds() }), // an abort's claim's, ms
+	)
+)
+
+// closeScript is close.lua, composed once (see spendScript).
+var closeScript = layout.Script(closeEntry, closeKeys, closeArgs)

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/layout"
 )
 
 // record is a refund record: what a refund gave back, kept as the refunded
@@ -145,7 +148,7 @@ func (s *Store) Complete(ctx context.Context, now time.Time, c Completion) (Comp
 			return Completed{}, err
 		}
 		in := completing{now: now, c: c, rec: rec, bs: bs}
-		vals, err := s.complete.Run(ctx, s.rdb, completeKeys.Fill(len(bs), in), completeArgs.Fill(len(bs), in)...).Slice()
+		vals, err := completeScript.Run(ctx, s.rdb, completeKeys.Fill(len(bs), in), completeArgs.Fill(len(bs), in)...).Slice()
 		if err != nil {
 			return Completed{}, unavailable("complete", err)
 		}
@@ -242,4 +245,49 @@ func TakenBack(value string) bool {
 		Taken *int64 `json:"taken"`
 	}
 	return json.Unmarshal([]byte(value), &r) == nil && r.Taken != nil
+}
+
+// Complete's script, composed after the bucket core.
+//
+//go:embed complete.lua
+var completeEntry string
+
+// completing is one run of complete.lua: the Completion, the refund record
+// the caller read ("" for none) and its buckets.
+type completing struct {
+	now time.Time
+	c   Completion
+	rec string
+	bs  []bucket.Bucket
+}
+
+// Complete (complete.lua).
+var (
+	completeKeys = layout.Args("COMPLETE_KEYS",
+		layout.Value("done", func(c completing) string { return keys.Done(c.c.Tenant, c.c.URLID) }),
+		layout.Value("refunded", func(c completing) string { return keys.Refunded(c.c.Tenant, c.c.URLID) }),
+		layout.Nest("buckets", bucket.CoreKeys, func(c completing) bucket.Charge { return charge(c.now, 1, c.bs) }),
+	)
+	completeArgs = layout.Args("COMPLETE",
+		layout.Value("value", func(c completing) any { return c.c.Value }), // the done marker's
+		layout.Value("ttl", func(c completing) any { return completeTTL(c.c.TTL).Milliseconds() }),
+		// '1' to set the marker only when absent (SET NX), '0' to overwrite.
+		layout.Value("nx", func(c completing) any { return boolArg(c.c.First) }),
+		layout.Value("record", func(c completing) any { return c.rec }),
+		layout.Nest("core", bucket.Core, func(c completing) bucket.Charge { return charge(c.now, 1, c.bs) }),
+	)
+)
+
+// completeScript is complete.lua, composed once (see spendScript).
+var completeScript = bucket.NewScript(completeEntry, completeKeys, completeArgs)
+
+// CheckComplete is Complete's refusal of a call, nil for a valid one.
+func CheckComplete(c Completion) error {
+	if err := checkGrant(c.Tenant, c.URLID); err != nil {
+		return err
+	}
+	if c.Value == "" {
+		return fmt.Errorf("quota: done marker of %s: empty value", c.URLID)
+	}
+	return checkTTL("done marker", completeTTL(c.TTL))
 }

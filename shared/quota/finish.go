@@ -11,10 +11,50 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 )
 
+// Finished is what Finish stores once a grant is in the ledger.
+type Finished struct {
+	URLID     string
+	Subject   string        // the caller's bucket subject, kept in the grant record
+	Body      []byte        // the 201 body a replay answers with
+	ExpiresAt time.Time     // the URL's expiry, kept in the grant record
+	RecordTTL time.Duration // of the completed idempotency record
+	GrantTTL  time.Duration // of the grant record
+	// Multipart is a multipart grant's record (the signer's JSON: its
+	// upload, layout and refund), kept in the grant record's field
+	// "multipart"; empty for a single PUT.
+	Multipart string
+	// ContentType and ContentLength are what the grant was signed for,
+	// kept in the grant record's fields "contentType" and "contentLength"
+	// so that the completer can check the object against them. A record
+	// written before they existed lacks both (GrantShape.Known false).
+	ContentType   string
+	ContentLength int64
+}
+
 // Finishing is one Finish of a batch: Store.Finish's arguments.
 type Finishing struct {
 	Ask      Ask
 	Finished Finished
+}
+
+// Finish makes the idempotency record done with the 201 body (TTL
+// f.RecordTTL) and writes the grant record keys.Grant(tenant, f.URLID)
+// {expiresAt, subject[, multipart]} (TTL f.GrantTTL), atomically, with plain
+// commands in one MULTI/EXEC: no script, since it moves no tokens and
+// decides nothing. Whatever the record held is replaced: Finish follows
+// this request's allowed Spend, and the URL it completes is paid for and
+// leaves. A tombstone there (the in-flight mark expired and a retry was
+// cancelled since) becomes this done record, which a late Spend of that
+// retry finds and spends nothing on either (a replay, or reused).
+func (s *Store) Finish(ctx context.Context, a Ask, f Finished) error {
+	if err := CheckFinish(a, f); err != nil {
+		return err
+	}
+	errs, err := s.finishAll(ctx, []Finishing{{Ask: a, Finished: f}})
+	if err != nil {
+		return err
+	}
+	return errs[0]
 }
 
 // FinishBatch runs Finishes of one tenant as one transaction of plain
@@ -132,3 +172,22 @@ func (c *FinishCoalescer) Finish(ctx context.Context, a Ask, f Finished) error {
 // Stats is how many transactions the FinishCoalescer made and how many
 // Finishes they carried.
 func (c *FinishCoalescer) Stats() (calls, finishes int64) { return c.g.Stats() }
+
+// CheckFinish is Finish's refusal of a call, nil for a valid one.
+func CheckFinish(a Ask, f Finished) error {
+	if err := checkGrant(a.Tenant, f.URLID); err != nil {
+		return err
+	}
+	if err := checkTTL("record", f.RecordTTL); err != nil {
+		return err
+	}
+	if err := checkTTL("grant record", f.GrantTTL); err != nil {
+		return err
+	}
+	return checkAsk(a, false)
+}
+
+// CheckFinishBatch is FinishBatch's refusal of a batch, nil for a valid one.
+func CheckFinishBatch(fs []Finishing) error {
+	return checkEach("finish", fs, func(f Finishing) (string, error) { return f.Ask.Tenant, CheckFinish(f.Ask, f.Finished) })
+}

@@ -13,7 +13,7 @@
 -- marker names a grant that is over.
 --
 -- KEYS: FINISH_OWN_KEYS, the idempotency record and the grant record;
--- ARGV: FINISH_OWN (layouts.go). Returns 1 when the record became done, 0
+-- ARGV: FINISH_OWN (finish_own.go). Returns 1 when the record became done, 0
 -- when it was left as it was.
 local idem, grant = KEYS[FINISH_OWN_KEYS.idem], KEYS[FINISH_OWN_KEYS.grant]
 local done = 0

@@ -72,3 +72,9 @@ func (s *Store) Refill(ctx context.Context, tenant, key string) error {
 	}
 	return nil
 }
+
+// CheckPeek is Peek's refusal of a call, nil for a valid one.
+func CheckPeek(tenant string, bs []bucket.Bucket) error { return checkBuckets(tenant, bs) }
+
+// CheckRefill is Refill's refusal of a call, nil for a valid one.
+func CheckRefill(tenant, key string) error { return inTenant(tenant, key) }

@@ -2,9 +2,11 @@
 // signer's Spend, Undo, Finish and Cancel, the sweeper's batched Refund, and
 // the Status read of one grant. Each script composes the bucket core
 // (bucket.NewScript) with its own checks, so a decision and its bookkeeping
-// are one atomic step; the KEYS/ARGV layouts stay private here, each named
-// once (layouts.go), and callers see typed operations. quotatest.Twin is
-// the same in Go, held equal to the scripts by a differential test.
+// are one atomic step. Each operation is one Go file beside its script
+// (spend.go and spend.lua, undo.go and undo.lua, …): its KEYS/ARGV layouts,
+// named once (package layout), the embedded script, the method and its
+// check; callers see typed operations. quotatest.Twin is the same in Go,
+// held equal to the scripts by a differential test.
 // SpendBatch runs many Spends of one tenant in one script call, as if one
 // after another; a Coalescer gathers concurrent Spends into such calls.
 //
@@ -24,42 +26,12 @@
 package quota
 
 import (
-	"context"
-	_ "embed"
-	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/keys"
-)
-
-var (
-	//go:embed nonces.lua
-	noncesSrc string
-	//go:embed spend_fn.lua
-	spendFn string
-	//go:embed spend.lua
-	spendEntry string
-	//go:embed spend_many.lua
-	spendManyEntry string
-	//go:embed record.lua
-	recordSrc string
-	//go:embed undo.lua
-	undoEntry string
-	//go:embed cancel.lua
-	cancelEntry string
-	//go:embed finish_own.lua
-	finishOwnEntry string
-	//go:embed refund.lua
-	refundEntry string
-	//go:embed complete.lua
-	completeEntry string
-	//go:embed close.lua
-	closeEntry string
 )
 
 // MarkerTTL is the least time every marker of how a grant ended (done,
@@ -125,298 +97,27 @@ type Ask struct {
 	Live *Live
 }
 
-// Live is a Spend's bound on its caller's live grants: grants that are
-// neither completed, refunded (or aborted) nor past their life. The
-// caller's live set (keys.LiveGrants) holds each allowed Spend's nonce
-// (its urlId) until Until, its grant's life; a grant whose done or
-// refunded marker exists leaves it at the caller's next Spend. A Spend
-// that finds Max live grants takes nothing and answers LiveFull.
-type Live struct {
-	Key   string    // keys.LiveGrants(tenant, subject)
-	Max   int       // at least 1
-	Until time.Time // this Spend's grant's end of life (its expiresAt)
+// asked is an Undo's or a Cancel's input: the request, its clock and, for
+// an Undo, its grant.
+type asked struct {
+	now   time.Time
+	a     Ask
+	urlID string
 }
 
-// Outcome is what Spend decided.
-type Outcome int
-
-// The outcomes of Spend. The zero Outcome is none of them.
-const (
-	Allowed    Outcome = iota + 1 // a token was spent from every bucket and the key marked in flight
-	Denied                        // a bucket is short: nothing was spent (429)
-	Replay                        // the key completed with the same request: Body is its 201 body
-	Reused                        // the key belongs to a different request (422)
-	InProgress                    // the key's first request is still in flight (409)
-	Cancelled                     // this very request (its nonce) was cancelled before the Spend ran: nothing was spent or marked
-	Late                          // the Spend ran after Ask.Until by Redis's clock: nothing was read, spent or marked
-	LiveFull                      // the caller holds Ask.Live.Max live grants: nothing was spent (429, Decision.Result.RetryAfter)
-)
-
-// String names the outcome.
-func (o Outcome) String() string {
-	switch o {
-	case Allowed:
-		return "allowed"
-	case Denied:
-		return "denied"
-	case Replay:
-		return "replay"
-	case Reused:
-		return "reused"
-	case InProgress:
-		return "in progress"
-	case Cancelled:
-		return "cancelled"
-	case Late:
-		return "late"
-	case LiveFull:
-		return "live grants full"
-	}
-	return "Outcome(" + strconv.Itoa(int(o)) + ")"
-}
-
-// Decision is Spend's answer.
-type Decision struct {
-	Outcome Outcome
-	Result  bucket.Result // Allowed and Denied: the buckets' answer, for the RateLimit headers
-	Body    []byte        // Replay: the stored 201 body
-}
-
-func decided(r bucket.Result) Decision {
-	if r.Allowed {
-		return Decision{Outcome: Allowed, Result: r}
-	}
-	return Decision{Outcome: Denied, Result: r}
-}
-
-func replayed(body string) Decision { return Decision{Outcome: Replay, Body: []byte(body)} }
-
-// Finished is what Finish stores once a grant is in the ledger.
-type Finished struct {
-	URLID     string
-	Subject   string        // the caller's bucket subject, kept in the grant record
-	Body      []byte        // the 201 body a replay answers with
-	ExpiresAt time.Time     // the URL's expiry, kept in the grant record
-	RecordTTL time.Duration // of the completed idempotency record
-	GrantTTL  time.Duration // of the grant record
-	// Multipart is a multipart grant's record (the signer's JSON: its
-	// upload, layout and refund), kept in the grant record's field
-	// "multipart"; empty for a single PUT.
-	Multipart string
-	// ContentType and ContentLength are what the grant was signed for,
-	// kept in the grant record's fields "contentType" and "contentLength"
-	// so that the completer can check the object against them. A record
-	// written before they existed lacks both (GrantShape.Known false).
-	ContentType   string
-	ContentLength int64
-}
-
-// Status is what Redis knows of one grant.
-type Status struct {
-	Done      bool      // its upload landed: the completer's done marker
-	DoneValue string    // the done marker's value (ReadDone says what it means)
-	Refunded  bool      // its token was given back, by Undo or Refund
-	ExpiresAt time.Time // from the grant record, in UTC
-	Subject   string    // from the grant record
-	Multipart string    // from the grant record: Finished.Multipart
-	Found     bool      // the grant record exists
-}
-
-func status(done, refunded bool, expiresAt, subject, multipart string) Status {
-	s := Status{Done: done, Refunded: refunded, Subject: subject, Multipart: multipart}
-	if ms, err := strconv.ParseInt(expiresAt, 10, 64); err == nil {
-		s.ExpiresAt, s.Found = time.UnixMilli(ms).UTC(), true
-	}
-	return s
-}
-
-// Store runs the scripts on Redis.
+// Store runs the scripts on Redis. Each operation's script is composed
+// once, beside it (spendScript in spend.go, …), and shared by every Store.
 type Store struct {
-	rdb                         redis.UniversalClient
-	spend, undo, refund, cancel *redis.Script
-	spendMany, complete, close  *redis.Script
-	finishOwn                   *redis.Script
+	rdb redis.UniversalClient
 }
 
 // New returns a Store on rdb, a *redis.Client or a *redis.ClusterClient.
-func New(rdb redis.UniversalClient) *Store {
-	return &Store{
-		rdb:    rdb,
-		spend:  spendScript,
-		undo:   undoScript,
-		refund: refundScript,
-		cancel: cancelScript,
+func New(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
 
-		spendMany: spendManyScript,
-		complete:  completeScript,
-		close:     closeScript,
-		finishOwn: finishOwnScript,
-	}
-}
-
-// Spend checks the idempotency record and, for a new request, takes one
-// token from every bucket or from none, marking the key in flight for
-// inFlight when it did: one round trip. A cancelled record (a tombstone) is
-// no record for any other request; for the request it names, the answer is
-// Cancelled and nothing is touched. A Spend that runs after a.Until (by
-// Redis's clock) touches nothing and answers Late.
-func (s *Store) Spend(ctx context.Context, now time.Time, a Ask, inFlight time.Duration) (Decision, error) {
-	if err := CheckSpend(a, inFlight); err != nil {
-		return Decision{}, err
-	}
-	sp := Spending{Now: now, Ask: a, InFlight: inFlight}
-	n := len(a.Buckets)
-	vals, err := s.spend.Run(ctx, s.rdb, spendKeys.Fill(n, sp), spendArgs.Fill(n, sp)...).Slice()
-	if err != nil {
-		return Decision{}, unavailable("spend", err)
-	}
-	return parseSpend(vals)
-}
-
-// parseSpend reads spend.lua's reply.
-func parseSpend(vals []any) (Decision, error) {
-	if len(vals) == 0 {
-		return Decision{}, fmt.Errorf("%w: spend replied nothing", ErrUnavailable)
-	}
-	if w, ok := vals[0].(string); ok {
-		switch {
-		case w == "reused":
-			return Decision{Outcome: Reused}, nil
-		case w == "pending":
-			return Decision{Outcome: InProgress}, nil
-		case w == "cancelled":
-			return Decision{Outcome: Cancelled}, nil
-		case w == "late":
-			return Decision{Outcome: Late}, nil
-		case w == "live" && len(vals) == 2:
-			secs, _ := vals[1].(int64)
-			return Decision{Outcome: LiveFull, Result: bucket.Result{RetryAfter: time.Duration(max(secs, 1)) * time.Second, Blocked: -1}}, nil
-		case w == "replay" && len(vals) == 2:
-			body, _ := vals[1].(string)
-			return replayed(body), nil
-		}
-		return Decision{}, fmt.Errorf("%w: spend replied %q", ErrUnavailable, w)
-	}
-	res, err := bucket.ParseResult(vals)
-	if err != nil {
-		return Decision{}, unavailable("spend", err)
-	}
-	return decided(res), nil
-}
-
-// Undo gives back the token of an allowed Spend whose URL was never handed
-// out, frees the idempotency key (only while it is still this request's:
-// its in-flight mark, or the done record a FinishOwn it gave up on stored,
-// by its nonce and fingerprint) and sets the refunded marker keys.Refunded(tenant, urlID),
-// atomically. If the refunded marker or the done marker already exists it
-// refunds nothing (the sweeper got there first, or the upload landed) but
-// still frees the key. It reports whether it refunded.
-func (s *Store) Undo(ctx context.Context, now time.Time, a Ask, urlID string) (refunded bool, err error) {
-	if err := CheckUndo(a, urlID); err != nil {
-		return false, err
-	}
-	u := asked{now: now, a: a, urlID: urlID}
-	n, err := s.undo.Run(ctx, s.rdb, undoKeys.Fill(len(a.Buckets), u), undoArgs.Fill(len(a.Buckets), u)...).Int64()
-	if err != nil {
-		return false, unavailable("undo", err)
-	}
-	return n == 1, nil
-}
-
-// Finish makes the idempotency record done with the 201 body (TTL
-// f.RecordTTL) and writes the grant record keys.Grant(tenant, f.URLID)
-// {expiresAt, subject[, multipart]} (TTL f.GrantTTL), atomically, with plain
-// commands in one MULTI/EXEC: no script, since it moves no tokens and
-// decides nothing. Whatever the record held is replaced: Finish follows
-// this request's allowed Spend, and the URL it completes is paid for and
-// leaves. A tombstone there (the in-flight mark expired and a retry was
-// cancelled since) becomes this done record, which a late Spend of that
-// retry finds and spends nothing on either (a replay, or reused).
-func (s *Store) Finish(ctx context.Context, a Ask, f Finished) error {
-	if err := CheckFinish(a, f); err != nil {
-		return err
-	}
-	errs, err := s.finishAll(ctx, []Finishing{{Ask: a, Finished: f}})
-	if err != nil {
-		return err
-	}
-	return errs[0]
-}
-
-// FinishOwn is Finish for a request that gives its grant back (Undo) if
-// this write fails, as a multipart create does: the idempotency record
-// becomes done only while it is still this request's in-flight mark (its
-// nonce and fingerprint), in one script; the grant record is written in
-// any case. A FinishOwn its caller gave up on may still run later; with
-// Undo's part (it deletes a done record of its own nonce), nothing then
-// replays the grant given back, whichever of the two runs first. It reports
-// whether the record became done.
-func (s *Store) FinishOwn(ctx context.Context, a Ask, f Finished) (bool, error) {
-	if err := CheckFinish(a, f); err != nil {
-		return false, err
-	}
-	fin := Finishing{Ask: a, Finished: f}
-	n, err := s.finishOwn.Run(ctx, s.rdb, finishOwnKeys.Fill(0, fin), finishOwnArgs.Fill(0, fin)...).Int64()
-	if err != nil {
-		return false, unavailable("finish", err)
-	}
-	return n == 1, nil
-}
-
-// Cancel ends a request whose Spend failed on the caller's side (timed out,
-// connection lost) but may have reached Redis, so that it spends nothing
-// and holds no key, whether its Spend ran already, runs later or never
-// runs. By the idempotency record:
-//
-//   - in flight with this nonce and fingerprint (the Spend ran): one token
-//     back to every bucket, capped as Undo's, and the record becomes a
-//     tombstone (TTL CancelTTL); refunded is true;
-//   - absent (the Spend has not run): a tombstone, which the Spend finds if
-//     it runs and then takes nothing (Outcome Cancelled);
-//   - a tombstone: this nonce is added to it; if it named the nonce
-//     already, nothing changes and refunded is what the first Cancel said,
-//     so a Cancel retried after a lost reply answers the same;
-//   - another request's (in flight with another nonce, done): nothing is
-//     touched; the Spend, if it runs, finds that record and takes nothing.
-//
-// A tombstone never blocks a retry: a Spend with another nonce treats it as
-// absent. A retry of a Cancel is safe at any time.
-func (s *Store) Cancel(ctx context.Context, now time.Time, a Ask) (refunded bool, err error) {
-	if err := CheckCancel(a); err != nil {
-		return false, err
-	}
-	c := asked{now: now, a: a}
-	n, err := s.cancel.Run(ctx, s.rdb, cancelKeys.Fill(len(a.Buckets), c), cancelArgs.Fill(len(a.Buckets), c)...).Int64()
-	if err != nil {
-		return false, unavailable("cancel", err)
-	}
-	return n == 1, nil
-}
-
-// Status reads the done marker, the refunded marker and the grant record of
-// one grant in one round trip (they share the tenant's hash tag).
-func (s *Store) Status(ctx context.Context, tenant, urlID string) (Status, error) {
-	if err := CheckStatus(tenant, urlID); err != nil {
-		return Status{}, err
-	}
-	pipe := s.rdb.Pipeline()
-	done := pipe.Get(ctx, keys.Done(tenant, urlID))
-	refunded := pipe.Exists(ctx, keys.Refunded(tenant, urlID))
-	rec := pipe.HMGet(ctx, keys.Grant(tenant, urlID), "expiresAt", "subject", "multipart")
-	// A done marker that is absent is GET's redis.Nil, which Exec reports
-	// as its first error: each command's own error decides.
-	_, _ = pipe.Exec(ctx)
-	for _, err := range []error{done.Err(), refunded.Err(), rec.Err()} {
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return Status{}, unavailable("status", err)
-		}
-	}
-	expiresAt, _ := rec.Val()[0].(string)
-	subject, _ := rec.Val()[1].(string)
-	mp, _ := rec.Val()[2].(string)
-	st := status(done.Err() == nil, refunded.Val() > 0, expiresAt, subject, mp)
-	st.DoneValue = done.Val()
-	return st, nil
+// charge is the bucket core's input for bs at cost: every script that
+// moves tokens nests bucket.CoreKeys and bucket.Core filled from it.
+func charge(now time.Time, cost float64, bs []bucket.Bucket) bucket.Charge {
+	return bucket.Charge{Now: now, Cost: cost, Buckets: bs}
 }
 
 func unavailable(op string, err error) error {

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"slices"
 	"time"
@@ -9,6 +10,21 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/layout"
+)
+
+var (
+	// Refund's script, composed after the bucket core and record.lua.
+	//
+	//go:embed refund.lua
+	refundEntry string
+	// record.lua writes the refund record (complete.go's record) with
+	// what the refund credited: composed in front of refund.lua and
+	// undo.lua.
+	//
+	//go:embed record.lua
+	recordSrc string
 )
 
 // Due is one grant the sweeper found due.
@@ -56,7 +72,7 @@ func (s *Store) Refund(ctx context.Context, now time.Time, ds []Due) ([]RefundOu
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := s.rdb.Pipeline()
 	for i, c := range calls {
-		cmds[i] = s.refund.EvalSha(ctx, pipe, c.keys, c.args...)
+		cmds[i] = refundScript.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // every command's own error is read below
 	var again []int
@@ -74,7 +90,7 @@ func (s *Store) Refund(ctx context.Context, now time.Time, ds []Due) ([]RefundOu
 		// Refunded one: still one credit per grant, by the markers.
 		pipe := s.rdb.Pipeline()
 		for _, i := range again {
-			cmds[i] = s.refund.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+			cmds[i] = refundScript.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
 		}
 		_, _ = pipe.Exec(ctx)
 	}
@@ -140,6 +156,50 @@ func (c *call) read(cmd *redis.Cmd, out []RefundOutcome) error {
 			out[c.at[j]] = RefundOutcome(o)
 		default:
 			return fmt.Errorf("%w: refund replied %v", ErrUnavailable, v)
+		}
+	}
+	return nil
+}
+
+// dueAt is one grant of a Refund and the sweeper's clock.
+type dueAt struct {
+	now time.Time
+	d   Due
+}
+
+// Refund (refund.lua): the marker TTL, then per grant its record.
+var (
+	grantKeys = layout.Record("GRANT_KEYS",
+		layout.Value("done", func(g dueAt) string { return keys.Done(g.d.Tenant, g.d.URLID) }),
+		layout.Value("refunded", func(g dueAt) string { return keys.Refunded(g.d.Tenant, g.d.URLID) }),
+		layout.Nest("buckets", bucket.CoreKeys, func(g dueAt) bucket.Charge { return charge(g.now, -1, g.d.Buckets) }),
+	)
+	grantArgs = layout.Record("GRANT",
+		layout.Value("n", func(g dueAt) any { return len(g.d.Buckets) }),
+		layout.Value("record", func(g dueAt) any { return RefundRecord(g.now, g.d.Buckets) }),
+		layout.Nest("core", bucket.Core, func(g dueAt) bucket.Charge { return charge(g.now, -1, g.d.Buckets) }),
+	)
+	refundKeys = layout.Args("REFUND_KEYS", layout.Rest[struct{}]("grants", grantKeys))
+	refundArgs = layout.Args("REFUND",
+		layout.Value("ttl", func(struct{}) any { return MarkerTTL.Milliseconds() }), // the markers', ms
+		layout.Rest[struct{}]("grants", grantArgs),
+	)
+)
+
+// refundScript is refund.lua, composed once (see spendScript).
+var refundScript = bucket.NewScript(recordSrc+"\n"+refundEntry, refundKeys, refundArgs)
+
+// CheckRefund is Refund's refusal of a call, nil for a valid one.
+func CheckRefund(ds []Due) error {
+	for i, d := range ds {
+		if err := checkGrant(d.Tenant, d.URLID); err != nil {
+			return fmt.Errorf("due grant %d: %w", i, err)
+		}
+		if len(d.Buckets) == 0 {
+			continue // a marker-only refund: it ends the grant, credits nothing
+		}
+		if err := checkBuckets(d.Tenant, d.Buckets); err != nil {
+			return fmt.Errorf("due grant %d: %w", i, err)
 		}
 	}
 	return nil

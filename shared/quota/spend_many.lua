@@ -5,7 +5,7 @@
 -- first Spend with a limit, and each Spend checks its own limit against it.
 --
 -- KEYS, per Spend: a SPEND_KEYS record; ARGV, per Spend: a BATCHED_SPEND
--- record, its bucket count n and then spend.lua's ARGV (layouts.go).
+-- record, its bucket count n and then spend.lua's ARGV (spend_many.go).
 -- Returns one reply per Spend, in order: spend.lua's reply, or
 -- {'error', message} for a Spend whose commands failed (the others keep
 -- theirs, as they would have run alone).

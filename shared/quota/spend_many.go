@@ -2,18 +2,34 @@ package quota
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/layout"
 )
 
-// Spending is one Spend of a batch: Store.Spend's arguments.
-type Spending struct {
-	Now      time.Time // the caller's clock, for this Spend's buckets
-	Ask      Ask
-	InFlight time.Duration
-}
+// SpendBatch's script: spend_many.lua runs spend_fn.lua's spend() (spend.go)
+// once per Spend, in order.
+//
+//go:embed spend_many.lua
+var spendManyEntry string
+
+// SpendBatch's KEYS and ARGV: per Spend a SPEND_KEYS record (spend.go), and
+// a BATCHED_SPEND record, its bucket count and then spend.lua's ARGV.
+var (
+	spendBatched = layout.Record("BATCHED_SPEND",
+		layout.Value("n", func(s Spending) any { return len(s.Ask.Buckets) }),
+		layout.Nest("spend", spendArgs, func(s Spending) Spending { return s }),
+	)
+	spendManyKeys = layout.Args("SPEND_MANY_KEYS", layout.Rest[struct{}]("spends", spendKeys))
+	spendManyArgs = layout.Args("SPEND_MANY", layout.Rest[struct{}]("spends", spendBatched))
+)
+
+// spendManyScript is spend_many.lua, composed once (see spendScript).
+var spendManyScript = bucket.NewScript(noncesSrc+"\n"+spendFn+"\n"+spendManyEntry, spendManyKeys, spendManyArgs)
 
 // Spent is one Spend's answer in a batch: its Decision, or the error of
 // its own commands on Redis (a redis.Error: the script ran and failed for
@@ -48,7 +64,7 @@ func (s *Store) SpendBatch(ctx context.Context, ss []Spending) ([]Spent, error) 
 		ks = spendKeys.Append(ks, sp)
 		args = spendBatched.Append(args, sp)
 	}
-	vals, err := s.runMany(ctx, s.spendMany, "spend", len(ss), ks, args)
+	vals, err := s.runMany(ctx, spendManyScript, "spend", len(ss), ks, args)
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +81,11 @@ func (s *Store) SpendBatch(ctx context.Context, ss []Spending) ([]Spent, error) 
 		out[i].Decision, out[i].Err = parseSpend(r)
 	}
 	return out, nil
+}
+
+// CheckSpendBatch is SpendBatch's refusal of a batch, nil for a valid one.
+func CheckSpendBatch(ss []Spending) error {
+	return checkEach("spend", ss, func(sp Spending) (string, error) { return sp.Ask.Tenant, CheckSpend(sp.Ask, sp.InFlight) })
 }
 
 // runMany runs a batch script of n requests of op and returns its n
