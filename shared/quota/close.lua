@@ -18,7 +18,7 @@
 -- Mode 'release': one complete fewer (its complete failed and created
 -- nothing); none left ends the lease -> 'ok'.
 --
--- KEYS: CLOSE_KEYS; ARGV: CLOSE (layouts.go).
+-- KEYS: CLOSE_KEYS; ARGV: CLOSE (close.go).
 -- Returns {outcome, ms}.
 local done, refunded, rec = KEYS[CLOSE_KEYS.done], KEYS[CLOSE_KEYS.refunded], KEYS[CLOSE_KEYS.closing]
 local mode = ARGV[CLOSE.mode]

@@ -15,7 +15,7 @@
 -- COMPLETE, the done marker's value and TTL, nx ('1' to set it only when
 -- absent: SET NX, and a present one lives at least the TTL), the refund
 -- record the caller read ('' for none), then the core's arguments for a
--- cost of 1 over those buckets (layouts.go).
+-- cost of 1 over those buckets (complete.go).
 -- Returns {the done marker's previous value or nil, 'none' | 'taken'}, or
 -- {previous, 'again', record} when the refunded marker holds another record
 -- than the caller read: the caller runs it again with that record's buckets.

@@ -15,7 +15,7 @@
 -- KEYS, per grant: a GRANT_KEYS record, its done and refunded markers and
 -- its n buckets. ARGV: REFUND, the markers' TTL, then per grant a GRANT
 -- record: n, the refund record, and the core's arguments for a cost of -1
--- (layouts.go).
+-- (refund.go).
 -- Returns the outcome of each grant, in order.
 local ttl = ARGV[REFUND.ttl]
 local out, k, a = {}, REFUND_KEYS.grants, REFUND.grants

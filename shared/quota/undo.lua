@@ -8,7 +8,7 @@
 -- KEYS: UNDO_KEYS, the idempotency record, the done and refunded markers,
 -- the Spend's buckets; ARGV: UNDO, the refund record (the refunded marker's
 -- value, see refund.lua) and the core's arguments for a cost of -1
--- (layouts.go).
+-- (undo.go).
 -- Returns 1 when it refunded, 0 when not.
 
 -- The key is freed only while it is still this very request's: its
