@@ -24,7 +24,11 @@ import (
 // outcome is what Redis says became of one URL.
 type outcome struct {
 	done, refunded bool
-	takenBack      bool // the refund was taken back: the upload landed after it
+	// value is the done marker's: "verifying", "verified", "1",
+	// "rejecting:<reason>", "rejected:<reason>" or the older "pending"
+	// (quota.ReadDone); "" without one.
+	value     string
+	takenBack bool // the refund was taken back: the upload landed after it
 	// tokenBack: the refund credited a bucket of requests. A multipart
 	// DELETE's credits only its buckets of bytes (none without tiers
 	// of bytes): a create's token is never given back by a DELETE.
@@ -44,9 +48,11 @@ func (st *stack) outcomes(ctx context.Context, urls []received) ([]outcome, erro
 		batch := urls[from:min(from+500, len(urls))]
 		pipe := st.rdb.Pipeline()
 		done := make([]*redis.DurationCmd, len(batch))
+		values := make([]*redis.StringCmd, len(batch))
 		refunded := make([]*redis.StringCmd, len(batch))
 		for i, u := range batch {
 			done[i] = pipe.PTTL(ctx, keys.Done(u.tenant, u.urlID))
+			values[i] = pipe.Get(ctx, keys.Done(u.tenant, u.urlID))
 			refunded[i] = pipe.Get(ctx, keys.Refunded(u.tenant, u.urlID))
 		}
 		read := time.Now()
@@ -57,6 +63,7 @@ func (st *stack) outcomes(ctx context.Context, urls []received) ([]outcome, erro
 			o := &out[from+i]
 			if ttl := done[i].Val(); ttl > 0 {
 				o.done, o.doneAt = true, read.Add(ttl-st.p.doneTTL)
+				o.value = values[i].Val()
 			}
 			if v, err := refunded[i].Result(); err == nil {
 				o.refunded, o.takenBack = true, quota.TakenBack(v)
@@ -85,9 +92,9 @@ func creditsTokens(tenant, v string) bool {
 }
 
 // settle waits until every grant is due, then until every URL and
-// multipart grant received has a marker and the ledger has nothing left
-// to deliver, within the plan's settle time. It reports whether that
-// happened.
+// multipart grant received has a marker, every done marker its final
+// verdict (outcome.final), and the ledger has nothing left to deliver,
+// within the plan's settle time. It reports whether that happened.
 func (st *stack) settle(ctx context.Context, t *testing.T, res result, loadStop time.Time) bool {
 	t.Helper()
 	// A grant the clients never saw (its sign or create was cut) was
@@ -122,7 +129,7 @@ func (st *stack) allMarked(ctx context.Context, urls []received) bool {
 		return false
 	}
 	for _, o := range outs {
-		if !o.done && !o.refunded {
+		if (!o.done && !o.refunded) || !o.final() {
 			return false
 		}
 	}
@@ -174,8 +181,8 @@ const maxExamples = 5
 // example records u as a case of the failure what, with its timeline.
 func (r *report) example(what string, u received, o outcome) {
 	r.addExample(what, func(at func(time.Time) string) string {
-		return fmt.Sprintf("%s (tenant %s, user %s): signed %s, uploaded %s (PUT %d), expires %s, due %s, done marker set %s, refunded %s",
-			u.urlID, u.tenant, u.user, at(u.signedAt), at(u.uploadedAt), u.putStatus, at(u.expiresAt), at(u.expiresAt.Add(r.grace)), at(o.doneAt), at(o.refundedAt))
+		return fmt.Sprintf("%s (tenant %s, user %s, %s): signed %s, uploaded %s (PUT %d), expires %s, due %s, done marker %q set %s, refunded %s",
+			u.urlID, u.tenant, u.user, u.bytes(), at(u.signedAt), at(u.uploadedAt), u.putStatus, at(u.expiresAt), at(u.expiresAt.Add(r.grace)), o.value, at(o.doneAt), at(o.refundedAt))
 	})
 }
 
@@ -267,6 +274,10 @@ func check(ctx context.Context, t *testing.T, st *stack, res result, faults []in
 	if err != nil {
 		t.Fatalf("reading the buckets: %v", err)
 	}
+	v, err := st.readVerdicts(ctx, res, outs, mouts)
+	if err != nil {
+		t.Fatalf("reading the verdicts: %v", err)
+	}
 	exposed, exposedBytes := 0, int64(0)
 	for _, f := range faults {
 		exposed += f.exposed
@@ -275,12 +286,14 @@ func check(ctx context.Context, t *testing.T, st *stack, res result, faults []in
 
 	r.summarize(res, outs, mouts, faults, exposed, markers)
 	r.summarizeMultipart(res, mouts)
+	r.summarizeVerdicts(outs, mouts, v)
 	r.summary = append(r.summary, fmt.Sprintf("bytes: %d B asked by URLs and multipart grants received, %d B uploaded (%d B in multipart objects); "+
 		"at risk %d B of requests in flight at signer kills (a held cancel counts %d B); refill since the seed: users %.1f B, tenants %.1f B",
 		b.bytesGranted, b.bytesUploaded, b.bytesMultipart, exposedBytes, maxContentLength, b.userBytes.refill, b.tenantBytes.refill))
 	r.summary = append(r.summary, fmt.Sprintf("rescues: %d passes applied schedules nats-server had not fired 30 s after due", st.rescues()))
 	r.checkURLs(res, outs)
 	r.checkMultipart(res, mouts, orphans)
+	r.checkVerdicts(res, outs, mouts, v)
 	r.checkBuckets(b, exposed, exposedBytes)
 	r.checkAnswers(res)
 	r.add("no service exited by itself", strings.Join(append([]string{fmt.Sprint(len(st.crashes))}, st.crashes...), " "), "0", len(st.crashes) == 0)
@@ -481,10 +494,13 @@ type bucketTallies struct {
 
 // buckets reads every user and tenant bucket the clients spent from. With
 // a negligible refill, a bucket's tokens are capacity − spends + refunds:
-// above capacity − uploads is a token minted, below it a token lost. A
-// multipart grant whose object exists spent its token as an uploaded URL
-// did, and so did one a DELETE refunded (its bytes only: outcome.tokenBack);
-// any other gave it back. The buckets of bytes are read the same way,
+// above capacity − uploads is a token minted, below it a token lost. An
+// upload the gate rejected spent its token and bytes like any other: a
+// URL counts as uploaded when its PUT was stored, whatever the verdict, and
+// a multipart grant when its object exists, or was moved to quarantine
+// (its marker reads rejected). A multipart grant a DELETE refunded spent
+// its token too (its bytes came back: outcome.tokenBack); any other gave
+// it back. The buckets of bytes are read the same way,
 // each grant spending its contentLength, from the seed plus the refill
 // (byteExcess); every one seeded is read, spent from or not.
 func (st *stack) buckets(ctx context.Context, res result, mouts []mpOutcome) (bucketTallies, error) {
@@ -519,7 +535,7 @@ func (st *stack) buckets(ctx context.Context, res result, mouts []mpOutcome) (bu
 			userUploads[k]++ // a DELETE's refund: the token stays spent, the bytes came back
 			tenantUploads[g.tenant]++
 		}
-		if mouts[i].object {
+		if _, rejected := mouts[i].rejected(); mouts[i].object || rejected {
 			userUploads[k]++
 			tenantUploads[g.tenant]++
 			userBytes[k] += g.size

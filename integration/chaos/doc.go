@@ -16,6 +16,14 @@
 // and never refunded, or without an object, its upload aborted and its
 // refund given once.
 //
+// The completer's verification gate is on (bodies_test.go, verdicts_test.go):
+// every object declared image/png starts with a real PNG, but one single
+// PUT in eight uploads HTML. Once settled, every done marker holds a final
+// verdict: each wrong upload rejected:type_mismatch, in quarantine and
+// never refunded, its tokens and bytes spent like any upload's; each right
+// one completed; and no urlId has both a completed and a rejected event on
+// the MINTGATE_UPLOADS stream.
+//
 // The short form runs with go test (make test); make chaos runs the long
 // one (-chaos.long). -chaos.seed repeats a run's schedule of faults and
 // requests.

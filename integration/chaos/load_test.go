@@ -46,6 +46,7 @@ type received struct {
 	uploaded                 bool      // the PUT was stored
 	putStatus                int       // the last PUT's status, 0 when not tried or no answer
 	late                     bool      // a slow upload: it lands after the grant's due time (landLate)
+	wrong                    bool      // its bytes are HTML, not the image/png it declared: the gate must reject them
 }
 
 // lateLanding is what became of one slow upload, for its client's record.
@@ -194,9 +195,10 @@ func (c *client) run(ctx context.Context) {
 // single signs one URL for u and, as drawn, uploads it (maybe late) and
 // replays its key.
 func (c *client) single(ctx context.Context, u user) {
-	size := 1 + c.rng.Int64N(256)
+	size := minBody + c.rng.Int64N(maxSingle-minBody+1)
 	upload := c.rng.IntN(2) == 0
 	replay := c.rng.IntN(10) == 0
+	wrong := c.rng.IntN(wrongEvery) == 0
 	key := fmt.Sprintf("c%d-%d", c.id, c.ops)
 	c.ops++
 
@@ -209,10 +211,11 @@ func (c *client) single(ctx context.Context, u user) {
 	i := c.receive(u, key, size, s)
 	switch {
 	case slow && !c.urls[i].late && !c.urls[i].uploaded:
-		c.urls[i].late = true
-		c.landLate(i, s, size, s.ExpiresAt.Add(c.st.p.grace+landIn))
+		c.urls[i].late, c.urls[i].wrong = true, wrong
+		c.landLate(i, s, body(size, wrong), s.ExpiresAt.Add(c.st.p.grace+landIn))
 	case upload && !c.urls[i].late:
-		c.urls[i].uploaded, c.urls[i].putStatus = c.put(s, size)
+		c.urls[i].wrong = wrong
+		c.urls[i].uploaded, c.urls[i].putStatus = c.put(s, body(size, wrong))
 		c.urls[i].uploadedAt = time.Now()
 	}
 	if replay {
@@ -344,20 +347,23 @@ const (
 	slowSpread = 3 * time.Second
 )
 
-// landLate stores s's object at when, as a PUT started before s expired
+// maxSingle is the most bytes a single PUT asks; it asks at least minBody.
+const maxSingle = 256
+
+// landLate stores s's object, b, at when, as a PUT started before s expired
 // and finished then would with S3, which checks a presigned URL's expiry
 // when the PUT starts. versitygw checks it once the body has arrived, so
 // no slow PUT through the URL succeeds there: the object is written with
 // the server's own credentials, and its ObjectCreated travels the real way
 // (webhook, bridge, SQS, completer). The client goes on meanwhile.
-func (c *client) landLate(i int, s signed, size int64, when time.Time) {
+func (c *client) landLate(i int, s signed, b []byte, when time.Time) {
 	c.ld.landing.Go(func() {
 		time.Sleep(time.Until(when))
 		l := lateLanding{client: c.id, url: i}
 		for range 3 {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_, err := c.st.s3.Client().PutObject(ctx, &s3.PutObjectInput{
-				Bucket: aws.String(c.st.s3.Bucket), Key: aws.String(s.Key), Body: bytes.NewReader(bytes.Repeat([]byte{'x'}, int(size))),
+				Bucket: aws.String(c.st.s3.Bucket), Key: aws.String(s.Key), Body: bytes.NewReader(b),
 				ContentType: aws.String(s.Headers.ContentType), IfNoneMatch: aws.String("*"),
 			})
 			cancel()
@@ -373,12 +379,11 @@ func (c *client) landLate(i int, s signed, size int64, when time.Time) {
 	})
 }
 
-// put uploads size bytes with exactly the returned headers, as a browser
-// would. A 412 after a lost answer means the first try was stored.
-func (c *client) put(s signed, size int64) (stored bool, status int) {
-	body := bytes.Repeat([]byte{'x'}, int(size))
+// put uploads b with exactly the returned headers, as a browser would. A
+// 412 after a lost answer means the first try was stored.
+func (c *client) put(s signed, b []byte) (stored bool, status int) {
 	for try := range 3 {
-		req, err := http.NewRequest(s.Method, s.URL, bytes.NewReader(body))
+		req, err := http.NewRequest(s.Method, s.URL, bytes.NewReader(b))
 		if err != nil {
 			return false, 0
 		}

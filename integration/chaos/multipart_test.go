@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,15 +37,18 @@ const (
 	mpPartBytes = 5 << 20 // MINTGATE_MULTIPART_PART_BYTES: S3's smallest part
 	mpSmall     = 8 << 10 // the most bytes of a one-part object, and of a last part
 	// maxContentLength is the largest contentLength any request of the
-	// load asks (a two-part object; a single PUT asks at most 256).
+	// load asks (a two-part object; a single PUT asks at most maxSingle).
 	maxContentLength = mpPartBytes + mpSmall
 	// mpFateSpan bounds how long a client retries one complete or DELETE:
 	// far above any fault's outage.
 	mpFateSpan = 30 * time.Second
 )
 
-// filler is every part's bytes, shared read-only.
-var filler = bytes.Repeat([]byte{'m'}, mpPartBytes+mpSmall)
+// filler is every part's bytes, shared read-only: a part of n bytes is
+// its first n. It starts with the PNG the gate reads, so part 1, the
+// object's start, makes the object a valid image/png (a part of 2 starts
+// with it too, unread).
+var filler = append(slices.Clip(pngHead), bytes.Repeat([]byte{'m'}, mpPartBytes+mpSmall-len(pngHead))...)
 
 // mpFate is what a client does with a multipart grant.
 type mpFate int
@@ -78,7 +82,7 @@ type mpDraw struct {
 func (c *client) drawMultipart() mpDraw {
 	d := mpDraw{key: fmt.Sprintf("c%d-m%d", c.id, c.mp.ops)}
 	c.mp.ops++
-	d.size = 1 + c.rng.Int64N(mpSmall)
+	d.size = minBody + c.rng.Int64N(mpSmall-minBody+1)
 	if c.rng.IntN(mpTwoEvery) == 0 {
 		d.size += mpPartBytes
 	}
@@ -541,9 +545,9 @@ func (r *report) mpExample(what string, g mpGrant, o mpOutcome) {
 	r.addExample(what, func(at func(time.Time) string) string {
 		return fmt.Sprintf(
 			"%s upload %s (tenant %s, user %s, key %s): %s, %d bytes in %d parts (%d signed, %d stored); created %s, expires %s, due %s, client done %s; "+
-				"complete %q, delete %q; object %v (%d bytes), upload open %v; done marker %v set %s, refunded %v at %s (taken back %v)",
+				"complete %q, delete %q; object %v (%d bytes), upload open %v; done marker %v %q set %s, refunded %v at %s (taken back %v)",
 			g.urlID, g.uploadID, g.tenant, g.user, g.key, g.fate, g.size, g.parts, g.signed, g.stored,
 			at(g.signedAt), at(g.expiresAt), at(g.expiresAt.Add(r.grace)), at(g.endedAt),
-			g.complete, g.abort, o.object, o.objectSize, o.open, o.done, at(o.doneAt), o.refunded, at(o.refundedAt), o.takenBack)
+			g.complete, g.abort, o.object, o.objectSize, o.open, o.done, o.value, at(o.doneAt), o.refunded, at(o.refundedAt), o.takenBack)
 	})
 }

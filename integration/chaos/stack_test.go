@@ -174,9 +174,9 @@ func startStack(t *testing.T, p plan, topo topology) *stack {
 		"MINTGATE_S3_BUCKET":     s3.Bucket,
 		"MINTGATE_SQS_ENDPOINT":  sqs.Endpoint,
 		"MINTGATE_DONE_TTL":      p.doneTTL.String(),
-		// The load uploads stand-in bytes: the gate's content checks are
-		// off (its own tests are in completer/); the size check stays.
-		"MINTGATE_VERIFY": "off",
+		// The verification gate is on, with its defaults and no clamd:
+		// the load uploads real PNGs, and some HTML it must reject
+		// (bodies_test.go).
 	}
 	for range 2 {
 		st.signers = append(st.signers, testenv.StartService(t, "./signer", common, testenv.S3Env(s3.Endpoint, s3.Bucket), signerEnv))

@@ -1,0 +1,122 @@
+package chaos
+
+import (
+	"bytes"
+	"image"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The load's bodies are what the gate reads: a right one a PNG header the
+// image decoders accept, of its declared size; a wrong one HTML, which no
+// image decoder reads.
+func TestBodies(t *testing.T) {
+	for _, size := range []int64{minBody, maxSingle, mpSmall} {
+		b := body(size, false)
+		if int64(len(b)) != size {
+			t.Fatalf("body of %d bytes is %d", size, len(b))
+		}
+		cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
+		if err != nil || format != "png" || cfg.Width != 2 || cfg.Height != 2 {
+			t.Fatalf("PNG body of %d bytes: %v %s %dx%d", size, err, format, cfg.Width, cfg.Height)
+		}
+		w := body(size, true)
+		if int64(len(w)) != size || !bytes.HasPrefix(w, []byte("<!doctype html>")) {
+			t.Fatalf("HTML body of %d bytes: %q…", size, w[:20])
+		}
+		if _, _, err := image.DecodeConfig(bytes.NewReader(w)); err == nil {
+			t.Fatalf("HTML body of %d bytes reads as an image", size)
+		}
+	}
+	if !bytes.HasPrefix(filler, pngHead) || len(filler) != mpPartBytes+mpSmall {
+		t.Fatalf("the multipart filler does not start with the PNG, or is %d bytes", len(filler))
+	}
+}
+
+// The verdict rows: wrong bytes end rejected:type_mismatch, in quarantine,
+// never refunded; right bytes end completed; no urlId has both events; no
+// marker is left between two values.
+func TestVerdictRows(t *testing.T) {
+	now := time.Now()
+	const id = "id"
+	right := received{tenant: "t0", user: "u000", urlID: id, size: 100, expiresAt: now, uploaded: true}
+	wrong := right
+	wrong.wrong = true
+	completed := outcome{done: true, value: "1"}
+	rejected := outcome{done: true, value: "rejected:type_mismatch"}
+	inQuarantine := map[string]bool{id: true}
+	completedEvent := map[string]*urlEvents{id: {completed: 1}}
+	rejectedEvent := map[string]*urlEvents{id: {rejected: 1, reason: "type_mismatch"}}
+	for _, c := range []struct {
+		name string
+		u    received
+		o    outcome
+		v    verdicts
+		fail []string // the rows that fail
+	}{
+		{"right, completed", right, completed, verdicts{events: completedEvent}, nil},
+		{"wrong, rejected", wrong, rejected, verdicts{events: rejectedEvent, quarantined: inQuarantine}, nil},
+		{"wrong, never uploaded", func() received { u := wrong; u.uploaded = false; return u }(), outcome{refunded: true}, verdicts{}, nil},
+		{"wrong, rejected, refund taken back", wrong, outcome{done: true, value: "rejected:type_mismatch", refunded: true, takenBack: true},
+			verdicts{events: rejectedEvent, quarantined: inQuarantine}, nil},
+		{"wrong, completed", wrong, completed, verdicts{events: completedEvent},
+			[]string{"wrong bytes not rejected (rejected:type_mismatch, no completed event)"}},
+		{"wrong, rejected for another reason", wrong, outcome{done: true, value: "rejected:size_mismatch"}, verdicts{quarantined: inQuarantine},
+			[]string{"wrong bytes not rejected (rejected:type_mismatch, no completed event)"}},
+		{"wrong, rejected, a completed event too", wrong, rejected,
+			verdicts{events: map[string]*urlEvents{id: {completed: 1, rejected: 1}}, quarantined: inQuarantine},
+			[]string{"wrong bytes not rejected (rejected:type_mismatch, no completed event)", "completed and rejected (urlIds with both events)"}},
+		{"right, rejected", right, rejected, verdicts{events: rejectedEvent, quarantined: inQuarantine}, []string{"right bytes rejected"}},
+		{"right, completed, a rejected event", right, completed, verdicts{events: rejectedEvent}, []string{"right bytes rejected"}},
+		{"wrong, rejected and refunded", wrong, outcome{done: true, value: "rejected:type_mismatch", refunded: true},
+			verdicts{events: rejectedEvent, quarantined: inQuarantine},
+			[]string{"every URL received ends done xor refunded", "no uploaded URL refunded", "rejected and refunded"}},
+		{"wrong, rejected, still in incoming", wrong, rejected, verdicts{events: rejectedEvent},
+			[]string{"rejected, not in quarantine only (of its size, gone from incoming/)"}},
+		{"right, still verifying", right, outcome{done: true, value: "verifying"}, verdicts{},
+			[]string{"verdicts left in between after the settle time"}},
+		{"right, verified, no event yet", right, outcome{done: true, value: "verified"}, verdicts{},
+			[]string{"verdicts left in between after the settle time"}},
+		{"wrong, rejecting", wrong, outcome{done: true, value: "rejecting:type_mismatch"}, verdicts{quarantined: inQuarantine},
+			[]string{"wrong bytes not rejected (rejected:type_mismatch, no completed event)", "verdicts left in between after the settle time"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &report{origin: now}
+			res := result{urls: []received{c.u}}
+			r.checkURLs(res, []outcome{c.o})
+			r.checkVerdicts(res, []outcome{c.o}, nil, c.v)
+			var failed []string
+			for _, x := range r.rows {
+				if !x.ok {
+					failed = append(failed, x.name)
+				}
+			}
+			if !slices.Equal(failed, c.fail) {
+				t.Fatalf("failed rows %q, want %q", failed, c.fail)
+			}
+		})
+	}
+}
+
+// A multipart object is right bytes: rejected, it fails, and the bucket
+// tally counts it as uploaded (its object lies in quarantine).
+func TestVerdictRowsMultipart(t *testing.T) {
+	g := mpGrant{tenant: "t0", user: "u000", urlID: "id", size: 10, parts: 1, expiresAt: time.Now(), complete: "200"}
+	o := mpOutcome{outcome: outcome{done: true, value: "rejected:type_mismatch"}}
+	r := &report{}
+	r.checkVerdicts(result{mp: mpRecord{grants: []mpGrant{g}}}, nil, []mpOutcome{o},
+		verdicts{events: map[string]*urlEvents{"id": {rejected: 1}}, quarantined: map[string]bool{"id": true}})
+	var failed []string
+	for _, x := range r.rows {
+		if !x.ok {
+			failed = append(failed, x.name)
+		}
+	}
+	if want := []string{"right bytes rejected"}; !slices.Equal(failed, want) {
+		t.Fatalf("failed rows %q, want %q", failed, want)
+	}
+	if _, ok := o.rejected(); !ok || !(outcome{done: true, value: "1"}).final() || (outcome{done: true, value: "pending"}).final() {
+		t.Fatal("rejected and final misread the marker")
+	}
+}
