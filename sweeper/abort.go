@@ -86,7 +86,7 @@ func (s *sweeper) endUpload(ctx context.Context, g ledger.Grant) (string, error)
 		// could not be written: never refunded, the batch is retried.
 		return "", err
 	case cl.Closed == multipart.Busy:
-		return outcomeEarly, &busyError{until: s.refunder.now().Add(cl.Wait)}
+		return outcomeEarly, &busyError{until: s.refunder.now().Add(min(cl.Wait, busyRecheck))}
 	case cl.Closed == multipart.Finished && cl.Ended:
 		return outcomeDone, nil
 	}
@@ -94,6 +94,14 @@ func (s *sweeper) endUpload(ctx context.Context, g ledger.Grant) (string, error)
 	// answers done (and keeps the marker alive) or already.
 	return "", nil
 }
+
+// busyRecheck bounds how long a grant a complete holds waits before the
+// sweeper asks again. A complete that succeeded keeps its claim to the end
+// of its lease (quota.CompleteLease, minutes); its done marker, written by
+// the signer or, should that fail, by the completer's ObjectCreated
+// seconds later, ends the wait at the next ask (ClaimDone), not at the
+// lease's end.
+const busyRecheck = 10 * time.Second
 
 // abortError is the aborts series of an End that failed (the batch is
 // retried).
