@@ -58,6 +58,12 @@ export interface ClientOptions {
   onWait?: (wait: Wait) => void;
   /** Random numbers in [0, 1) for jitter (default Math.random; tests seed their own). */
   random?: () => number;
+  /**
+   * Called once when the signer answers 401 (an expired token, say): the
+   * request then goes again, with the same Idempotency-Key, and token is
+   * asked for anew. Without it a 401 fails the call.
+   */
+  onUnauthorized?: () => void | Promise<void>;
 }
 
 interface CallOptions {
@@ -228,6 +234,7 @@ export class Client {
     const waits = this.#opts.waits ?? 10;
     let failures = 0;
     let waited = 0;
+    let reauthorized = false;
     for (;;) {
       throwIfAborted(o.signal);
       let res: Response;
@@ -254,6 +261,12 @@ export class Client {
         return { status: res.status, body: (text === "" ? undefined : JSON.parse(text)) as T, headers: res.headers };
       }
       const err = await errorOf(res, route);
+      if (res.status === 401 && !reauthorized && this.#opts.onUnauthorized) {
+        // A 401 spends nothing, so the same request with a new token is safe.
+        reauthorized = true;
+        await this.#opts.onUnauthorized();
+        continue;
+      }
       const retryable = res.status === 429 || res.status === 503 || (res.status === 409 && err.code === "request_in_progress");
       if (retryable && err.retryAfter !== undefined && waited < waits && err.retryAfter <= maxWait) {
         waited++;
