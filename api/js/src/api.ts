@@ -73,13 +73,17 @@ export interface CompleteResponse {
 }
 
 /** Where a grant stands, from GET /uploads/{urlId}. */
-export type UploadState = "pending" | "completed" | "expired" | "refunded" | "aborted";
+export type UploadState = "pending" | "verifying" | "completed" | "rejected" | "expired" | "refunded" | "aborted";
 
 /** The 200 body of GET /uploads/{urlId}. */
 export interface StatusResponse {
   urlId: string;
   status: UploadState;
   expiresAt: string;
+  /** When status is "rejected": why (size_mismatch, type_mismatch, image_too_large, malware). */
+  reason?: string;
+  /** The object's SHA-256 (base64), when it was uploaded with one. */
+  checksumSHA256?: string;
 }
 
 /** One bucket in GET /uploads/quota. */

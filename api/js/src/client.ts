@@ -190,18 +190,20 @@ export class Client {
 
   /**
    * waitForStatus polls GET /uploads/{urlId} until the grant is in one of
-   * states (default: any but pending), or timeoutMs passes (then it
-   * resolves with the last status seen).
+   * states (default: any but pending and verifying), or timeoutMs passes
+   * (then it resolves with the last status seen). onStatus is told every
+   * status read, e.g. to show verifying.
    */
   async waitForStatus(
     urlId: string,
-    opts: { states?: UploadState[]; timeoutMs?: number; intervalMs?: number; signal?: AbortSignal } = {},
+    opts: { states?: UploadState[]; timeoutMs?: number; intervalMs?: number; signal?: AbortSignal; onStatus?: (s: StatusResponse) => void } = {},
   ): Promise<StatusResponse> {
     const until = Date.now() + (opts.timeoutMs ?? 60000);
     const interval = opts.intervalMs ?? 1000;
     for (;;) {
       const s = await this.status(urlId, opts);
-      const settled = opts.states ? opts.states.includes(s.status) : s.status !== "pending";
+      opts.onStatus?.(s);
+      const settled = opts.states ? opts.states.includes(s.status) : s.status !== "pending" && s.status !== "verifying";
       if (settled || Date.now() + interval > until) return s;
       await sleep(interval, opts.signal);
     }

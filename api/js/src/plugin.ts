@@ -114,7 +114,9 @@ function sameFile(a: FileGrant["file"], b: FileGrant["file"]): boolean {
 export class Mintgate {
   /** Uppy logs it when the plugin is used. */
   static VERSION = "0.2.0";
-  readonly uppy: UppyCore;
+  /** The Uppy this plugin is installed in (typed loosely so that Uppy 5's and 6's own types both accept the class). */
+  readonly uppy: any;
+  readonly #uppy: UppyCore;
   readonly opts: MintgateOptions;
   readonly id: string;
   readonly type = "uploader";
@@ -129,7 +131,8 @@ export class Mintgate {
   readonly #queue: (() => void)[] = [];
 
   constructor(uppy: any, opts: MintgateOptions = {}) {
-    this.uppy = uppy as UppyCore;
+    this.uppy = uppy;
+    this.#uppy = uppy as UppyCore;
     this.opts = opts;
     this.id = opts.id ?? "Mintgate";
     if (opts.checksum === "sha256") {
@@ -156,21 +159,21 @@ export class Mintgate {
   }
 
   install(): void {
-    this.uppy.addUploader(this.#handleUpload);
+    this.#uppy.addUploader(this.#handleUpload);
   }
 
   uninstall(): void {
-    this.uppy.removeUploader(this.#handleUpload);
+    this.#uppy.removeUploader(this.#handleUpload);
   }
 
   // The rest of Uppy's plugin interface (BasePlugin), for a plugin with no state and no UI.
   getPluginState(): Record<string, unknown> {
-    return (this.uppy.getState().plugins?.[this.id] as Record<string, unknown>) ?? {};
+    return (this.#uppy.getState().plugins?.[this.id] as Record<string, unknown>) ?? {};
   }
 
   setPluginState(update?: Record<string, unknown>): void {
-    const plugins = this.uppy.getState().plugins ?? {};
-    this.uppy.setState({ plugins: { ...plugins, [this.id]: { ...(plugins[this.id] as object), ...update } } });
+    const plugins = this.#uppy.getState().plugins ?? {};
+    this.#uppy.setState({ plugins: { ...plugins, [this.id]: { ...(plugins[this.id] as object), ...update } } });
   }
 
   setOptions(o: Partial<MintgateOptions>): void {
@@ -189,10 +192,10 @@ export class Mintgate {
     // file done (restored by Golden Retriever) is not sent again, and a
     // restored file that had started does not start again.
     const files = fileIDs
-      .map((id) => this.uppy.getFile(id))
+      .map((id) => this.#uppy.getFile(id))
       .filter((f): f is MintgateFile => f != null && !f.error && !f.progress?.uploadComplete);
     if (files.length === 0) return;
-    this.uppy.emit("upload-start", files.filter((f) => !f.progress?.uploadStarted || !f.isRestored));
+    this.#uppy.emit("upload-start", files.filter((f) => !f.progress?.uploadStarted || !f.isRestored));
     await Promise.allSettled(files.map((f) => this.#limited(() => this.#uploadFile(f.id))));
   };
 
@@ -209,33 +212,33 @@ export class Mintgate {
   }
 
   #save(id: string, grant: FileGrant): void {
-    if (this.uppy.getFile(id)) this.uppy.setFileState(id, { mintgate: grant });
+    if (this.#uppy.getFile(id)) this.#uppy.setFileState(id, { mintgate: grant });
   }
 
   async #uploadFile(id: string): Promise<void> {
-    const file = this.uppy.getFile(id);
+    const file = this.#uppy.getFile(id);
     if (!file) return;
     const controller = new AbortController();
     const onRemoved = (f?: MintgateFile) => f?.id === id && controller.abort();
     const onCancelAll = () => controller.abort();
-    this.uppy.on("file-removed", onRemoved);
-    this.uppy.on("cancel-all", onCancelAll);
+    this.#uppy.on("file-removed", onRemoved);
+    this.#uppy.on("cancel-all", onCancelAll);
     try {
       const data = file.data;
       if (file.isRemote || !(data instanceof Blob)) {
         throw new Error("mintgate: only local files can be uploaded (no data for this file; pick it again)");
       }
       const result = await this.#upload(file, data, controller.signal);
-      const done = this.uppy.getFile(id);
-      if (done) this.uppy.emit("upload-success", done, { status: 200, body: result, uploadURL: undefined });
+      const done = this.#uppy.getFile(id);
+      if (done) this.#uppy.emit("upload-success", done, { status: 200, body: result, uploadURL: undefined });
     } catch (err) {
       if (controller.signal.aborted) return; // removed or cancelled: nothing to report
-      this.uppy.log(err, "error");
-      const f = this.uppy.getFile(id);
-      if (f) this.uppy.emit("upload-error", f, err instanceof Error ? err : new Error(String(err)));
+      this.#uppy.log(err, "error");
+      const f = this.#uppy.getFile(id);
+      if (f) this.#uppy.emit("upload-error", f, err instanceof Error ? err : new Error(String(err)));
     } finally {
-      this.uppy.off("file-removed", onRemoved);
-      this.uppy.off("cancel-all", onCancelAll);
+      this.#uppy.off("file-removed", onRemoved);
+      this.#uppy.off("cancel-all", onCancelAll);
     }
   }
 
@@ -265,7 +268,7 @@ export class Mintgate {
     } catch (err) {
       const ended = err instanceof MintgateError && (err.status === 410 || err.status === 404);
       if (!state.grant || !ended || signal.aborted) throw err;
-      this.uppy.log(`[Mintgate] the grant of ${file.id} ended (${(err as MintgateError).code}): signing anew`);
+      this.#uppy.log(`[Mintgate] the grant of ${file.id} ended (${(err as MintgateError).code}): signing anew`);
       state = { idempotencyKey: newIdempotencyKey(), file: me };
       this.#save(file.id, state);
       return attempt(state);
@@ -273,9 +276,9 @@ export class Mintgate {
   }
 
   #progress(id: string, p: Progress): void {
-    const f = this.uppy.getFile(id);
+    const f = this.#uppy.getFile(id);
     if (!f) return;
-    this.uppy.emit("upload-progress", f, {
+    this.#uppy.emit("upload-progress", f, {
       uploadStarted: f.progress?.uploadStarted ?? Date.now(),
       bytesUploaded: p.loaded,
       bytesTotal: p.total,
