@@ -5,7 +5,7 @@
 // the upload (GET /uploads/{urlId}: verifying, completed, or rejected with
 // its reason), and a countdown while a 429's Retry-After is waited out.
 
-import Uppy from "@uppy/core";
+import Uppy, { debugLogger } from "@uppy/core";
 import Dashboard from "@uppy/dashboard";
 import GoldenRetriever from "@uppy/golden-retriever";
 import "@uppy/core/css/style.min.css";
@@ -228,6 +228,8 @@ async function start(): Promise<void> {
   const uppy = new Uppy({
     id: "mintgate-demo",
     autoProceed: true,
+    // ?debug=1: Uppy logs what it does to the console.
+    ...(query.has("debug") ? { logger: debugLogger } : {}),
     restrictions: {
       maxFileSize: limits.maxMultipartBytes,
       allowedFileTypes: limits.contentTypes,
