@@ -289,6 +289,11 @@ async function start(): Promise<void> {
     resumeIfWhole();
   });
   uppy.on("file-added", () => resumeIfWhole());
+  // Golden Retriever 6.0.0 restores asynchronously and then replaces the
+  // files with the ones it kept: a file picked before that is lost. So the
+  // page is ready once it restored, or once it evidently had nothing to
+  // restore (it tells nothing then; 1.5 s is ample for one IndexedDB read).
+  await Promise.race([new Promise((ok) => uppy.once("restored", ok)), new Promise((ok) => setTimeout(ok, 1500))]);
   if (!uppy.getState().recoveredState) {
     notice.dataset.state = "ready";
     notice.textContent = "Ready: drop a file.";
