@@ -66,7 +66,7 @@ func TestBrowserResume(t *testing.T) {
 			t.Fatalf("reload: %v", err)
 		}
 		gate.open()
-		if s := browserWaitState(t, tab, 40*time.Second, "completed", "error", "timeout"); s != "completed" {
+		if s := browserWaitState(t, tab, 2*time.Minute, "completed", "error", "timeout"); s != "completed" {
 			t.Fatalf("after the reload: %s", browserStatus(tab))
 		}
 		browserShot(t, tab, "resume-completed")

@@ -245,6 +245,10 @@ async function start(): Promise<void> {
   });
   uppy.use(GoldenRetriever, { serviceWorker: worker });
   uppy.use(Mintgate, { client, limit: 2, onProgress: (f, p) => onProgress(limits, f, p) });
+  if (query.has("debug")) {
+    // For a console, and integration/browser_perf_test.go: the page's own parts.
+    Object.assign(window, { mintgate: { client, uppy, Uppy, Mintgate, Client } });
+  }
 
   uppy.on("file-added", (file) => {
     addEntry(file as MintgateFile, limits, "signing", "asking the signer…");
