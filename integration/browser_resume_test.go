@@ -160,6 +160,8 @@ func (g *browserPartGate) presignVia(s3Endpoint string) string {
 	if err != nil {
 		panic(err)
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.proxy = &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
 		r.SetURL(target)
 		r.Out.Host = r.In.Host
@@ -187,7 +189,7 @@ func (g *browserPartGate) open() {
 func (g *browserPartGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n, _ := strconv.Atoi(r.URL.Query().Get("partNumber"))
 	g.mu.Lock()
-	allow, opened := g.allow, g.opened
+	allow, opened, proxy := g.allow, g.opened, g.proxy
 	g.mu.Unlock()
 	if r.Method == http.MethodPut && allow >= 0 && n > allow {
 		select {
@@ -197,7 +199,7 @@ func (g *browserPartGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	g.proxy.ServeHTTP(w, r)
+	proxy.ServeHTTP(w, r)
 }
 
 // browserWaitParts waits until the newest upload shows n parts done.

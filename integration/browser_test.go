@@ -38,8 +38,8 @@ type browserStack struct {
 	Bucket     string
 }
 
-// TestBrowserUpload drives the demo page (Uppy's Dashboard on the client
-// package's Uppy integration) in headless Chromium against the whole stack:
+// TestBrowserUpload drives the demo page (Uppy 6's Dashboard with the
+// client package's Mintgate plugin) in headless Chromium against the whole stack:
 // a 2 MiB file goes up in one PUT, a 120 MiB file in parts (8 of 16 MiB,
 // above MINTGATE_MAX_OBJECT_BYTES' 100 MiB), both land in the bucket with
 // their exact bytes and the page says each completed; every asset the page
