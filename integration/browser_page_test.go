@@ -84,6 +84,41 @@ func TestBrowserPage(t *testing.T) {
 		}
 	})
 
+	// The completer verifies an object before it reads completed (SPEC §9):
+	// the page shows verifying while it does, then the verdict, a
+	// rejection with its reason.
+	t.Run("verifying then rejected with its reason", func(t *testing.T) {
+		f := newPageSigner(t, newPageFakeS3(t, true))
+		f.verdicts = []string{
+			`{"status":"verifying"}`, `{"status":"verifying"}`, `{"status":"verifying"}`,
+			`{"status":"rejected","reason":"type_mismatch"}`,
+		}
+		tab := browserTab(t, browser, 30*time.Second)
+		browserChoose(t, tab, f.pageURL(""), file)
+		browserWaitState(t, tab, 10*time.Second, "verifying")
+		if st := browserStatus(tab); !strings.HasPrefix(st, "verifying: ") {
+			t.Errorf("status %q; want verifying", st)
+		}
+		if s := browserWaitState(t, tab, 10*time.Second, "completed", "rejected", "error", "timeout"); s != "rejected" {
+			t.Fatalf("state %s: %s", s, browserStatus(tab))
+		}
+		browserShot(t, tab, "page-rejected")
+		if st := browserStatus(tab); !strings.Contains(st, "rejected: type_mismatch") {
+			t.Errorf("status %q; want the rejection's reason", st)
+		}
+	})
+
+	t.Run("verifying then completed", func(t *testing.T) {
+		f := newPageSigner(t, newPageFakeS3(t, true))
+		f.verdicts = []string{`{"status":"verifying"}`, `{"status":"verifying"}`, `{"status":"completed"}`}
+		tab := browserTab(t, browser, 30*time.Second)
+		browserChoose(t, tab, f.pageURL(""), file)
+		browserWaitState(t, tab, 10*time.Second, "verifying")
+		if s := browserWaitState(t, tab, 10*time.Second, "completed", "rejected", "error", "timeout"); s != "completed" {
+			t.Fatalf("state %s: %s", s, browserStatus(tab))
+		}
+	})
+
 	t.Run("429 counts down and retries the same key", func(t *testing.T) {
 		f := newPageSigner(t, newPageFakeS3(t, true),
 			pageReply{status: 429, retryAfter: 2, body: `{"error":"too_many_signing_requests","scope":"caller","retryAfter":2}`})
@@ -269,6 +304,10 @@ type pageSigner struct {
 	signs   []pageSign
 	keys    map[string]string // urlId → object key
 	polls   []string          // Authorization of each status poll
+	// verdicts, when set, are the bodies of GET /uploads/{urlId} once the
+	// object is there, in turn (the last one repeats): the completer's
+	// verification gate, which the real stack does not have yet.
+	verdicts []string
 }
 
 // newPageSigner starts a fake signer that answers the sign requests with
@@ -371,6 +410,16 @@ func (f *pageSigner) status(w http.ResponseWriter, r *http.Request) {
 	status := "pending"
 	if f.s3.exists(key) {
 		status = "completed"
+		f.mu.Lock()
+		v := f.verdicts
+		if len(v) > 1 {
+			f.verdicts = v[1:]
+		}
+		f.mu.Unlock()
+		if len(v) > 0 {
+			io.WriteString(w, v[0])
+			return
+		}
 	}
 	json.NewEncoder(w).Encode(map[string]string{"status": status})
 }

@@ -38,8 +38,8 @@ type browserStack struct {
 	Bucket     string
 }
 
-// TestBrowserUpload drives the demo page (Uppy's Dashboard on the client
-// package's Uppy integration) in headless Chromium against the whole stack:
+// TestBrowserUpload drives the demo page (Uppy 6's Dashboard with the
+// client package's Mintgate plugin) in headless Chromium against the whole stack:
 // a 2 MiB file goes up in one PUT, a 120 MiB file in parts (8 of 16 MiB,
 // above MINTGATE_MAX_OBJECT_BYTES' 100 MiB), both land in the bucket with
 // their exact bytes and the page says each completed; every asset the page
@@ -165,9 +165,23 @@ func browserSameObject(ctx context.Context, t *testing.T, stack browserStack, ke
 		t.Fatal(err)
 	}
 	if len(got) != len(want) || sha256.Sum256(got) != sha256.Sum256(want) {
-		t.Fatalf("S3 holds %d bytes at %s; want the %d bytes of %s", len(got), key, len(want), filepath.Base(file))
+		t.Fatalf("S3 holds %d bytes at %s; want the %d bytes of %s (%s)", len(got), key, len(want), filepath.Base(file), browserDiff(got, want))
 	}
 	t.Logf("%s: %d bytes at %s", filepath.Base(file), len(got), key)
+}
+
+// browserDiff names the 16 MiB stretches (parts, with the default part
+// size) where got and want differ.
+func browserDiff(got, want []byte) string {
+	const part = 16 << 20
+	var bad []string
+	for i := 0; i*part < max(len(got), len(want)); i++ {
+		g, w := got[min(i*part, len(got)):min((i+1)*part, len(got))], want[min(i*part, len(want)):min((i+1)*part, len(want))]
+		if sha256.Sum256(g) != sha256.Sum256(w) {
+			bad = append(bad, strconv.Itoa(i+1))
+		}
+	}
+	return "differing 16 MiB stretches: " + strings.Join(bad, ",")
 }
 
 // browserOrigin is the origin of a base URL, as a browser sends it.

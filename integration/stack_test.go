@@ -42,6 +42,11 @@ type stackOptions struct {
 	Extra       map[string]string
 	// SignerExtra and SweeperExtra go to that service alone, after Extra.
 	SignerExtra, SweeperExtra map[string]string
+	// PresignVia, given S3's endpoint, returns the signer's
+	// MINTGATE_S3_ENDPOINT instead: a proxy in front of S3 that a test
+	// controls. (Not MINTGATE_S3_INTERNAL_ENDPOINT: here part URLs are
+	// presigned with the internal endpoint, which SPEC §9 changes.)
+	PresignVia func(s3Endpoint string) string
 }
 
 // stack is a running mintgate: infra plus the three services as processes.
@@ -115,7 +120,11 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		// The size check stays.
 		"MINTGATE_VERIFY": "off",
 	}
-	s.Signer, s.SignerURL = startService(t, "./signer", common, testenv.S3Env(in.S3Endpoint, in.Bucket), signerEnv, opts.Extra, opts.SignerExtra)
+	signerS3 := testenv.S3Env(in.S3Endpoint, in.Bucket)
+	if opts.PresignVia != nil {
+		signerS3["MINTGATE_S3_ENDPOINT"] = opts.PresignVia(in.S3Endpoint)
+	}
+	s.Signer, s.SignerURL = startService(t, "./signer", common, signerS3, signerEnv, opts.Extra, opts.SignerExtra)
 	s.Completer, s.CompleterURL = startService(t, "./completer", common, testenv.S3Env(in.S3Endpoint, in.Bucket), completerEnv, opts.Extra)
 	s.Sweeper, s.SweeperURL = startService(t, "./sweeper", common, testenv.S3Env(in.S3Endpoint, in.Bucket), opts.Extra, opts.SweeperExtra)
 	t.Cleanup(func() {

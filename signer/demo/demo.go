@@ -1,8 +1,9 @@
 // Package demo is the signer's demo upload page, embedded in the binary:
-// Uppy's Dashboard uploading through the JavaScript client's Uppy
-// integration (api/js), a single presigned PUT up to the signer's limit and
-// a multipart upload above it, then GET /uploads/{urlId} until the
-// completer has seen the object. Its script and styles are built from npm
+// Uppy 6's Dashboard uploading through the JavaScript client's Mintgate
+// plugin (api/js), a single presigned PUT up to the signer's limit and a
+// multipart upload above it, then GET /uploads/{urlId} until the completer
+// has verified the object; Golden Retriever and its service worker
+// (dist/sw.js) resume an upload across a reload. Its script and styles are built from npm
 // (web/, by deploy/local/web.sh) into static/dist before the signer is
 // built; the page loads nothing from another host. It exists to show the
 // flow end to end (and to drive it from a headless browser in integration
@@ -19,6 +20,10 @@ import (
 
 // Path is where the signer mounts the page.
 const Path = "/demo/"
+
+// serviceWorker is Golden Retriever's service worker, under the page's
+// path: it keeps picked files' bytes across a reload.
+const serviceWorker = "/dist/sw.js"
 
 //go:embed static
 var static embed.FS
@@ -82,6 +87,10 @@ func Handler() http.Handler {
 		// one anyway (it is dropped from history): never send the address on.
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")
+		if p == serviceWorker {
+			// The worker lives in dist/ but serves the page at /demo/.
+			h.Set("Service-Worker-Allowed", Path)
+		}
 		if !built && (p == "/" || p == "/index.html") {
 			h.Set("Content-Type", "text/html; charset=utf-8")
 			w.WriteHeader(http.StatusServiceUnavailable)

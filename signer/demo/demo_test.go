@@ -59,3 +59,24 @@ func TestHandler(t *testing.T) {
 		})
 	}
 }
+
+// TestServiceWorker: Golden Retriever's worker is served from dist/ for
+// the page's whole path, so a reload finds the picked files' bytes.
+func TestServiceWorker(t *testing.T) {
+	if !demo.Built() {
+		t.Fatal("the demo page's script is not built: run deploy/local/web.sh")
+	}
+	rec := httptest.NewRecorder()
+	demo.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/demo/dist/sw.js", nil))
+	res := rec.Result()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/javascript") {
+		t.Fatalf("sw.js: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	if !strings.Contains(string(body), "uppy/GET_FILES") {
+		t.Errorf("sw.js is not Golden Retriever's worker")
+	}
+	if got := res.Header.Get("Service-Worker-Allowed"); got != demo.Path {
+		t.Errorf("Service-Worker-Allowed %q, want %q", got, demo.Path)
+	}
+}

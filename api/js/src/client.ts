@@ -58,6 +58,12 @@ export interface ClientOptions {
   onWait?: (wait: Wait) => void;
   /** Random numbers in [0, 1) for jitter (default Math.random; tests seed their own). */
   random?: () => number;
+  /**
+   * Called once when the signer answers 401 (an expired token, say): the
+   * request then goes again, with the same Idempotency-Key, and token is
+   * asked for anew. Without it a 401 fails the call.
+   */
+  onUnauthorized?: () => void | Promise<void>;
 }
 
 interface CallOptions {
@@ -175,17 +181,19 @@ export class Client implements Signer {
 
   /**
    * waitForStatus polls GET /uploads/{urlId} until the grant is in one of
-   * states (default: any but pending and verifying: a verdict or an end),
-   * or timeoutMs passes (then it resolves with the last status seen).
+   * states (default: any but pending and verifying), or timeoutMs passes
+   * (then it resolves with the last status seen). onStatus is told every
+   * status read, e.g. to show verifying.
    */
   async waitForStatus(
     urlId: string,
-    opts: { states?: UploadState[]; timeoutMs?: number; intervalMs?: number; signal?: AbortSignal } = {},
+    opts: { states?: UploadState[]; timeoutMs?: number; intervalMs?: number; signal?: AbortSignal; onStatus?: (s: StatusResponse) => void } = {},
   ): Promise<StatusResponse> {
     const until = Date.now() + (opts.timeoutMs ?? 60000);
     const interval = opts.intervalMs ?? 1000;
     for (;;) {
       const s = await this.status(urlId, opts);
+      opts.onStatus?.(s);
       const settled = opts.states ? opts.states.includes(s.status) : s.status !== "pending" && s.status !== "verifying";
       if (settled || Date.now() + interval > until) return s;
       await sleep(interval, opts.signal);
@@ -219,6 +227,7 @@ export class Client implements Signer {
     const waits = this.#opts.waits ?? 10;
     let failures = 0;
     let waited = 0;
+    let reauthorized = false;
     for (;;) {
       throwIfAborted(o.signal);
       let res: Response;
@@ -245,6 +254,12 @@ export class Client implements Signer {
         return { status: res.status, body: (text === "" ? undefined : JSON.parse(text)) as T, headers: res.headers };
       }
       const err = await errorOf(res, route);
+      if (res.status === 401 && !reauthorized && this.#opts.onUnauthorized) {
+        // A 401 spends nothing, so the same request with a new token is safe.
+        reauthorized = true;
+        await this.#opts.onUnauthorized();
+        continue;
+      }
       const retryable = res.status === 429 || res.status === 503 || (res.status === 409 && err.code === "request_in_progress");
       if (retryable && err.retryAfter !== undefined && waited < waits && err.retryAfter <= maxWait) {
         waited++;

@@ -25,6 +25,8 @@ export interface UploadOptions {
   onProgress?: (p: Progress) => void;
   /** The Idempotency-Key of the sign or create (default a new random one): pass the same to retry an upload whose answer was lost. */
   idempotencyKey?: string;
+  /** Told the single PUT's grant as soon as the signer answers, before the PUT. */
+  onSign?: (grant: SignResponse) => void;
   /** Told the multipart grant as soon as it exists: keep it to resume after a reload. */
   onGrant?: (grant: MultipartGrant) => void;
   /** A multipart grant of an earlier try of this same file: its uploaded parts are kept, the rest uploaded, then it is completed. */
@@ -56,6 +58,7 @@ export async function upload(client: Signer, file: Blob, opts: UploadOptions = {
   const req = { contentType, contentLength: file.size };
   if (!multipart) {
     const grant = await client.sign(req, { idempotencyKey, signal: opts.signal });
+    opts.onSign?.(grant);
     await putSingle(client, grant, file, opts);
     return { urlId: grant.urlId, key: grant.key, size: file.size, multipart: false };
   }

@@ -1,6 +1,10 @@
-// The options that make Uppy's @uppy/aws-s3 5.x upload through mintgate.
-// No import of Uppy: the shapes below are the parts of its API we use, so
-// the package keeps no runtime dependency.
+// Uppy and mintgate: the Mintgate uploader plugin (plugin.ts) for
+// @uppy/core 6.x, and for @uppy/aws-s3 5.x users the options that make it
+// upload through mintgate (mintgateUppy, below). No import of Uppy: the
+// shapes below are the parts of its API we use, so the package keeps no
+// runtime dependency.
+
+export { type FileGrant, Mintgate, type MintgateFile, type MintgateOptions, type MintgateResult, type UppyCore, grantOf } from "./plugin.js";
 
 import type { Limits, MultipartGrant, SignResponse } from "./api.js";
 import type { Client } from "./client.js";

@@ -1,7 +1,8 @@
 // Builds the demo page's script and styles into ../static/dist, which the
-// signer embeds (go:embed): one bundle of Uppy (core, Dashboard, AWS S3)
-// and @mintgate/client (api/js/src), and one stylesheet, so the page loads
-// nothing from another host. Type-checks first. Run by deploy/local/web.sh.
+// signer embeds (go:embed): one bundle of Uppy (core, Dashboard, Golden
+// Retriever) and @mintgate/client (api/js/src), one stylesheet, and Golden
+// Retriever's service worker (sw.js), so the page loads nothing from
+// another host. Type-checks first. Run by deploy/local/web.sh.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -28,6 +29,20 @@ const result = await esbuild.build({
   metafile: true,
   logLevel: "warning",
 });
+// Golden Retriever's service worker, as a classic script: it keeps the
+// picked files' bytes across a reload (demo.go serves it for scope /demo/).
+const sw = await esbuild.build({
+  entryPoints: { sw: join(here, "node_modules", "@uppy", "golden-retriever", "lib", "ServiceWorker.js") },
+  bundle: true,
+  format: "iife",
+  target: "es2020",
+  minify: true,
+  legalComments: "linked",
+  outdir: out,
+  metafile: true,
+  logLevel: "warning",
+});
+Object.assign(result.metafile.outputs, sw.metafile.outputs);
 // What went into the bundle, for a look (not embedded): node_modules/.meta.json.
 writeFileSync(join(here, "node_modules", ".meta.json"), JSON.stringify(result.metafile));
 for (const [file, o] of Object.entries(result.metafile.outputs)) {

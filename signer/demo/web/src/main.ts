@@ -1,17 +1,18 @@
-// The demo page: Uppy's Dashboard uploading through @mintgate/client's
-// Uppy integration. Each file gets an entry below the Dashboard with its
-// kind (single PUT or multipart), each part's progress, the signer's word
-// that it completed (GET /uploads/{urlId}), and a countdown while a 429's
-// Retry-After is waited out.
+// The demo page: Uppy 6's Dashboard uploading with @mintgate/client's
+// Mintgate plugin, and Golden Retriever to resume after a reload. Each file
+// gets an entry below the Dashboard with its kind (single PUT or
+// multipart), each part's progress, where the signer says it stands after
+// the upload (GET /uploads/{urlId}: verifying, completed, or rejected with
+// its reason), and a countdown while a 429's Retry-After is waited out.
 
-import AwsS3 from "@uppy/aws-s3";
-import Uppy from "@uppy/core";
+import Uppy, { debugLogger } from "@uppy/core";
 import Dashboard from "@uppy/dashboard";
+import GoldenRetriever from "@uppy/golden-retriever";
 import "@uppy/core/css/style.min.css";
 import "@uppy/dashboard/css/style.min.css";
 
-import { Client, type Limits, type Wait } from "../../../../api/js/src/index.js";
-import { type PartProgress, mintgateUppy } from "../../../../api/js/src/uppy.js";
+import { Client, type Limits, type Progress, type StatusResponse, type Wait } from "../../../../api/js/src/index.js";
+import { Mintgate, type MintgateFile, grantOf } from "../../../../api/js/src/uppy.js";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 
@@ -74,6 +75,9 @@ const client = new Client({
   token: () => (modeBearer.checked ? tokenInput.value.trim() : ""),
   tenant: () => tenantInput.value.trim(),
   onWait,
+  // A PUT that cannot reach S3 (no CORS rule for this page, say) is told
+  // within seconds, not after the default five backoffs.
+  retries: 3,
 });
 
 function entryOf(fileId: string): HTMLLIElement | null {
@@ -105,35 +109,111 @@ function partBar(e: HTMLElement, n: number, size: number): HTMLProgressElement {
   return li.querySelector("progress")!;
 }
 
-function onPart(p: PartProgress): void {
-  const e = entryOf(p.fileId);
-  if (!e) return;
-  const bar = partBar(e, p.partNumber, p.size);
-  bar.value = p.loaded;
-  bar.parentElement!.dataset.state = p.state;
-  if (e.dataset.state !== "uploading") setState(e, "uploading", "uploading to S3…");
-}
-
-function describe(e: HTMLElement, fileId: string, limits: Limits, size: number): void {
-  const g = mg.grantOf(fileId);
-  if (!g) return;
+/** describe shows the file's grant once it has one: its kind and a bar per part (or one for the PUT). */
+function describe(e: HTMLElement, file: MintgateFile, limits: Limits): void {
+  const g = grantOf(file);
+  if (!g?.urlId || e.dataset.urlId === g.urlId) return;
+  const size = file.size ?? 0;
   e.dataset.urlId = g.urlId;
-  e.dataset.key = g.key;
+  e.dataset.key = g.key ?? "";
   const kind = e.querySelector<HTMLElement>(".kind")!;
   if (g.grant) {
-    kind.textContent = `multipart: ${g.grant.partCount} parts of ${bytes(g.grant.partSize)}, ${bytes(size)}`;
-    for (let n = 1; n <= g.grant.partCount; n++) {
-      partBar(e, n, n < g.grant.partCount ? g.grant.partSize : size - (g.grant.partCount - 1) * g.grant.partSize);
-    }
+    const { partCount, partSize } = g.grant;
+    kind.textContent = `multipart: ${partCount} parts of ${bytes(partSize)}, ${bytes(size)}`;
+    for (let n = 1; n <= partCount; n++) partBar(e, n, n < partCount ? partSize : size - (partCount - 1) * partSize);
   } else {
     kind.textContent = `single PUT of ${bytes(size)} (up to ${bytes(limits.maxObjectBytes)})`;
     partBar(e, 0, size);
   }
-  const id = e.querySelector<HTMLElement>(".urlid")!;
-  id.textContent = `urlId ${g.urlId} · key ${g.key}`;
+  e.querySelector<HTMLElement>(".urlid")!.textContent = `urlId ${g.urlId} · key ${g.key}`;
 }
 
-let mg: ReturnType<typeof mintgateUppy>;
+function onProgress(limits: Limits, file: MintgateFile, p: Progress): void {
+  const e = entryOf(file.id);
+  if (!e) return;
+  describe(e, file, limits);
+  if (e.dataset.state !== "uploading") setState(e, "uploading", "uploading to S3…");
+  const n = p.part?.partNumber ?? 0;
+  const bar = partBar(e, n, p.part?.size ?? p.total);
+  bar.value = p.part?.loaded ?? p.loaded;
+  bar.parentElement!.dataset.state = p.part ? (p.part.done ? "done" : "uploading") : p.loaded === p.total ? "done" : "uploading";
+}
+
+/** addEntry lists a file below the Dashboard (a new one, or one Golden Retriever restored). */
+function addEntry(file: MintgateFile, limits: Limits, state: string, text: string): HTMLLIElement {
+  const old = entryOf(file.id);
+  if (old) return old;
+  const e = document.createElement("li");
+  e.className = "upload";
+  e.dataset.fileId = file.id;
+  e.dataset.size = String(file.size ?? 0);
+  const h = document.createElement("h3");
+  h.textContent = `${file.name} (${file.type || "no type"}, ${file.size} bytes)`;
+  const kind = document.createElement("p");
+  kind.className = "kind";
+  const st = document.createElement("p");
+  st.className = "state";
+  st.setAttribute("role", "status");
+  const id = document.createElement("p");
+  id.className = "urlid hint";
+  const parts = document.createElement("ol");
+  parts.className = "parts";
+  e.append(h, kind, st, parts, id);
+  uploads.prepend(e);
+  setState(e, state, text);
+  describe(e, file, limits);
+  return e;
+}
+
+/** showStatus renders where the signer says an upload stands. */
+function showStatus(e: HTMLElement, s: StatusResponse): void {
+  switch (s.status) {
+    case "verifying":
+      setState(e, "verifying", "verifying: the completer is checking the object…");
+      break;
+    case "completed":
+      setState(e, "completed", `completed: S3 holds ${e.dataset.size} bytes at ${e.dataset.key}`);
+      break;
+    case "rejected":
+      setState(e, "rejected", `rejected: ${s.reason ?? "no reason given"}`);
+      break;
+    default:
+      setState(e, "confirming", `uploaded; the signer says ${s.status}: waiting for the completer…`);
+  }
+}
+
+async function confirm(e: HTMLElement, urlId: string): Promise<void> {
+  setState(e, "confirming", "uploaded; waiting for the completer to see the object…");
+  try {
+    const s = await client.waitForStatus(urlId, {
+      states: ["completed", "rejected", "aborted", "expired", "refunded"],
+      timeoutMs: 120_000,
+      onStatus: (s) => showStatus(e, s),
+    });
+    if (s.status === "pending" || s.status === "verifying") setState(e, "timeout", `the signer still says ${s.status}`);
+    else if (s.status !== "completed" && s.status !== "rejected") setState(e, "error", `the signer says ${s.status}`);
+  } catch (err) {
+    setState(e, "error", `status: ${String(err)}`);
+  }
+}
+
+/**
+ * registerWorker serves Golden Retriever's service worker from the signer
+ * (dist/sw.js, scope /demo/): it holds the picked files' bytes across a
+ * reload, which IndexedDB does only up to 10 MiB a file. Without it (an
+ * http page on another host than localhost), a restored file is a ghost
+ * until it is picked again.
+ */
+async function registerWorker(): Promise<boolean> {
+  if (!("serviceWorker" in navigator)) return false;
+  try {
+    await navigator.serviceWorker.register("dist/sw.js", { scope: "./" });
+    return true;
+  } catch (err) {
+    console.warn("mintgate demo: no service worker", err);
+    return false;
+  }
+}
 
 async function start(): Promise<void> {
   let limits: Limits;
@@ -144,14 +224,17 @@ async function start(): Promise<void> {
     notice.textContent = `The signer's limits could not be read: ${String(err)}`;
     return;
   }
+  const worker = await registerWorker();
   const uppy = new Uppy({
+    id: "mintgate-demo",
     autoProceed: true,
+    // ?debug=1: Uppy logs what it does to the console.
+    ...(query.has("debug") ? { logger: debugLogger } : {}),
     restrictions: {
       maxFileSize: limits.maxMultipartBytes,
       allowedFileTypes: limits.contentTypes,
     },
   });
-  mg = mintgateUppy(uppy, client, limits, { onPart });
   uppy.use(Dashboard, {
     target: "#dashboard",
     inline: true,
@@ -160,53 +243,65 @@ async function start(): Promise<void> {
     proudlyDisplayPoweredByUppy: false,
     note: `Up to ${bytes(limits.maxObjectBytes)} in one PUT, up to ${bytes(limits.maxMultipartBytes)} in parts of ${bytes(limits.partSize)}; ${limits.contentTypes.join(", ")}`,
   });
-  uppy.use(AwsS3, { ...mg.options, limit: 4 });
+  uppy.use(GoldenRetriever, { serviceWorker: worker });
+  uppy.use(Mintgate, { client, limit: 2, onProgress: (f, p) => onProgress(limits, f, p) });
+  if (query.has("debug")) {
+    // For a console, and integration/browser_perf_test.go: the page's own parts.
+    Object.assign(window, { mintgate: { client, uppy, Uppy, Mintgate, Client } });
+  }
 
   uppy.on("file-added", (file) => {
-    const e = document.createElement("li");
-    e.className = "upload";
-    e.dataset.fileId = file.id;
-    e.dataset.size = String(file.size ?? 0);
-    const h = document.createElement("h3");
-    h.textContent = `${file.name} (${file.type || "no type"}, ${file.size} bytes)`;
-    const kind = document.createElement("p");
-    kind.className = "kind";
-    const state = document.createElement("p");
-    state.className = "state";
-    state.setAttribute("role", "status");
-    const id = document.createElement("p");
-    id.className = "urlid hint";
-    const parts = document.createElement("ol");
-    parts.className = "parts";
-    e.append(h, kind, state, parts, id);
-    uploads.prepend(e);
-    setState(e, "signing", "asking the signer…");
+    addEntry(file as MintgateFile, limits, "signing", "asking the signer…");
   });
-  uppy.on("upload-progress", (file) => {
-    const e = file && entryOf(file.id);
-    if (e && !e.dataset.urlId) describe(e, file.id, limits, file.size ?? 0);
+  uppy.on("file-removed", (file) => {
+    const e = entryOf(file.id);
+    if (e && e.dataset.state !== "completed") setState(e, "cancelled", "cancelled: a multipart upload is aborted and its token given back");
   });
   uppy.on("upload-error", (file, err) => {
     const e = file && entryOf(file.id);
     if (e) setState(e, "error", `failed: ${err.message}`);
   });
-  uppy.on("upload-success", async (file) => {
+  uppy.on("upload-success", (file) => {
     const e = file && entryOf(file.id);
     if (!e || !file) return;
-    if (!e.dataset.urlId) describe(e, file.id, limits, file.size ?? 0);
+    describe(e, file as MintgateFile, limits);
     const urlId = e.dataset.urlId;
-    if (!urlId) return;
-    setState(e, "confirming", "uploaded; waiting for the completer to see the object…");
-    try {
-      const s = await client.waitForStatus(urlId, { states: ["completed"], timeoutMs: 120_000 });
-      if (s.status === "completed") setState(e, "completed", `completed: S3 holds ${e.dataset.size} bytes at ${e.dataset.key}`);
-      else setState(e, "timeout", `the signer still says ${s.status}`);
-    } catch (err) {
-      setState(e, "error", `status: ${String(err)}`);
-    }
+    if (urlId) void confirm(e, urlId);
   });
-  notice.dataset.state = "ready";
-  notice.textContent = "Ready: drop a file.";
+  // After a reload: the files Golden Retriever kept, with their grants.
+  // Each resumes once its bytes are back (from the service worker, or
+  // picked again by the user: Uppy matches name, type, size and date).
+  const resumeIfWhole = () => {
+    const { recoveredState, files } = uppy.getState();
+    if (!recoveredState) return;
+    const ghosts = Object.values(files).filter((f) => f.isGhost);
+    if (ghosts.length > 0) {
+      notice.dataset.state = "restored";
+      notice.textContent = `Restored ${Object.keys(files).length} upload(s); pick ${ghosts.map((f) => f.name).join(", ")} again to resume.`;
+      return;
+    }
+    notice.dataset.state = "ready";
+    notice.textContent = "Resuming the uploads of before the reload.";
+    uppy.emit("restore-confirmed");
+  };
+  uppy.on("restored", () => {
+    for (const f of Object.values(uppy.getState().files)) {
+      const file = f as MintgateFile;
+      const e = addEntry(file, limits, "restored", "restored after a reload");
+      if (file.progress?.uploadComplete && grantOf(file)?.urlId) void confirm(e, grantOf(file)!.urlId!);
+    }
+    resumeIfWhole();
+  });
+  uppy.on("file-added", () => resumeIfWhole());
+  // Golden Retriever 6.0.0 restores asynchronously and then replaces the
+  // files with the ones it kept: a file picked before that is lost. So the
+  // page is ready once it restored, or once it evidently had nothing to
+  // restore (it tells nothing then; 1.5 s is ample for one IndexedDB read).
+  await Promise.race([new Promise((ok) => uppy.once("restored", ok)), new Promise((ok) => setTimeout(ok, 1500))]);
+  if (!uppy.getState().recoveredState) {
+    notice.dataset.state = "ready";
+    notice.textContent = "Ready: drop a file.";
+  }
 }
 
 void start();

@@ -1,0 +1,288 @@
+// Mintgate: an Uppy uploader plugin (@uppy/core 6.x, and 5.x, whose
+// plugin API is the same) that uploads each file with the client. No
+// import of Uppy: a plugin is a class Uppy instantiates with itself, and
+// the few calls we make of it are typed below, so the package keeps no
+// runtime dependency (@uppy/core is a peer).
+
+import type { MultipartGrant } from "./api.js";
+import { Client, type Wait } from "./client.js";
+import { MintgateError, newIdempotencyKey } from "./errors.js";
+import type { Progress, UploadResult } from "./upload.js";
+
+/**
+ * What the plugin keeps in an Uppy file's state (file.mintgate), set with
+ * setFileState as soon as it is known, so that Golden Retriever persists
+ * it: a page reloaded mid-upload resumes the same grant with the same
+ * Idempotency-Key, and spends no second token.
+ */
+export interface FileGrant {
+  /** The Idempotency-Key of the sign or create: every try of this file sends it. */
+  idempotencyKey: string;
+  /** The file it was made for: a resume checks the file is still that one. */
+  file: { name: string; size: number; lastModified: number | undefined };
+  /** Known once the signer answered. */
+  urlId?: string;
+  key?: string;
+  multipart?: boolean;
+  /** The multipart grant, to resume from the parts S3 holds. */
+  grant?: MultipartGrant;
+}
+
+/** The fields of an Uppy file the plugin reads. */
+export interface MintgateFile {
+  id: string;
+  name?: string;
+  type?: string;
+  size: number | null;
+  data?: Blob | { size: number | null };
+  isRemote?: boolean;
+  isRestored?: boolean;
+  error?: string | null;
+  progress?: { uploadStarted?: number | null; uploadComplete?: boolean };
+  meta?: Record<string, unknown>;
+  mintgate?: FileGrant;
+}
+
+/** The part of an Uppy instance (@uppy/core 5.x or 6.x) the plugin calls. */
+export interface UppyCore {
+  addUploader(fn: (fileIDs: string[], uploadID: string) => Promise<unknown>): void;
+  removeUploader(fn: (fileIDs: string[], uploadID: string) => Promise<unknown>): unknown;
+  getFile(id: string): MintgateFile | undefined;
+  setFileState(id: string, state: Record<string, unknown>): void;
+  getState(): { plugins?: Record<string, unknown> } & Record<string, unknown>;
+  setState(patch: Record<string, unknown>): void;
+  emit(event: string, ...args: unknown[]): void;
+  on(event: string, fn: (...args: any[]) => void): unknown;
+  off(event: string, fn: (...args: any[]) => void): unknown;
+  log(msg: unknown, type?: string): void;
+}
+
+export interface MintgateOptions {
+  /** The plugin's id (default "Mintgate"). */
+  id?: string;
+  /** The signer's origin and path prefix, e.g. "https://example.com/api"; "" (default) for the page's own origin. */
+  endpoint?: string;
+  /** The caller's bearer token (JWT). Called once and kept; called again when the signer answers 401. */
+  getToken?: () => string | Promise<string>;
+  /** For anonymous callers: the tenant, sent as X-Tenant-ID. */
+  tenant?: string | (() => string);
+  /** A client of the page's own (endpoint, getToken, tenant, onWait are then its business). */
+  client?: Client;
+  /** How many files go up at once (default 3); each multipart file sends its parts in parallel too. */
+  limit?: number;
+  /** How many parts of one file go up at once (default 4). */
+  concurrency?: number;
+  /**
+   * SHA-256 checksums of every object and part, signed by the signer so S3
+   * refuses other bytes. Off (false, the default) until the signer accepts
+   * "checksumSHA256" (SPEC §9); "sha256" is refused until then.
+   */
+  checksum?: "sha256" | false;
+  /** Told every wait of a Retry-After or backoff, e.g. for a countdown. */
+  onWait?: (wait: Wait) => void;
+  /** Told every progress of every file, with each part's own (Progress.part). */
+  onProgress?: (file: MintgateFile, progress: Progress) => void;
+}
+
+/** The body of Uppy's upload-success response (file.response.body). */
+export type MintgateResult = UploadResult;
+
+/** grantOf reads what the plugin keeps of a file: its urlId once signed. */
+export function grantOf(file: MintgateFile | undefined): FileGrant | undefined {
+  return file?.mintgate;
+}
+
+function identity(file: MintgateFile, data: Blob): FileGrant["file"] {
+  const lm = (data as Partial<File>).lastModified ?? (file.meta?.["lastModified"] as number | undefined);
+  return { name: file.name ?? "", size: data.size, lastModified: lm };
+}
+
+function sameFile(a: FileGrant["file"], b: FileGrant["file"]): boolean {
+  return a.name === b.name && a.size === b.size && (a.lastModified === undefined || b.lastModified === undefined || a.lastModified === b.lastModified);
+}
+
+/**
+ * Mintgate is an Uppy uploader: uppy.use(Mintgate, {endpoint, getToken}).
+ * Each file goes up with the client (a single PUT or a multipart upload,
+ * by the signer's limits), its progress reported with upload-progress and
+ * its end with upload-success or upload-error, as Uppy's own uploaders do.
+ * A file removed (or cancel-all) mid-upload has its multipart grant
+ * aborted, which gives its tokens back at once. Retrying a failed file, or
+ * resuming one Golden Retriever restored, reuses its Idempotency-Key and
+ * its multipart grant: only the parts S3 lacks go up again.
+ */
+export class Mintgate {
+  /** Uppy logs it when the plugin is used. */
+  static VERSION = "0.2.0";
+  /** The Uppy this plugin is installed in (typed loosely so that Uppy 5's and 6's own types both accept the class). */
+  readonly uppy: any;
+  readonly #uppy: UppyCore;
+  readonly opts: MintgateOptions;
+  readonly id: string;
+  readonly type = "uploader";
+  readonly client: Client;
+  /** Uppy's BasePlugin fields a plugin is expected to have; this one has no user interface to translate. */
+  defaultLocale = { strings: {} };
+  i18n = (key: string): string => key;
+  i18nArray = (key: string): unknown[] => [key];
+  VERSION = Mintgate.VERSION;
+  #token: Promise<string> | undefined;
+  #running = 0;
+  readonly #queue: (() => void)[] = [];
+
+  constructor(uppy: any, opts: MintgateOptions = {}) {
+    this.uppy = uppy;
+    this.#uppy = uppy as UppyCore;
+    this.opts = opts;
+    this.id = opts.id ?? "Mintgate";
+    if (opts.checksum === "sha256") {
+      throw new Error("mintgate: checksum 'sha256' waits for the signer to accept checksumSHA256 (SPEC §9); leave it off for now");
+    }
+    this.client = opts.client ?? new Client({
+      baseUrl: opts.endpoint ?? "",
+      ...(opts.getToken ? { token: () => this.#getToken(), onUnauthorized: () => void (this.#token = undefined) } : {}),
+      ...(opts.tenant !== undefined ? { tenant: opts.tenant } : {}),
+      ...(opts.onWait ? { onWait: opts.onWait } : {}),
+      ...(opts.concurrency !== undefined ? { concurrency: opts.concurrency } : {}),
+    });
+  }
+
+  #getToken(): Promise<string> {
+    if (this.#token === undefined) {
+      const p = Promise.resolve().then(() => this.opts.getToken!());
+      this.#token = p;
+      p.catch(() => {
+        if (this.#token === p) this.#token = undefined;
+      });
+    }
+    return this.#token;
+  }
+
+  install(): void {
+    this.#uppy.addUploader(this.#handleUpload);
+  }
+
+  uninstall(): void {
+    this.#uppy.removeUploader(this.#handleUpload);
+  }
+
+  // The rest of Uppy's plugin interface (BasePlugin), for a plugin with no state and no UI.
+  getPluginState(): Record<string, unknown> {
+    return (this.#uppy.getState().plugins?.[this.id] as Record<string, unknown>) ?? {};
+  }
+
+  setPluginState(update?: Record<string, unknown>): void {
+    const plugins = this.#uppy.getState().plugins ?? {};
+    this.#uppy.setState({ plugins: { ...plugins, [this.id]: { ...(plugins[this.id] as object), ...update } } });
+  }
+
+  setOptions(o: Partial<MintgateOptions>): void {
+    Object.assign(this.opts, o);
+  }
+
+  i18nInit(): void {}
+  update(): void {}
+  afterUpdate(): void {}
+  addTarget(): null {
+    return null;
+  }
+
+  #handleUpload = async (fileIDs: string[]): Promise<void> => {
+    // As Uppy's own uploaders: a file that failed waits for its retry, a
+    // file done (restored by Golden Retriever) is not sent again, and a
+    // restored file that had started does not start again.
+    const files = fileIDs
+      .map((id) => this.#uppy.getFile(id))
+      .filter((f): f is MintgateFile => f != null && !f.error && !f.progress?.uploadComplete);
+    if (files.length === 0) return;
+    this.#uppy.emit("upload-start", files.filter((f) => !f.progress?.uploadStarted || !f.isRestored));
+    await Promise.allSettled(files.map((f) => this.#limited(() => this.#uploadFile(f.id))));
+  };
+
+  async #limited(fn: () => Promise<void>): Promise<void> {
+    const limit = Math.max(1, this.opts.limit ?? 3);
+    if (this.#running >= limit) await new Promise<void>((ok) => this.#queue.push(ok));
+    this.#running++;
+    try {
+      await fn();
+    } finally {
+      this.#running--;
+      this.#queue.shift()?.();
+    }
+  }
+
+  #save(id: string, grant: FileGrant): void {
+    if (this.#uppy.getFile(id)) this.#uppy.setFileState(id, { mintgate: grant });
+  }
+
+  async #uploadFile(id: string): Promise<void> {
+    const file = this.#uppy.getFile(id);
+    if (!file) return;
+    const controller = new AbortController();
+    const onRemoved = (f?: MintgateFile) => f?.id === id && controller.abort();
+    const onCancelAll = () => controller.abort();
+    this.#uppy.on("file-removed", onRemoved);
+    this.#uppy.on("cancel-all", onCancelAll);
+    try {
+      const data = file.data;
+      if (file.isRemote || !(data instanceof Blob)) {
+        throw new Error("mintgate: only local files can be uploaded (no data for this file; pick it again)");
+      }
+      const result = await this.#upload(file, data, controller.signal);
+      const done = this.#uppy.getFile(id);
+      if (done) this.#uppy.emit("upload-success", done, { status: 200, body: result, uploadURL: undefined });
+    } catch (err) {
+      if (controller.signal.aborted) return; // removed or cancelled: nothing to report
+      this.#uppy.log(err, "error");
+      const f = this.#uppy.getFile(id);
+      if (f) this.#uppy.emit("upload-error", f, err instanceof Error ? err : new Error(String(err)));
+    } finally {
+      this.#uppy.off("file-removed", onRemoved);
+      this.#uppy.off("cancel-all", onCancelAll);
+    }
+  }
+
+  /**
+   * upload sends one file, resuming the grant its state holds when it is
+   * for this same file. A grant that ended meanwhile (410: expired,
+   * aborted or swept; 404) is dropped and the file signed anew, which
+   * spends a token: the old one was given back.
+   */
+  async #upload(file: MintgateFile, data: Blob, signal: AbortSignal): Promise<UploadResult> {
+    const me = identity(file, data);
+    const kept = file.mintgate;
+    let state: FileGrant = kept && sameFile(kept.file, me) ? kept : { idempotencyKey: newIdempotencyKey(), file: me };
+    this.#save(file.id, state);
+    const attempt = (s: FileGrant) =>
+      this.client.upload(data, {
+        contentType: file.type || data.type || "application/octet-stream",
+        signal,
+        idempotencyKey: s.idempotencyKey,
+        ...(s.grant ? { resume: s.grant } : {}),
+        onSign: (g) => this.#save(file.id, (state = { ...s, urlId: g.urlId, key: g.key, multipart: false })),
+        onGrant: (g) => this.#save(file.id, (state = { ...s, urlId: g.urlId, key: g.key, multipart: true, grant: g })),
+        onProgress: (p) => this.#progress(file.id, p),
+      });
+    try {
+      return await attempt(state);
+    } catch (err) {
+      const ended = err instanceof MintgateError && (err.status === 410 || err.status === 404);
+      if (!state.grant || !ended || signal.aborted) throw err;
+      this.#uppy.log(`[Mintgate] the grant of ${file.id} ended (${(err as MintgateError).code}): signing anew`);
+      state = { idempotencyKey: newIdempotencyKey(), file: me };
+      this.#save(file.id, state);
+      return attempt(state);
+    }
+  }
+
+  #progress(id: string, p: Progress): void {
+    const f = this.#uppy.getFile(id);
+    if (!f) return;
+    this.#uppy.emit("upload-progress", f, {
+      uploadStarted: f.progress?.uploadStarted ?? Date.now(),
+      bytesUploaded: p.loaded,
+      bytesTotal: p.total,
+    });
+    this.opts.onProgress?.(f, p);
+  }
+}
