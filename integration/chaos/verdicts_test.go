@@ -13,9 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
-	"github.com/mintgate/mintgate/shared/uploads"
 )
 
 // The verification gate's verdicts (SPEC §9). Every upload's done marker
@@ -97,12 +97,12 @@ func (st *stack) readVerdicts(ctx context.Context, res result, outs []outcome, m
 	var rejected []object
 	for i, u := range res.urls {
 		if _, ok := outs[i].rejected(); ok {
-			rejected = append(rejected, object{u.urlID, keys.Object(u.tenant, u.urlID), uploads.QuarantineKey(u.tenant, u.urlID), u.size})
+			rejected = append(rejected, object{u.urlID, keys.Object(u.tenant, u.urlID), events.QuarantineKey(u.tenant, u.urlID), u.size})
 		}
 	}
 	for i, g := range res.mp.grants {
 		if _, ok := mouts[i].rejected(); ok {
-			rejected = append(rejected, object{g.urlID, g.objKey, uploads.QuarantineKey(g.tenant, g.urlID), g.size})
+			rejected = append(rejected, object{g.urlID, g.objKey, events.QuarantineKey(g.tenant, g.urlID), g.size})
 		}
 	}
 	var (
@@ -139,20 +139,20 @@ func (st *stack) uploadEvents(ctx context.Context) (map[string]*urlEvents, int, 
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	out := map[string]*urlEvents{}
-	s, err := st.js.Stream(ctx, uploads.Stream)
+	s, err := st.js.Stream(ctx, events.Stream)
 	if err != nil {
-		return nil, 0, fmt.Errorf("stream %s: %w", uploads.Stream, err)
+		return nil, 0, fmt.Errorf("stream %s: %w", events.Stream, err)
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("stream %s info: %w", uploads.Stream, err)
+		return nil, 0, fmt.Errorf("stream %s info: %w", events.Stream, err)
 	}
 	if info.State.Msgs == 0 {
 		return out, 0, nil
 	}
-	c, err := st.js.OrderedConsumer(ctx, uploads.Stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{eventsFilter}})
+	c, err := st.js.OrderedConsumer(ctx, events.Stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{eventsFilter}})
 	if err != nil {
-		return nil, 0, fmt.Errorf("ordered consumer on %s: %w", uploads.Stream, err)
+		return nil, 0, fmt.Errorf("ordered consumer on %s: %w", events.Stream, err)
 	}
 	read := 0
 	for last := uint64(0); last < info.State.LastSeq; {
@@ -196,9 +196,9 @@ func countEvent(out map[string]*urlEvents, subject string, data []byte) error {
 		out[ev.URLID] = e
 	}
 	switch {
-	case strings.HasPrefix(subject, uploads.SubjectPrefix):
+	case strings.HasPrefix(subject, events.SubjectPrefix):
 		e.completed++
-	case strings.HasPrefix(subject, uploads.RejectedPrefix):
+	case strings.HasPrefix(subject, events.RejectedPrefix):
 		e.rejected++
 		e.reason = ev.Reason
 	default:

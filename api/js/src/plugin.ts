@@ -5,7 +5,8 @@
 // runtime dependency (@uppy/core is a peer).
 
 import type { MultipartGrant } from "./api.js";
-import { Client, type Wait } from "./client.js";
+import { type Wait } from "./client.js";
+import { Client } from "./index.js";
 import { MintgateError, newIdempotencyKey } from "./errors.js";
 import type { Progress, UploadResult } from "./upload.js";
 
