@@ -11,6 +11,7 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // handleAbort is DELETE /uploads/{urlId}: a multipart grant's upload is
@@ -24,9 +25,9 @@ func handleAbort(d deps) echo.HandlerFunc {
 		case aerr != nil:
 			return aerr
 		case rec == nil:
-			return newError(http.StatusConflict, codeNotAbortable, "a single-PUT upload cannot be aborted: its presigned URL cannot be revoked, so its token comes back only after it expires unused")
+			return apierr.New(http.StatusConflict, apierr.CodeNotAbortable, "a single-PUT upload cannot be aborted: its presigned URL cannot be revoked, so its token comes back only after it expires unused")
 		case st.Done:
-			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+			return apierr.New(http.StatusConflict, apierr.CodeNotAbortable, "this upload is complete")
 		case st.Refunded:
 			// Refunded only once its upload was ended (this route, the
 			// sweeper), or at its create, which then answered no upload.
@@ -42,30 +43,30 @@ func handleAbort(d deps) echo.HandlerFunc {
 		})
 		switch {
 		case err != nil:
-			return unavailable(codeLimiterDown, "the upload cannot be aborted right now", retryLimiter, err)
+			return apierr.Unavailable(apierr.CodeLimiterDown, "the upload cannot be aborted right now", apierr.RetryLimiter, err)
 		case cl.Claim == quota.ClaimDone:
-			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+			return apierr.New(http.StatusConflict, apierr.CodeNotAbortable, "this upload is complete")
 		case cl.Claim == quota.ClaimBusy:
-			e := newError(http.StatusConflict, codeInProgress, "a complete of this upload is in progress; retry once it answered")
-			e.retry = max(cl.Wait, time.Second)
+			e := apierr.New(http.StatusConflict, apierr.CodeInProgress, "a complete of this upload is in progress; retry once it answered")
+			e.Retry = max(cl.Wait, time.Second)
 			return e
 		}
 		key := keys.Object(who.Tenant, id)
 		ending, err := d.uploads.End(ctx, key, rec.UploadID)
 		if err != nil {
 			d.countMP("abort", "storage_unavailable")
-			return unavailable(codeStorageDown, "the upload cannot be aborted right now", retryPresign, err)
+			return apierr.Unavailable(apierr.CodeStorageDown, "the upload cannot be aborted right now", apierr.RetryPresign, err)
 		}
 		if ending == multipart.Completed {
 			d.markCompleted(ctx, who.Tenant, id)
-			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+			return apierr.New(http.StatusConflict, apierr.CodeNotAbortable, "this upload is complete")
 		}
 		out, aerr := d.abortRefund(ctx, who.Tenant, id, rec)
 		if aerr != nil {
 			return aerr
 		}
 		if out == quota.Done {
-			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+			return apierr.New(http.StatusConflict, apierr.CodeNotAbortable, "this upload is complete")
 		}
 		return c.NoContent(http.StatusNoContent)
 	}
@@ -87,10 +88,10 @@ func handleAbort(d deps) echo.HandlerFunc {
 // bytes, as it refunds a grant never DELETEd. That takes no caller's
 // doing, the token then comes back no sooner than an unused grant's would,
 // and a retried DELETE in the meantime writes the marker as here.
-func (d deps) abortRefund(ctx context.Context, tenant, urlID string, rec *mpRecord) (quota.RefundOutcome, *apiError) {
+func (d deps) abortRefund(ctx context.Context, tenant, urlID string, rec *mpRecord) (quota.RefundOutcome, *apierr.Error) {
 	charged, err := quota.ParseRefundRecord(tenant, rec.Refund)
 	if err != nil {
-		return "", &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error", cause: err}
+		return "", &apierr.Error{Status: http.StatusInternalServerError, Code: apierr.CodeInternal, Message: "internal error", Cause: err}
 	}
 	var outs []quota.RefundOutcome
 	err = d.gate.call(ctx, "abort", func(ctx context.Context) (err error) {
@@ -100,7 +101,7 @@ func (d deps) abortRefund(ctx context.Context, tenant, urlID string, rec *mpReco
 	if err != nil {
 		// Aborted in S3: the sweeper refunds it after its life.
 		d.countMP("abort", "limiter_unavailable")
-		return "", unavailable(codeLimiterDown, "the upload is aborted, but the rate limiter is unavailable: retry the DELETE to get its bytes back now, or its bytes and token come back after its life, as an unused grant's", retryLimiter, err)
+		return "", apierr.Unavailable(apierr.CodeLimiterDown, "the upload is aborted, but the rate limiter is unavailable: retry the DELETE to get its bytes back now, or its bytes and token come back after its life, as an unused grant's", apierr.RetryLimiter, err)
 	}
 	if outs[0] != quota.Done {
 		d.countMP("abort", string(outs[0]))

@@ -10,6 +10,7 @@ import (
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // A DELETE never multiplies creates (SPEC §9): alice's bucket holds 3 and
@@ -26,7 +27,7 @@ func TestAbortNeverMultipliesCreates(t *testing.T) {
 	for i := range 8 {
 		r := s.create(alice, newKey(), 12*mib)
 		if r.status != http.StatusCreated {
-			mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+			mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
 			if r.str("scope") != scopeCaller {
 				t.Fatalf("create %d: 429 %s, want scope caller", i+1, r.raw)
 			}
@@ -127,7 +128,7 @@ func TestAbortGivesBackTheBytesNotTheToken(t *testing.T) {
 		}
 	}
 	r := s.create(alice, newKey(), 6*mib)
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
 	if r.str("scope") != scopeCaller {
 		t.Fatalf("fourth create: 429 %s, want scope caller (requests), not bytes", r.raw)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // caller is who asks for a URL: the tenant, the bucket subject within it
@@ -54,7 +55,7 @@ type identity struct {
 }
 
 // authenticate names the caller of r or says why it cannot.
-func (id *identity) authenticate(r *http.Request) (caller, *apiError) {
+func (id *identity) authenticate(r *http.Request) (caller, *apierr.Error) {
 	authz := r.Header.Get("Authorization")
 	if authz == "" {
 		return id.anonymous(r)
@@ -62,34 +63,34 @@ func (id *identity) authenticate(r *http.Request) (caller, *apiError) {
 	scheme, token, _ := strings.Cut(authz, " ")
 	token = strings.TrimSpace(token)
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated, "Authorization must be a Bearer token")
+		return caller{}, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "Authorization must be a Bearer token")
 	}
 	return id.user(r, token)
 }
 
-func (id *identity) user(r *http.Request, token string) (caller, *apiError) {
+func (id *identity) user(r *http.Request, token string) (caller, *apierr.Error) {
 	if id.keyfunc == nil {
-		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated, "this signer accepts no bearer tokens")
+		return caller{}, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "this signer accepts no bearer tokens")
 	}
 	if len(token) > maxTokenBytes {
-		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated, "token too long")
+		return caller{}, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "token too long")
 	}
 	sub, tenant, ok := id.tokens.get(token, id.now(), id.keyfunc)
 	if !ok {
-		var aerr *apiError
+		var aerr *apierr.Error
 		if sub, tenant, aerr = id.verify(token); aerr != nil {
 			return caller{}, aerr
 		}
 	}
 	if h := r.Header.Get(hdrTenant); h != "" && h != tenant {
-		return caller{}, newError(http.StatusForbidden, codeForbiddenTenant, "%s does not match the token's tenant", hdrTenant)
+		return caller{}, apierr.New(http.StatusForbidden, apierr.CodeForbiddenTenant, "%s does not match the token's tenant", hdrTenant)
 	}
 	return caller{Tenant: tenant, Subject: keys.UserSubject(sub), Tier: tiers.User}, nil
 }
 
 // verify checks a token's signature and claims, and remembers a token
 // that passed in id.tokens.
-func (id *identity) verify(token string) (sub, tenant string, aerr *apiError) {
+func (id *identity) verify(token string) (sub, tenant string, aerr *apierr.Error) {
 	// MapClaims, not a typed struct: the tenant's claim is configured
 	// (MINTGATE_JWT_TENANT_CLAIM), and a struct field needs its name at
 	// compile time; a typed RegisteredClaims would save ~8 of the ~45
@@ -104,18 +105,18 @@ func (id *identity) verify(token string) (sub, tenant string, aerr *apiError) {
 	}
 	parsed, err := id.parser.ParseWithClaims(token, claims, keyOf)
 	if err != nil {
-		return "", "", newError(http.StatusUnauthorized, codeUnauthenticated, "invalid token: %s", tokenProblem(err))
+		return "", "", apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "invalid token: %s", tokenProblem(err))
 	}
 	sub, err = claims.GetSubject()
 	if err != nil || !keys.ValidUser(sub) {
-		return "", "", newError(http.StatusUnauthorized, codeUnauthenticated, "token has no valid sub claim")
+		return "", "", apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "token has no valid sub claim")
 	}
 	tenant, ok := claims[id.tenantClaim].(string)
 	if !ok {
-		return "", "", newError(http.StatusUnauthorized, codeUnauthenticated, "token has no %s claim", id.tenantClaim)
+		return "", "", apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "token has no %s claim", id.tenantClaim)
 	}
 	if !keys.ValidTenant(tenant) {
-		return "", "", newError(http.StatusForbidden, codeForbiddenTenant, "the token's tenant is not a valid tenant id")
+		return "", "", apierr.New(http.StatusForbidden, apierr.CodeForbiddenTenant, "the token's tenant is not a valid tenant id")
 	}
 	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil && comparableKey(key) {
 		// Only what the keyfunc needs to find the key again: alg and kid.
@@ -128,14 +129,14 @@ func (id *identity) verify(token string) (sub, tenant string, aerr *apiError) {
 	return sub, tenant, nil
 }
 
-func (id *identity) anonymous(r *http.Request) (caller, *apiError) {
+func (id *identity) anonymous(r *http.Request) (caller, *apierr.Error) {
 	tenant := r.Header.Get(hdrTenant)
 	if tenant == "" {
-		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated,
+		return caller{}, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated,
 			"send a Bearer token, or %s naming a tenant open to anonymous uploads", hdrTenant)
 	}
 	if !keys.ValidTenant(tenant) || !id.anon[tenant] {
-		return caller{}, newError(http.StatusForbidden, codeForbiddenTenant, "this tenant does not accept anonymous uploads")
+		return caller{}, apierr.New(http.StatusForbidden, apierr.CodeForbiddenTenant, "this tenant does not accept anonymous uploads")
 	}
 	hash := ipHash(id.ipSecret, id.now(), id.ip.of(r))
 	return caller{Tenant: tenant, Subject: keys.AnonSubject(hash), Tier: tiers.Anonymous}, nil

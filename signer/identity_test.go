@@ -25,6 +25,7 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
@@ -123,7 +124,7 @@ func TestJWKSVerification(t *testing.T) {
 				}
 				return
 			}
-			if aerr == nil || aerr.Status != http.StatusUnauthorized || aerr.Code != codeUnauthenticated {
+			if aerr == nil || aerr.Status != http.StatusUnauthorized || aerr.Code != apierr.CodeUnauthenticated {
 				t.Fatalf("accepted or wrong error: %v", aerr)
 			}
 		})
@@ -169,7 +170,7 @@ func TestAnonymousBucketIsKeyedByHashedIP(t *testing.T) {
 		}
 	}
 	r := s.sign("", newKey(), pngBody, hdrTenant, "pub")
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
 	if r.header.Get("RateLimit-Policy") != "5;w=60" || r.header.Get("RateLimit-Limit") != "5" || retryAfter(t, r) != 12 {
 		t.Errorf("anonymous 429 headers %v", r.header)
 	}
@@ -297,20 +298,20 @@ func TestAnonymousAllTierIsConfigurable(t *testing.T) {
 		}
 	}
 	st.nats.Stop()
-	mustStatus(t, s.sign("", newKey(), pngBody, from(2)...), http.StatusServiceUnavailable, codeLedgerDown)
+	mustStatus(t, s.sign("", newKey(), pngBody, from(2)...), http.StatusServiceUnavailable, apierr.CodeLedgerDown)
 	if got := s.tokens(keys.AnonBucket("pub")); got != "1.000000" {
 		t.Errorf("anonymous_all after the undone sign: %q, want 1.000000", got)
 	}
 	st.nats.Start()
 	deadline := time.Now().Add(15 * time.Second)
 	for r := s.sign("", newKey(), pngBody, from(2)...); r.status != http.StatusCreated; r = s.sign("", newKey(), pngBody, from(2)...) {
-		if r.code() != codeLedgerDown || time.Now().After(deadline) {
+		if r.code() != apierr.CodeLedgerDown || time.Now().After(deadline) {
 			t.Fatalf("third anonymous sign once the ledger is back: %d %s", r.status, r.raw)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	r := s.sign("", newKey(), pngBody, from(3)...)
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
 	if r.str("scope") != scopeTenant || r.header.Get("RateLimit-Policy") != `"anonymous_all";q=3;w=60` || retryAfter(t, r) != 20 {
 		t.Errorf("429 by anonymous_all: %s %v", r.raw, r.header)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // The repository's description of the signer's HTTP interface.
@@ -175,8 +176,8 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 		c.expect(http.StatusOK, http.MethodGet, "/readyz", p.do(http.MethodGet, "/readyz", nil, ""))
 	}
 	c.expect(http.StatusOK, http.MethodGet, "/metrics", ops.do(http.MethodGet, "/metrics", nil, ""))
-	c.expectError(http.StatusNotFound, codeNotFound, s.do(http.MethodGet, "/metrics", nil, ""))
-	c.expectError(http.StatusMethodNotAllowed, codeMethodNotAllowed, s.do(http.MethodPut, sign, nil, pngBody))
+	c.expectError(http.StatusNotFound, apierr.CodeNotFound, s.do(http.MethodGet, "/metrics", nil, ""))
+	c.expectError(http.StatusMethodNotAllowed, apierr.CodeMethodNotAllowed, s.do(http.MethodPut, sign, nil, pngBody))
 
 	// 201, then its replay; the same key with another body.
 	key := newKey()
@@ -200,19 +201,19 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 		code   string
 		r      reply
 	}{
-		{http.StatusBadRequest, codeKeyRequired, s.sign(tok, "", pngBody)},
-		{http.StatusBadRequest, codeKeyInvalid, s.sign(tok, "a key", pngBody)},
-		{http.StatusBadRequest, codeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1,"filename":"x"}`)},
-		{http.StatusBadRequest, codeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":0}`)},
-		{http.StatusBadRequest, codeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":"1"}`)},
-		{http.StatusUnauthorized, codeUnauthenticated, s.sign("", newKey(), pngBody)},
-		{http.StatusUnauthorized, codeUnauthenticated, s.sign("not-a-jwt", newKey(), pngBody)},
-		{http.StatusUnauthorized, codeUnauthenticated, s.sign("", newKey(), pngBody, "Authorization", "Basic YTpi")},
-		{http.StatusForbidden, codeForbiddenTenant, s.sign("", newKey(), pngBody, hdrTenant, "acme")},
-		{http.StatusForbidden, codeForbiddenTenant, s.sign(tok, newKey(), pngBody, hdrTenant, "globex")},
-		{http.StatusRequestEntityTooLarge, codeTooLarge, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1099511627776}`)},
-		{http.StatusRequestEntityTooLarge, codeTooLarge, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1,"x":"`+strings.Repeat("x", maxBodyBytes)+`"}`)},
-		{http.StatusUnsupportedMediaType, codeUnsupportedType, s.sign(tok, newKey(), `{"contentType":"text/html","contentLength":1}`)},
+		{http.StatusBadRequest, apierr.CodeKeyRequired, s.sign(tok, "", pngBody)},
+		{http.StatusBadRequest, apierr.CodeKeyInvalid, s.sign(tok, "a key", pngBody)},
+		{http.StatusBadRequest, apierr.CodeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1,"filename":"x"}`)},
+		{http.StatusBadRequest, apierr.CodeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":0}`)},
+		{http.StatusBadRequest, apierr.CodeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":"1"}`)},
+		{http.StatusUnauthorized, apierr.CodeUnauthenticated, s.sign("", newKey(), pngBody)},
+		{http.StatusUnauthorized, apierr.CodeUnauthenticated, s.sign("not-a-jwt", newKey(), pngBody)},
+		{http.StatusUnauthorized, apierr.CodeUnauthenticated, s.sign("", newKey(), pngBody, "Authorization", "Basic YTpi")},
+		{http.StatusForbidden, apierr.CodeForbiddenTenant, s.sign("", newKey(), pngBody, hdrTenant, "acme")},
+		{http.StatusForbidden, apierr.CodeForbiddenTenant, s.sign(tok, newKey(), pngBody, hdrTenant, "globex")},
+		{http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1099511627776}`)},
+		{http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1,"x":"`+strings.Repeat("x", maxBodyBytes)+`"}`)},
+		{http.StatusUnsupportedMediaType, apierr.CodeUnsupportedType, s.sign(tok, newKey(), `{"contentType":"text/html","contentLength":1}`)},
 	} {
 		if tc.r.code() != tc.code {
 			t.Errorf("%d %s, want %s", tc.r.status, tc.r.raw, tc.code)
@@ -263,7 +264,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	// GET /uploads/limits: public; the route's own DELETE is no abort.
 	c.expect(http.StatusOK, http.MethodGet, limitsPath, s.do(http.MethodGet, limitsPath, nil, ""))
 	c.expect(http.StatusOK, http.MethodGet, limitsPath, s.do(http.MethodGet, limitsPath, auth, ""))
-	c.expectError(http.StatusMethodNotAllowed, codeMethodNotAllowed, s.do(http.MethodDelete, limitsPath, auth, ""))
+	c.expectError(http.StatusMethodNotAllowed, apierr.CodeMethodNotAllowed, s.do(http.MethodDelete, limitsPath, auth, ""))
 
 	// The admin API, on the ops port.
 	admin := map[string]string{"Authorization": "Bearer " + adminToken}
@@ -282,11 +283,11 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	// 503: the ledger, then Redis, down (for a caller with tokens left).
 	carol := s.token("acme", "carol")
 	st.nats.Stop()
-	if r := c.expect(http.StatusServiceUnavailable, post, sign, s.sign(carol, newKey(), pngBody)); r.code() != codeLedgerDown {
+	if r := c.expect(http.StatusServiceUnavailable, post, sign, s.sign(carol, newKey(), pngBody)); r.code() != apierr.CodeLedgerDown {
 		t.Errorf("with NATS down: %s", r.raw)
 	}
 	st.redis.Stop()
-	if r := c.expect(http.StatusServiceUnavailable, post, sign, s.sign(carol, newKey(), pngBody)); r.code() != codeLimiterDown {
+	if r := c.expect(http.StatusServiceUnavailable, post, sign, s.sign(carol, newKey(), pngBody)); r.code() != apierr.CodeLimiterDown {
 		t.Errorf("with Redis down: %s", r.raw)
 	}
 	c.expect(http.StatusServiceUnavailable, http.MethodGet, "/uploads/x", status(first.str("urlId"), auth))
@@ -308,7 +309,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	c.expect(http.StatusTooManyRequests, http.MethodGet, "/readyz", s.do(http.MethodGet, "/readyz", nil, ""))
 	// The same bucket holds back the signs of an address that owes it
 	// (its replays and refusals): 429 too_many_requests, no RateLimit-*.
-	if r := c.expect(http.StatusTooManyRequests, post, sign, s.sign(tok, newKey(), pngBody)); r.code() != codeTooManyReads || r.header.Get("RateLimit-Limit") != "" {
+	if r := c.expect(http.StatusTooManyRequests, post, sign, s.sign(tok, newKey(), pngBody)); r.code() != apierr.CodeTooManyReads || r.header.Get("RateLimit-Limit") != "" {
 		t.Errorf("a sign from an address past its read limit: %s %v", r.raw, r.header)
 	}
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // metric is the value of one series on the ops port's /metrics; the test
@@ -78,7 +79,7 @@ func TestShadowModeIssuesAndCounts(t *testing.T) {
 	for range 30 {
 		s.sign(other, newKey(), pngBody)
 	}
-	mustStatus(t, s.sign(other, newKey(), pngBody), http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, s.sign(other, newKey(), pngBody), http.StatusTooManyRequests, apierr.CodeTooMany)
 }
 
 // Shadow mode measures a limit, it is no open mint (the review got 30 of 30
@@ -101,7 +102,7 @@ func TestShadowModeHasACeiling(t *testing.T) {
 				issued++
 				lastKey = key
 			case http.StatusTooManyRequests:
-				mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+				mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
 				last = r
 			default:
 				t.Fatalf("shadow sign: %d %s", r.status, r.raw)
@@ -159,7 +160,7 @@ func TestQuotaPeekSpendsNothing(t *testing.T) {
 	if got := r.header.Get("RateLimit-Remaining"); got != "27" {
 		t.Errorf("RateLimit-Remaining %q, want 27", got)
 	}
-	mustStatus(t, s.do(http.MethodGet, "/uploads/quota", nil, ""), http.StatusUnauthorized, codeUnauthenticated)
+	mustStatus(t, s.do(http.MethodGet, "/uploads/quota", nil, ""), http.StatusUnauthorized, apierr.CodeUnauthenticated)
 }
 
 // MINTGATE_TENANT_TIERS_FILE: a tighter file applies within seconds
@@ -197,7 +198,7 @@ func TestTenantTiersFileReloads(t *testing.T) {
 	for range 5 {
 		mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusCreated, "")
 	}
-	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusTooManyRequests, apierr.CodeTooMany)
 
 	write(`{"acme":{"user":"lots"}}`)
 	waitUntil(t, 10*time.Second, "the broken file counted", func() bool {
@@ -223,13 +224,13 @@ func TestAdminAPI(t *testing.T) {
 		mustStatus(t, r, http.StatusCreated, "")
 		urlID = r.str("urlId")
 	}
-	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusTooManyRequests, apierr.CodeTooMany)
 
 	ops := &signer{t: t, base: s.ops, clock: s.clock}
 	bearer := map[string]string{"Authorization": "Bearer " + admin}
 	path := "/admin/tenants/acme/buckets?subject=u:alice"
-	mustStatus(t, ops.do(http.MethodGet, path, nil, ""), http.StatusUnauthorized, codeUnauthenticated)
-	mustStatus(t, ops.do(http.MethodGet, path, map[string]string{"Authorization": "Bearer wrong"}, ""), http.StatusUnauthorized, codeUnauthenticated)
+	mustStatus(t, ops.do(http.MethodGet, path, nil, ""), http.StatusUnauthorized, apierr.CodeUnauthenticated)
+	mustStatus(t, ops.do(http.MethodGet, path, map[string]string{"Authorization": "Bearer wrong"}, ""), http.StatusUnauthorized, apierr.CodeUnauthenticated)
 	if r := s.do(http.MethodGet, path, bearer, ""); r.status != http.StatusNotFound {
 		t.Errorf("admin on the public port: %d, want 404", r.status)
 	}
@@ -246,7 +247,7 @@ func TestAdminAPI(t *testing.T) {
 		t.Errorf("after the reset: limit %v remaining %v, want 30 and 30", l, rem)
 	}
 	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusCreated, "")
-	mustStatus(t, ops.do(http.MethodPost, "/admin/tenants/acme/reset", bearer, `{"subject":"x"}`), http.StatusBadRequest, codeInvalidRequest)
+	mustStatus(t, ops.do(http.MethodPost, "/admin/tenants/acme/reset", bearer, `{"subject":"x"}`), http.StatusBadRequest, apierr.CodeInvalidRequest)
 
 	r = ops.do(http.MethodGet, "/admin/grants/"+urlID+"?tenant=acme", bearer, "")
 	mustStatus(t, r, http.StatusOK, "")

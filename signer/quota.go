@@ -9,6 +9,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // quotaScope is what one side of GET /uploads/quota reports.
@@ -44,7 +45,7 @@ func handleQuota(d deps) echo.HandlerFunc {
 		buckets = append(buckets, set.ByteBuckets(who.Tenant, who.Subject, who.Tier, 1)...)
 		res, err := d.peekRateHeaders(c.Request().Context(), c.Response().Header(), who, buckets, d.now())
 		if err != nil {
-			return unavailable(codeLimiterDown, "the rate limiter is unavailable", retryLimiter, err)
+			return apierr.Unavailable(apierr.CodeLimiterDown, "the rate limiter is unavailable", apierr.RetryLimiter, err)
 		}
 		tenant := 1
 		for i := 2; i < requests; i++ {

@@ -9,6 +9,7 @@ import (
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // Scopes of a 429: which bucket was short.
@@ -122,7 +123,7 @@ func appendBytePolicies(v *[2]string, who caller, res bucket.Result, buckets []b
 }
 
 // tooMany is the 429 of a denied decision.
-func tooMany(who caller, bs []bucket.Bucket, res bucket.Result) *apiError {
+func tooMany(who caller, bs []bucket.Bucket, res bucket.Result) *apierr.Error {
 	s := scope(who, bs, res)
 	msg := "you have asked for too many upload URLs; retry later"
 	switch s {
@@ -134,12 +135,12 @@ func tooMany(who caller, bs []bucket.Bucket, res bucket.Result) *apiError {
 		msg = "your organisation has asked to upload too many bytes; retry later"
 	}
 	retry := max(res.RetryAfter, time.Second)
-	return &apiError{
+	return &apierr.Error{
 		Status:     http.StatusTooManyRequests,
-		Code:       codeTooMany,
+		Code:       apierr.CodeTooMany,
 		Message:    msg,
 		Scope:      s,
-		RetryAfter: retrySeconds(retry),
-		retry:      retry,
+		RetryAfter: apierr.RetrySeconds(retry),
+		Retry:      retry,
 	}
 }

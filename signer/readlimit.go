@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // defaultReadLimit is MINTGATE_READ_LIMIT's default: a burst of 30 reads
@@ -83,7 +84,7 @@ func (rl *readLimiter) middleware() echo.MiddlewareFunc {
 // its own buckets in Redis, and is charged here only if it turns out to
 // cost Redis without spending there (see charge). A nil limiter admits
 // all.
-func (rl *readLimiter) admit(r *http.Request) *apiError {
+func (rl *readLimiter) admit(r *http.Request) *apierr.Error {
 	if rl == nil {
 		return nil
 	}
@@ -112,10 +113,10 @@ func (rl *readLimiter) bucket(r *http.Request) bucket.Bucket {
 
 // tooManyFromAddress is the 429 too_many_requests of an address past its
 // limit, what it sent too many of named in the message.
-func tooManyFromAddress(what string, retry time.Duration) *apiError {
-	e := newError(http.StatusTooManyRequests, codeTooManyReads, "too many %s from this address; retry after %d s", what, retrySeconds(retry))
-	e.retry = retry
-	e.RetryAfter = retrySeconds(retry)
+func tooManyFromAddress(what string, retry time.Duration) *apierr.Error {
+	e := apierr.New(http.StatusTooManyRequests, apierr.CodeTooManyReads, "too many %s from this address; retry after %d s", what, apierr.RetrySeconds(retry))
+	e.Retry = retry
+	e.RetryAfter = apierr.RetrySeconds(retry)
 	return e
 }
 

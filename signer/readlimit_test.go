@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // redisCalls is how many commands Redis ran, by its INFO commandstats, but
@@ -54,11 +55,11 @@ func TestReadFloodsAreBoundedPerAddress(t *testing.T) {
 			switch r.status {
 			case http.StatusTooManyRequests:
 				limited++
-				if r.code() != codeTooManyReads {
+				if r.code() != apierr.CodeTooManyReads {
 					t.Fatalf("%s: 429 %s", path, r.raw)
 				}
-				if ra, err := strconv.Atoi(r.header.Get(hdrRetryAfter)); err != nil || ra < 1 {
-					t.Fatalf("%s: Retry-After %q", path, r.header.Get(hdrRetryAfter))
+				if ra, err := strconv.Atoi(r.header.Get(apierr.HeaderRetryAfter)); err != nil || ra < 1 {
+					t.Fatalf("%s: Retry-After %q", path, r.header.Get(apierr.HeaderRetryAfter))
 				}
 			case http.StatusOK, http.StatusNotFound:
 				allowed++

@@ -11,6 +11,7 @@ import (
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // deps is everything the handlers use; run builds it from the
@@ -46,7 +47,7 @@ func (d deps) tiers() tiers.Set {
 func newServer(d deps) http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = errorHandler(d.log)
+	e.HTTPErrorHandler = apierr.Handler(d.log)
 	e.Use(recoverJSON(d.log))
 	addRoutes(e, d)
 	return e
@@ -63,7 +64,7 @@ func recoverJSON(log *slog.Logger) echo.MiddlewareFunc {
 						panic(p)
 					}
 					log.Error("handler panicked", "path", c.Path(), "panic", p)
-					err = &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error"}
+					err = &apierr.Error{Status: http.StatusInternalServerError, Code: apierr.CodeInternal, Message: "internal error"}
 				}
 			}()
 			return next(c)

@@ -15,6 +15,7 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // signBudget bounds the work after the decision. It runs detached from the
@@ -89,7 +90,7 @@ type charged struct {
 	policy    signPolicy
 	multipart bool
 	// issue turns an allowed decision into the 201 body.
-	issue func(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apiError)
+	issue func(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apierr.Error)
 	// count adds a request to the route's outcome series.
 	count   func(outcome string)
 	nothing string // what the 503 of an unavailable limiter says was not done
@@ -143,7 +144,7 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	}
 	if err != nil {
 		route.count("limiter_unavailable")
-		return unavailable(codeLimiterDown, "the rate limiter is unavailable; "+route.nothing, retryLimiter, err)
+		return apierr.Unavailable(apierr.CodeLimiterDown, "the rate limiter is unavailable; "+route.nothing, apierr.RetryLimiter, err)
 	}
 	if done, err := d.refuse(ctx, c, &a, &dec, now); done {
 		d.reads.charge(r) // it cost Redis and spent no token
@@ -180,10 +181,10 @@ func (d deps) liveSlot(who caller, multipart bool, now time.Time) *quota.Live {
 // neverFits is the 413 of a sign whose contentLength is above a bucket of
 // bytes' whole capacity: no refill ever makes it fit, so it is no 429 to
 // retry.
-func (a attempt) neverFits() *apiError {
+func (a attempt) neverFits() *apierr.Error {
 	for _, b := range a.buckets {
 		if b.Units > b.Limit.Capacity {
-			return newError(http.StatusRequestEntityTooLarge, codeTooLarge, "contentLength is above the %d bytes the %s quota holds", int64(b.Limit.Capacity), tierOf(a.who, b))
+			return apierr.New(http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, "contentLength is above the %d bytes the %s quota holds", int64(b.Limit.Capacity), tierOf(a.who, b))
 		}
 	}
 	return nil
@@ -211,15 +212,15 @@ func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *decis
 		d.count("rate_limited")
 		d.metrics.limited.WithLabelValues(who.Tenant, scopeLiveGrants).Inc()
 		retry := max(dec.result.RetryAfter, time.Second)
-		return true, &apiError{
-			Status: http.StatusTooManyRequests, Code: codeTooMany, Scope: scopeLiveGrants,
+		return true, &apierr.Error{
+			Status: http.StatusTooManyRequests, Code: apierr.CodeTooMany, Scope: scopeLiveGrants,
 			Message:    "you hold too many upload URLs that are neither used nor expired; use or abort one, or retry later",
-			RetryAfter: retrySeconds(retry), retry: retry,
+			RetryAfter: apierr.RetrySeconds(retry), Retry: retry,
 		}
 	case quota.Reused, quota.InProgress:
 		k := keyRefusals[dec.outcome]
 		d.count(k.count)
-		return true, newError(k.status, k.code, k.message, hdrIdempotencyKey)
+		return true, apierr.New(k.status, k.code, k.message, hdrIdempotencyKey)
 	case quota.Denied:
 		if a.hard != nil && !dec.degraded {
 			return d.shadow(ctx, c, a, dec, now)
@@ -239,8 +240,8 @@ var keyRefusals = map[quota.Outcome]struct {
 	count, code, message string
 	status               int
 }{
-	quota.Reused:     {"reused", codeKeyReused, "this %s was used for a different request", http.StatusUnprocessableEntity},
-	quota.InProgress: {"in_progress", codeInProgress, "a request with this %s is still in progress", http.StatusConflict},
+	quota.Reused:     {"reused", apierr.CodeKeyReused, "this %s was used for a different request", http.StatusUnprocessableEntity},
+	quota.InProgress: {"in_progress", apierr.CodeInProgress, "a request with this %s is still in progress", http.StatusConflict},
 }
 
 // shadow decides a denial of a shadowed tenant's sign (a.hard is set): it
@@ -258,7 +259,7 @@ func (d deps) shadow(ctx context.Context, c echo.Context, a *attempt, dec *decis
 	hd, err := d.gate.decide(ctx, hard, now)
 	if err != nil {
 		d.count("limiter_unavailable")
-		return true, unavailable(codeLimiterDown, "the rate limiter is unavailable; no URL was issued", retryLimiter, err)
+		return true, apierr.Unavailable(apierr.CodeLimiterDown, "the rate limiter is unavailable; no URL was issued", apierr.RetryLimiter, err)
 	}
 	if hd.outcome != quota.Allowed {
 		*a, *dec = hard, hd
@@ -275,7 +276,7 @@ func (d deps) shadow(ctx context.Context, c echo.Context, a *attempt, dec *decis
 // grant and wait for the ledger's ack, then store the completed record. A
 // URL leaves only once its grant is recorded; on any failure before that
 // the token is refunded and the key freed.
-func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apiError) {
+func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apierr.Error) {
 	who := a.who
 	key := keys.Object(who.Tenant, urlID)
 	// The URL is signed at now, in whole seconds (SigV4's dates), and lives
@@ -286,7 +287,7 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 	if err != nil {
 		d.refund(ctx, a, dec, urlID)
 		d.count("presign_unavailable")
-		return nil, unavailable(codePresignDown, "upload URLs cannot be signed right now; nothing was charged", retryPresign, err)
+		return nil, apierr.Unavailable(apierr.CodePresignDown, "upload URLs cannot be signed right now; nothing was charged", apierr.RetryPresign, err)
 	}
 	g := ledger.Grant{
 		URLID: urlID, Tenant: who.Tenant, Tier: who.Tier, Subject: who.Subject, Key: key,
@@ -301,7 +302,7 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
 		d.refund(ctx, a, dec, urlID)
 		d.count("ledger_unavailable")
-		return nil, unavailable(codeLedgerDown, "the grant ledger is unavailable; no URL was issued and nothing was charged", retryLedger, err)
+		return nil, apierr.Unavailable(apierr.CodeLedgerDown, "the grant ledger is unavailable; no URL was issued and nothing was charged", apierr.RetryLedger, err)
 	}
 
 	body := appendSignResponse(make([]byte, 0, len(up.URL)+384), api.SignResponse{

@@ -21,6 +21,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 func TestSequentialSignsStopAtTheUserLimit(t *testing.T) {
@@ -57,7 +58,7 @@ func TestSequentialSignsStopAtTheUserLimit(t *testing.T) {
 		}
 	}
 	retryAfter(t, r)
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
 	if r.str("scope") != scopeCaller || r.body["retryAfter"] != float64(2) || r.str("message") == "" {
 		t.Errorf("429 body %s", r.raw)
 	}
@@ -70,7 +71,7 @@ func TestSequentialSignsStopAtTheUserLimit(t *testing.T) {
 	if r := s.sign(tok, newKey(), pngBody); r.status != http.StatusCreated {
 		t.Fatalf("after refill: %d %s", r.status, r.raw)
 	}
-	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusTooManyRequests, apierr.CodeTooMany)
 }
 
 func TestConcurrentSignsSpendExactlyTheBucket(t *testing.T) {
@@ -120,7 +121,7 @@ func TestReplayReturnsTheSameBodyAndSpendsNothing(t *testing.T) {
 	}
 
 	other := `{"contentType":"image/png","contentLength":2048}`
-	mustStatus(t, s.sign(tok, key, other), http.StatusUnprocessableEntity, codeKeyReused)
+	mustStatus(t, s.sign(tok, key, other), http.StatusUnprocessableEntity, apierr.CodeKeyReused)
 	// The same key of another user is another record.
 	if r := s.sign(s.token("acme", "bob"), key, other); r.status != http.StatusCreated {
 		t.Errorf("bob with alice's key: %d %s", r.status, r.raw)
@@ -211,7 +212,7 @@ func TestIdempotencyKeysOfDifferentUsersNeverCollide(t *testing.T) {
 		t.Fatalf("alice with key x:y: %d %s; want her own 201", second.status, second.raw)
 	}
 	third := s.sign(s.token("acme", "alice"), "x:y", pngBody) // same body as the first: still not its replay
-	mustStatus(t, third, http.StatusUnprocessableEntity, codeKeyReused)
+	mustStatus(t, third, http.StatusUnprocessableEntity, apierr.CodeKeyReused)
 	if r := s.sign(s.token("acme", "alice:x"), "y", pngBody); r.status != http.StatusOK || string(r.raw) != string(first.raw) {
 		t.Errorf("alice:x's replay: %d %s", r.status, r.raw)
 	}
@@ -239,8 +240,8 @@ func TestKeyInFlightConflicts(t *testing.T) {
 	a := s.holdInFlight("acme", "alice", key)
 	ctx := context.Background()
 
-	mustStatus(t, s.sign(tok, key, pngBody), http.StatusConflict, codeInProgress)
-	mustStatus(t, s.sign(tok, key, `{"contentType":"image/png","contentLength":1}`), http.StatusUnprocessableEntity, codeKeyReused)
+	mustStatus(t, s.sign(tok, key, pngBody), http.StatusConflict, apierr.CodeInProgress)
+	mustStatus(t, s.sign(tok, key, `{"contentType":"image/png","contentLength":1}`), http.StatusUnprocessableEntity, apierr.CodeKeyReused)
 	if got := s.tokens(keys.Bucket("acme", keys.UserSubject("alice"))); got != "" {
 		t.Errorf("a conflicting request touched the bucket: t=%q", got)
 	}
@@ -262,7 +263,7 @@ func TestTenantLimitLeavesTheUserBucketAlone(t *testing.T) {
 	aliceBucket := keys.Bucket("acme", keys.UserSubject("alice"))
 	before := s.tokens(aliceBucket)
 	r := s.sign(alice, newKey(), pngBody)
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
 	if r.str("scope") != scopeTenant {
 		t.Errorf("scope %q, want tenant", r.str("scope"))
 	}
@@ -289,7 +290,7 @@ func TestTenantTierOverride(t *testing.T) {
 	small := s.token("small", "alice")
 	s.signN(small, 2)
 	r := s.sign(small, newKey(), pngBody)
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
 	if r.str("scope") != scopeCaller || r.header.Get("RateLimit-Limit") != "2" || r.header.Get("RateLimit-Policy") != "2;w=20" || retryAfter(t, r) != 10 {
 		t.Errorf("429 does not describe the overridden user bucket: %s %v", r.raw, r.header)
 	}
@@ -320,7 +321,7 @@ func TestRedisDownFailsClosedAndRecovers(t *testing.T) {
 	began := time.Now()
 	r := s.sign(tok, newKey(), pngBody)
 	took := time.Since(began)
-	mustStatus(t, r, http.StatusServiceUnavailable, codeLimiterDown)
+	mustStatus(t, r, http.StatusServiceUnavailable, apierr.CodeLimiterDown)
 	retryAfter(t, r)
 	if took >= 300*time.Millisecond {
 		t.Errorf("503 took %v; the bound is 300ms", took)
@@ -396,7 +397,7 @@ func TestClusterSignsReplaysAndLimits(t *testing.T) {
 			}
 		}
 		r := s.sign(tok, newKey(), pngBody)
-		mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+		mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
 		if got := s.tokens(keys.Bucket(tenant, keys.UserSubject("alice"))); got != "0.000000" {
 			t.Errorf("%s: user bucket t=%q", tenant, got)
 		}
@@ -424,7 +425,7 @@ func TestLedgerDownRefundsAndFreesTheKey(t *testing.T) {
 	st.nats.Stop()
 	key := newKey()
 	r := s.sign(tok, key, pngBody)
-	mustStatus(t, r, http.StatusServiceUnavailable, codeLedgerDown)
+	mustStatus(t, r, http.StatusServiceUnavailable, apierr.CodeLedgerDown)
 	retryAfter(t, r)
 	if _, ok := r.body["url"]; ok {
 		t.Errorf("a URL left without its ledger record: %s", r.raw)
@@ -452,7 +453,7 @@ func TestLedgerDownRefundsAndFreesTheKey(t *testing.T) {
 		if r.status == http.StatusCreated {
 			break
 		}
-		if r.code() != codeLedgerDown || time.Now().After(deadline) {
+		if r.code() != apierr.CodeLedgerDown || time.Now().After(deadline) {
 			t.Fatalf("retry with the same key once the ledger is back: %d %s", r.status, r.raw)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -717,10 +718,10 @@ func redisStall(t *testing.T, clocked bool) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for range 2 {
-			s.signAtOnce(tok, []string{retried}, http.StatusServiceUnavailable, codeLimiterDown)
+			s.signAtOnce(tok, []string{retried}, http.StatusServiceUnavailable, apierr.CodeLimiterDown)
 		}
 	})
-	s.signAtOnce(tok, cut, http.StatusServiceUnavailable, codeLimiterDown)
+	s.signAtOnce(tok, cut, http.StatusServiceUnavailable, apierr.CodeLimiterDown)
 	wg.Wait()
 	st.redis.Resume()
 

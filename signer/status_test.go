@@ -11,6 +11,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 func TestUploadStatus(t *testing.T) {
@@ -46,11 +47,11 @@ func TestUploadStatus(t *testing.T) {
 	}
 
 	// Another tenant cannot see it; an unknown id is 404; a bad id is 400.
-	mustStatus(t, status(pendingID, map[string]string{"Authorization": "Bearer " + s.token("globex", "alice")}), http.StatusNotFound, codeNotFound)
-	mustStatus(t, status(uuid.NewString(), auth), http.StatusNotFound, codeNotFound)
-	mustStatus(t, status("not-a-uuid", auth), http.StatusBadRequest, codeInvalidRequest)
-	mustStatus(t, status(uuid.New().URN(), auth), http.StatusBadRequest, codeInvalidRequest)
-	mustStatus(t, status(pendingID, nil), http.StatusUnauthorized, codeUnauthenticated)
+	mustStatus(t, status(pendingID, map[string]string{"Authorization": "Bearer " + s.token("globex", "alice")}), http.StatusNotFound, apierr.CodeNotFound)
+	mustStatus(t, status(uuid.NewString(), auth), http.StatusNotFound, apierr.CodeNotFound)
+	mustStatus(t, status("not-a-uuid", auth), http.StatusBadRequest, apierr.CodeInvalidRequest)
+	mustStatus(t, status(uuid.New().URN(), auth), http.StatusBadRequest, apierr.CodeInvalidRequest)
+	mustStatus(t, status(pendingID, nil), http.StatusUnauthorized, apierr.CodeUnauthenticated)
 
 	// Anonymous callers see the grants they signed.
 	r := s.sign("", newKey(), pngBody, hdrTenant, "pub")
@@ -148,7 +149,7 @@ func TestUploadStatusIsTheSignersOnly(t *testing.T) {
 				}
 				return
 			}
-			mustStatus(t, r, http.StatusNotFound, codeNotFound)
+			mustStatus(t, r, http.StatusNotFound, apierr.CodeNotFound)
 			if unknown := status(uuid.NewString(), as(tc.token)); string(unknown.raw) != string(r.raw) {
 				t.Errorf("the 404 %s differs from an unknown urlId's %s", r.raw, unknown.raw)
 			}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // tokenCacheIdentity is an identity as newIdentity builds it for a JWKS,
@@ -67,7 +69,7 @@ func (f *tokenCacheIdentity) advance(d time.Duration) {
 	f.mu.Unlock()
 }
 
-func (f *tokenCacheIdentity) auth(token string) (caller, *apiError) {
+func (f *tokenCacheIdentity) auth(token string) (caller, *apierr.Error) {
 	r := httptest.NewRequest("POST", "/uploads/sign", nil)
 	r.Header.Set("Authorization", "Bearer "+token)
 	return f.authenticate(r)
