@@ -17,6 +17,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // inFlightTTL is how long a request's in-flight mark holds its idempotency
@@ -26,7 +27,7 @@ const inFlightTTL = 30 * time.Second
 
 // attempt is one sign request as the scripts see it.
 type attempt struct {
-	who     caller
+	who     identity.Caller
 	req     signRequest
 	ask     quota.Ask
 	buckets []bucket.Bucket // the caller's tier, the tenant, and for anonymous callers anonymous_all; in shadow mode the caller's ceiling last
@@ -39,7 +40,7 @@ type attempt struct {
 // newAttempt is who's sign request req under set. shadowCap above 0 puts
 // it in shadow mode: a ceiling of shadowCap times the caller's tier is
 // spent by every sign and refuses when short (keys.ShadowBucket).
-func newAttempt(who caller, req signRequest, set tiers.Set, shadowCap float64) attempt {
+func newAttempt(who identity.Caller, req signRequest, set tiers.Set, shadowCap float64) attempt {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", who.Tenant, who.Subject, req.ContentType, req.ContentLength)
 	// tiers.Parse guarantees the caller tiers and the tenant tier exist;

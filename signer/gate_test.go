@@ -10,6 +10,7 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // TestGateFinishesGathered: concurrent finishes of one tenant share
@@ -24,7 +25,7 @@ func TestGateFinishesGathered(t *testing.T) {
 	const n = 100
 	as := make([]attempt, n)
 	for i := range as {
-		as[i] = attempt{who: caller{Tenant: "acme", Subject: keys.UserSubject("alice")}, ask: testAsk(fmt.Sprintf("k%d", i))}
+		as[i] = attempt{who: identity.Caller{Tenant: "acme", Subject: keys.UserSubject("alice")}, ask: testAsk(fmt.Sprintf("k%d", i))}
 		if i%10 == 0 {
 			retry := as[i].ask
 			retry.Nonce = "n-retry"

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mintgate/mintgate/api"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 const limitsPath = "/uploads/limits"
@@ -35,7 +36,7 @@ func TestUploadLimitsFollowTheConfiguration(t *testing.T) {
 		"no credentials":        nil,
 		"a token":               {"Authorization": "Bearer " + s.token("acme", "alice")},
 		"a token that is wrong": {"Authorization": "Bearer not-a-jwt"},
-		"an unknown tenant":     {hdrTenant: "nobody"},
+		"an unknown tenant":     {identity.HeaderTenant: "nobody"},
 	} {
 		r := s.do(http.MethodGet, limitsPath, h, "")
 		if r.status != http.StatusOK {

@@ -18,6 +18,7 @@ import (
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // Multipart grants (docs/api.md, "Multipart uploads"). A multipart grant is
@@ -149,34 +150,34 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec decision, urlID 
 // knows it: a 404 for anyone else's, an unknown one and a single PUT's
 // (they have no parts), unless single is set, when a single PUT's is
 // returned with a nil record.
-func (d deps) grantOf(c echo.Context, single bool) (caller, string, quota.Status, *mpRecord, *apierr.Error) {
-	who, aerr := d.ident.authenticate(c.Request())
+func (d deps) grantOf(c echo.Context, single bool) (identity.Caller, string, quota.Status, *mpRecord, *apierr.Error) {
+	who, aerr := d.ident.Authenticate(c.Request())
 	if aerr != nil {
-		return caller{}, "", quota.Status{}, nil, aerr
+		return identity.Caller{}, "", quota.Status{}, nil, aerr
 	}
 	id := c.Param("urlId")
 	if u, err := uuid.Parse(id); err != nil || u.String() != id {
-		return caller{}, "", quota.Status{}, nil, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "urlId must be a lower-case UUID")
+		return identity.Caller{}, "", quota.Status{}, nil, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "urlId must be a lower-case UUID")
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), d.cfg.Redis.Timeout)
 	defer cancel()
 	st, err := d.gate.store.Status(ctx, who.Tenant, id)
 	if err != nil {
-		return caller{}, "", quota.Status{}, nil, apierr.Unavailable(apierr.CodeLimiterDown, "the grant is unavailable", apierr.RetryLimiter, err)
+		return identity.Caller{}, "", quota.Status{}, nil, apierr.Unavailable(apierr.CodeLimiterDown, "the grant is unavailable", apierr.RetryLimiter, err)
 	}
 	notFound := apierr.New(http.StatusNotFound, apierr.CodeNotFound, "no multipart upload of yours with this urlId")
 	if !st.Found || st.Subject != who.Subject {
-		return caller{}, "", quota.Status{}, nil, notFound
+		return identity.Caller{}, "", quota.Status{}, nil, notFound
 	}
 	if st.Multipart == "" {
 		if single {
 			return who, id, st, nil, nil
 		}
-		return caller{}, "", quota.Status{}, nil, notFound
+		return identity.Caller{}, "", quota.Status{}, nil, notFound
 	}
 	var rec mpRecord
 	if err := json.Unmarshal([]byte(st.Multipart), &rec); err != nil || rec.UploadID == "" || rec.layout().Check() != nil {
-		return caller{}, "", quota.Status{}, nil, &apierr.Error{Status: http.StatusInternalServerError, Code: apierr.CodeInternal, Message: "internal error", Cause: errors.New("unreadable multipart grant record")}
+		return identity.Caller{}, "", quota.Status{}, nil, &apierr.Error{Status: http.StatusInternalServerError, Code: apierr.CodeInternal, Message: "internal error", Cause: errors.New("unreadable multipart grant record")}
 	}
 	return who, id, st, &rec, nil
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // The repository's description of the signer's HTTP interface.
@@ -188,7 +189,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 		t.Errorf("replay %s differs from %s", replay.raw, first.raw)
 	}
 	c.expect(http.StatusUnprocessableEntity, post, sign, s.sign(tok, key, `{"contentType":"image/png","contentLength":2048}`))
-	anon := c.expect(http.StatusCreated, post, sign, s.sign("", newKey(), pngBody, hdrTenant, "pub"))
+	anon := c.expect(http.StatusCreated, post, sign, s.sign("", newKey(), pngBody, identity.HeaderTenant, "pub"))
 
 	// 409: the key is held by a request still in flight.
 	held := newKey()
@@ -209,8 +210,8 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 		{http.StatusUnauthorized, apierr.CodeUnauthenticated, s.sign("", newKey(), pngBody)},
 		{http.StatusUnauthorized, apierr.CodeUnauthenticated, s.sign("not-a-jwt", newKey(), pngBody)},
 		{http.StatusUnauthorized, apierr.CodeUnauthenticated, s.sign("", newKey(), pngBody, "Authorization", "Basic YTpi")},
-		{http.StatusForbidden, apierr.CodeForbiddenTenant, s.sign("", newKey(), pngBody, hdrTenant, "acme")},
-		{http.StatusForbidden, apierr.CodeForbiddenTenant, s.sign(tok, newKey(), pngBody, hdrTenant, "globex")},
+		{http.StatusForbidden, apierr.CodeForbiddenTenant, s.sign("", newKey(), pngBody, identity.HeaderTenant, "acme")},
+		{http.StatusForbidden, apierr.CodeForbiddenTenant, s.sign(tok, newKey(), pngBody, identity.HeaderTenant, "globex")},
 		{http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1099511627776}`)},
 		{http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1,"x":"`+strings.Repeat("x", maxBodyBytes)+`"}`)},
 		{http.StatusUnsupportedMediaType, apierr.CodeUnsupportedType, s.sign(tok, newKey(), `{"contentType":"text/html","contentLength":1}`)},
@@ -244,7 +245,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	// GET /uploads/{urlId}: its signer's, nobody else's.
 	status := func(id string, h map[string]string) reply { return s.do(http.MethodGet, "/uploads/"+id, h, "") }
 	c.expect(http.StatusOK, http.MethodGet, "/uploads/x", status(first.str("urlId"), auth))
-	c.expect(http.StatusOK, http.MethodGet, "/uploads/x", status(anon.str("urlId"), map[string]string{hdrTenant: "pub"}))
+	c.expect(http.StatusOK, http.MethodGet, "/uploads/x", status(anon.str("urlId"), map[string]string{identity.HeaderTenant: "pub"}))
 	s.rdb.Set(context.Background(), keys.Done("acme", first.str("urlId")), "1", 0)
 	if r := c.expect(http.StatusOK, http.MethodGet, "/uploads/x", status(first.str("urlId"), auth)); r.str("status") != statusCompleted {
 		t.Errorf("status %s, want completed", r.raw)
@@ -253,12 +254,12 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	c.expect(http.StatusNotFound, http.MethodGet, "/uploads/x", status(uuid.NewString(), auth))
 	c.expect(http.StatusBadRequest, http.MethodGet, "/uploads/x", status("not-a-uuid", auth))
 	c.expect(http.StatusUnauthorized, http.MethodGet, "/uploads/x", status(first.str("urlId"), nil))
-	c.expect(http.StatusForbidden, http.MethodGet, "/uploads/x", status(first.str("urlId"), map[string]string{hdrTenant: "acme"}))
+	c.expect(http.StatusForbidden, http.MethodGet, "/uploads/x", status(first.str("urlId"), map[string]string{identity.HeaderTenant: "acme"}))
 
 	// GET /uploads/quota.
 	const quota = "/uploads/quota"
 	c.expect(http.StatusOK, http.MethodGet, quota, s.do(http.MethodGet, quota, auth, ""))
-	c.expect(http.StatusOK, http.MethodGet, quota, s.do(http.MethodGet, quota, map[string]string{hdrTenant: "pub"}, ""))
+	c.expect(http.StatusOK, http.MethodGet, quota, s.do(http.MethodGet, quota, map[string]string{identity.HeaderTenant: "pub"}, ""))
 	c.expect(http.StatusUnauthorized, http.MethodGet, quota, s.do(http.MethodGet, quota, nil, ""))
 
 	// GET /uploads/limits: public; the route's own DELETE is no abort.

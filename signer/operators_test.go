@@ -13,6 +13,7 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // metric is the value of one series on the ops port's /metrics; the test
@@ -124,7 +125,7 @@ func TestShadowModeHasACeiling(t *testing.T) {
 	if r := s.sign(tok, key, pngBody); r.status != http.StatusOK || r.header.Get(hdrReplayed) != "true" {
 		t.Errorf("replay of a URL issued past the tier: %d %s", r.status, r.raw)
 	}
-	if anon, _, _ := signAll(30, "", hdrTenant, "pub"); anon != 10 {
+	if anon, _, _ := signAll(30, "", identity.HeaderTenant, "pub"); anon != 10 {
 		t.Errorf("one shadowed anonymous address got %d of 30 URLs, want 10", anon)
 	}
 	// Other callers are not held back by one caller's ceiling.

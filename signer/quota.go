@@ -10,6 +10,7 @@ import (
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // quotaScope is what one side of GET /uploads/quota reports.
@@ -35,7 +36,7 @@ type quotaResponse struct {
 // bucket, as on a sign.
 func handleQuota(d deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		who, aerr := d.ident.authenticate(c.Request())
+		who, aerr := d.ident.Authenticate(c.Request())
 		if aerr != nil {
 			return aerr
 		}
@@ -70,7 +71,7 @@ func handleQuota(d deps) echo.HandlerFunc {
 // (one round trip, within MINTGATE_REDIS_TIMEOUT) and sets the RateLimit
 // headers of the scarcest, as a sign would. It returns one Result per
 // bucket; on an error it sets no header.
-func (d deps) peekRateHeaders(ctx context.Context, h http.Header, who caller, buckets []bucket.Bucket, now time.Time) ([]bucket.Result, error) {
+func (d deps) peekRateHeaders(ctx context.Context, h http.Header, who identity.Caller, buckets []bucket.Bucket, now time.Time) ([]bucket.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Redis.Timeout)
 	defer cancel()
 	res, err := d.gate.store.Peek(ctx, now, who.Tenant, buckets)

@@ -10,6 +10,7 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // Scopes of a 429: which bucket was short.
@@ -26,7 +27,7 @@ const (
 // tenant's and anonymous_all, is shared by the tenant's callers, so a
 // denial by it is "tenant"-wide: no retry from a fresh address or account
 // of the tenant helps.
-func scope(who caller, bs []bucket.Bucket, res bucket.Result) string {
+func scope(who identity.Caller, bs []bucket.Bucket, res bucket.Result) string {
 	if res.Blocked < 0 || res.Blocked >= len(bs) {
 		return scopeCaller
 	}
@@ -42,7 +43,7 @@ func scope(who caller, bs []bucket.Bucket, res bucket.Result) string {
 }
 
 // tierOf names the tier of one of who's buckets, by its key.
-func tierOf(who caller, b bucket.Bucket) string {
+func tierOf(who identity.Caller, b bucket.Bucket) string {
 	switch b.Key {
 	case keys.TenantBucket(who.Tenant):
 		return tiers.Tenant
@@ -73,7 +74,7 @@ var (
 //
 //	legacy: RateLimit-Limit: 30, RateLimit-Remaining: 0, RateLimit-Reset: 2, RateLimit-Policy: 30;w=60
 //	draft:  RateLimit-Policy: "user";q=30;w=60, RateLimit: "user";r=0;t=2
-func setRateHeaders(h http.Header, form string, who caller, res bucket.Result, buckets []bucket.Bucket) {
+func setRateHeaders(h http.Header, form string, who identity.Caller, res bucket.Result, buckets []bucket.Bucket) {
 	i := res.Scarcest
 	if i < 0 || i >= len(buckets) {
 		i = 0
@@ -107,7 +108,7 @@ func setRateHeaders(h http.Header, form string, who caller, res bucket.Result, b
 //
 //	RateLimit-Policy: "user";q=30;w=60, "user_bytes";q=2147483648;qu="content-bytes";w=86400
 //	RateLimit: "user";r=29;t=2, "user_bytes";r=2143289344;t=2
-func appendBytePolicies(v *[2]string, who caller, res bucket.Result, buckets []bucket.Bucket) {
+func appendBytePolicies(v *[2]string, who identity.Caller, res bucket.Result, buckets []bucket.Bucket) {
 	j := 0
 	for _, b := range buckets {
 		if b.Units <= 0 || j >= bucket.MaxByteBuckets {
@@ -123,7 +124,7 @@ func appendBytePolicies(v *[2]string, who caller, res bucket.Result, buckets []b
 }
 
 // tooMany is the 429 of a denied decision.
-func tooMany(who caller, bs []bucket.Bucket, res bucket.Result) *apierr.Error {
+func tooMany(who identity.Caller, bs []bucket.Bucket, res bucket.Result) *apierr.Error {
 	s := scope(who, bs, res)
 	msg := "you have asked for too many upload URLs; retry later"
 	switch s {

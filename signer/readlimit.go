@@ -9,6 +9,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // defaultReadLimit is MINTGATE_READ_LIMIT's default: a burst of 30 reads
@@ -48,13 +49,13 @@ const defaultReadLimit = "30:10"
 // from one address at most every few seconds, far below the limit.
 type readLimiter struct {
 	limit   bucket.Limit
-	ip      clientIP
+	ip      identity.ClientIP
 	buckets *bucket.Local
 	now     func() time.Time
 }
 
 // newReadLimiter limits each address to l; nil when the limit is off.
-func newReadLimiter(l bucket.Limit, on bool, ip clientIP) *readLimiter {
+func newReadLimiter(l bucket.Limit, on bool, ip identity.ClientIP) *readLimiter {
 	if !on {
 		return nil
 	}
@@ -123,7 +124,7 @@ func tooManyFromAddress(what string, retry time.Duration) *apierr.Error {
 // key is the bucket of r's client address: an IPv6 caller's /64, as its
 // anonymous sign bucket, so rotating through one's own addresses buys none.
 func (rl *readLimiter) key(r *http.Request) string {
-	a := rl.ip.of(r)
+	a := rl.ip.Of(r)
 	if a.Is6() && !a.Is4In6() {
 		return "read:" + netip.PrefixFrom(a.WithZone(""), 64).Masked().String()
 	}

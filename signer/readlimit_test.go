@@ -12,6 +12,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // redisCalls is how many commands Redis ran, by its INFO commandstats, but
@@ -87,7 +88,7 @@ func TestReadFloodsAreBoundedPerAddress(t *testing.T) {
 
 	// The address is the trust model's: X-Forwarded-For from an untrusted
 	// peer names no fresh bucket.
-	r := s.do(http.MethodGet, "/uploads/quota", map[string]string{"Authorization": auth["Authorization"], hdrForwardedFor: "198.51.100.7"}, "")
+	r := s.do(http.MethodGet, "/uploads/quota", map[string]string{"Authorization": auth["Authorization"], identity.HeaderForwardedFor: "198.51.100.7"}, "")
 	if r.status != http.StatusTooManyRequests {
 		t.Errorf("X-Forwarded-For believed from an untrusted peer: %d", r.status)
 	}
@@ -104,7 +105,7 @@ func TestReadLimitFollowsTheClientIPTrustModel(t *testing.T) {
 	s := start(t, env, withoutRedisClock)
 	auth := "Bearer " + s.token("acme", "alice")
 	read := func(client string) int {
-		return s.do(http.MethodGet, "/uploads/quota", map[string]string{"Authorization": auth, hdrForwardedFor: client}, "").status
+		return s.do(http.MethodGet, "/uploads/quota", map[string]string{"Authorization": auth, identity.HeaderForwardedFor: client}, "").status
 	}
 	for i := range 5 {
 		if got := read("2001:db8:1:2::10"); got != http.StatusOK {

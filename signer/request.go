@@ -25,9 +25,6 @@ const (
 const (
 	hdrIdempotencyKey = "Idempotency-Key"
 	hdrReplayed       = "Idempotency-Replayed"
-	hdrTenant         = "X-Tenant-ID"
-	hdrCFConnectingIP = "CF-Connecting-IP"
-	hdrForwardedFor   = "X-Forwarded-For"
 )
 
 // signRequest is a validated POST /uploads/sign.

@@ -10,6 +10,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // Every malformed or unauthorised request gets its own 4xx code, never a
@@ -84,10 +85,10 @@ func TestBadRequestsGetTheirCodes(t *testing.T) {
 		{"no sub", claims(func(c jwt.MapClaims) { delete(c, "sub") }), newKey(), pngBody, nil, 401, apierr.CodeUnauthenticated},
 		{"no tenant claim", claims(func(c jwt.MapClaims) { delete(c, "tenant_id") }), newKey(), pngBody, nil, 401, apierr.CodeUnauthenticated},
 		{"tenant breaking the key scheme", claims(func(c jwt.MapClaims) { c["tenant_id"] = "a}:b" }), newKey(), pngBody, nil, 403, apierr.CodeForbiddenTenant},
-		{"header names another tenant", good, newKey(), pngBody, []string{hdrTenant, "globex"}, 403, apierr.CodeForbiddenTenant},
-		{"anonymous on a closed tenant", "", newKey(), pngBody, []string{hdrTenant, "acme"}, 403, apierr.CodeForbiddenTenant},
-		{"anonymous on an unknown tenant", "", newKey(), pngBody, []string{hdrTenant, "nobody"}, 403, apierr.CodeForbiddenTenant},
-		{"anonymous on an invalid tenant", "", newKey(), pngBody, []string{hdrTenant, "{t:x}"}, 403, apierr.CodeForbiddenTenant},
+		{"header names another tenant", good, newKey(), pngBody, []string{identity.HeaderTenant, "globex"}, 403, apierr.CodeForbiddenTenant},
+		{"anonymous on a closed tenant", "", newKey(), pngBody, []string{identity.HeaderTenant, "acme"}, 403, apierr.CodeForbiddenTenant},
+		{"anonymous on an unknown tenant", "", newKey(), pngBody, []string{identity.HeaderTenant, "nobody"}, 403, apierr.CodeForbiddenTenant},
+		{"anonymous on an invalid tenant", "", newKey(), pngBody, []string{identity.HeaderTenant, "{t:x}"}, 403, apierr.CodeForbiddenTenant},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/service"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // run starts the signer with the environment getenv reads and serves until
@@ -65,11 +66,11 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	// have drained the handlers, the canceller's last round still has Redis.
 	defer d.startGate(ctx, rdb)()
 
-	if d.ident, err = newIdentity(ctx, c, d.now); err != nil {
+	if d.ident, err = identity.New(ctx, c.Config, d.now); err != nil {
 		return err
 	}
 	if d.reads == nil {
-		d.reads = newReadLimiter(c.ReadLimit, c.ReadLimitOn, d.ident.ip)
+		d.reads = newReadLimiter(c.ReadLimit, c.ReadLimitOn, d.ident.ClientIP())
 	}
 	presign, s3c, err := newPresigner(ctx, c)
 	if err != nil {

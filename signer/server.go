@@ -12,6 +12,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // deps is everything the handlers use; run builds it from the
@@ -20,7 +21,7 @@ type deps struct {
 	cfg     cfg
 	log     *slog.Logger
 	now     func() time.Time
-	ident   *identity
+	ident   *identity.Identity
 	gate    *gate
 	presign *presigner
 	uploads *multipart.Uploads // the multipart routes' S3 calls

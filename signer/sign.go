@@ -16,6 +16,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // signBudget bounds the work after the decision. It runs detached from the
@@ -105,7 +106,7 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 		route.count("too_many_requests")
 		return aerr
 	}
-	who, aerr := d.ident.authenticate(r)
+	who, aerr := d.ident.Authenticate(r)
 	if aerr != nil {
 		route.count("rejected")
 		return aerr
@@ -166,7 +167,7 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 // now takes (a multipart one if multipart); nil when the bound is off.
 // The grant holds it until its expiresAt (as issue and openMultipart
 // compute it), unless it ends before.
-func (d deps) liveSlot(who caller, multipart bool, now time.Time) *quota.Live {
+func (d deps) liveSlot(who identity.Caller, multipart bool, now time.Time) *quota.Live {
 	n := d.cfg.MaxLiveGrants
 	if n <= 0 {
 		return nil

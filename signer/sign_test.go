@@ -22,6 +22,7 @@ import (
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 func TestSequentialSignsStopAtTheUserLimit(t *testing.T) {
@@ -224,7 +225,7 @@ func TestIdempotencyKeysOfDifferentUsersNeverCollide(t *testing.T) {
 func (s *signer) holdInFlight(tenant, user, key string) attempt {
 	s.t.Helper()
 	req := signRequest{Key: key, ContentType: "image/png", ContentLength: 1024}
-	a := newAttempt(caller{Tenant: tenant, Subject: keys.UserSubject(user), Tier: tiers.User}, req, tiers.Set{}, 0)
+	a := newAttempt(identity.Caller{Tenant: tenant, Subject: keys.UserSubject(user), Tier: tiers.User}, req, tiers.Set{}, 0)
 	ctx := context.Background()
 	if err := s.rdb.HSet(ctx, a.ask.Idem, "state", "pending", "fp", a.ask.Fingerprint).Err(); err != nil {
 		s.t.Fatal(err)

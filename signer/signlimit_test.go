@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // flood is how a run of identical requests from one address was answered.
@@ -66,7 +67,7 @@ func (f flood) check(t *testing.T, what string, burst, rate float64, per int64) 
 
 // from is the header naming client address ip, which the signer believes
 // from the tests' own address (addressEnv).
-func from(ip string) []string { return []string{hdrForwardedFor, ip} }
+func from(ip string) []string { return []string{identity.HeaderForwardedFor, ip} }
 
 // addressEnv is a signer's environment that believes X-Forwarded-For from
 // the tests' own address, so that each test client has its own address.

@@ -40,7 +40,7 @@ type statusResponse struct {
 // UTC midnight or until its address changes.
 func handleStatus(d deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		who, aerr := d.ident.authenticate(c.Request())
+		who, aerr := d.ident.Authenticate(c.Request())
 		if aerr != nil {
 			return aerr
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 func TestUploadStatus(t *testing.T) {
@@ -54,11 +55,11 @@ func TestUploadStatus(t *testing.T) {
 	mustStatus(t, status(pendingID, nil), http.StatusUnauthorized, apierr.CodeUnauthenticated)
 
 	// Anonymous callers see the grants they signed.
-	r := s.sign("", newKey(), pngBody, hdrTenant, "pub")
+	r := s.sign("", newKey(), pngBody, identity.HeaderTenant, "pub")
 	if r.status != http.StatusCreated {
 		t.Fatalf("anonymous sign: %d %s", r.status, r.raw)
 	}
-	if st := status(r.str("urlId"), map[string]string{hdrTenant: "pub"}); st.str("status") != statusPending {
+	if st := status(r.str("urlId"), map[string]string{identity.HeaderTenant: "pub"}); st.str("status") != statusPending {
 		t.Errorf("anonymous status: %d %s", st.status, st.raw)
 	}
 }
@@ -108,7 +109,7 @@ func TestUploadStatusIsTheSignersOnly(t *testing.T) {
 	ctx := context.Background()
 	as := func(tok string) map[string]string {
 		if tok == "" {
-			return map[string]string{hdrTenant: "pub"}
+			return map[string]string{identity.HeaderTenant: "pub"}
 		}
 		return map[string]string{"Authorization": "Bearer " + tok}
 	}
@@ -120,7 +121,7 @@ func TestUploadStatusIsTheSignersOnly(t *testing.T) {
 		t.Fatalf("alice's sign: %d %s", r.status, r.raw)
 	}
 	aliceID := r.str("urlId")
-	r = s.sign("", newKey(), pngBody, hdrTenant, "pub")
+	r = s.sign("", newKey(), pngBody, identity.HeaderTenant, "pub")
 	if r.status != http.StatusCreated {
 		t.Fatalf("anonymous sign: %d %s", r.status, r.raw)
 	}
