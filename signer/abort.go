@@ -36,11 +36,7 @@ func handleAbort(d deps) echo.HandlerFunc {
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), storageBudget)
 		defer cancel()
-		var cl quota.Closing
-		err := d.gate.call(ctx, "claim_abort", func(ctx context.Context) (err error) {
-			cl, err = d.gate.store.ClaimAbort(ctx, who.Tenant, id)
-			return err
-		})
+		cl, err := d.gate.ClaimAbort(ctx, who.Tenant, id)
 		switch {
 		case err != nil:
 			return apierr.Unavailable(apierr.CodeLimiterDown, "the upload cannot be aborted right now", apierr.RetryLimiter, err)
@@ -93,11 +89,7 @@ func (d deps) abortRefund(ctx context.Context, tenant, urlID string, rec *mpReco
 	if err != nil {
 		return "", &apierr.Error{Status: http.StatusInternalServerError, Code: apierr.CodeInternal, Message: "internal error", Cause: err}
 	}
-	var outs []quota.RefundOutcome
-	err = d.gate.call(ctx, "abort", func(ctx context.Context) (err error) {
-		outs, err = d.gate.store.Refund(ctx, d.now(), []quota.Due{{Tenant: tenant, URLID: urlID, Buckets: abortCredit(charged)}})
-		return err
-	})
+	outs, err := d.gate.Refund(ctx, d.now(), []quota.Due{{Tenant: tenant, URLID: urlID, Buckets: abortCredit(charged)}})
 	if err != nil {
 		// Aborted in S3: the sweeper refunds it after its life.
 		d.countMP("abort", "limiter_unavailable")

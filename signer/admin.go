@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -136,9 +135,7 @@ func adminGetBuckets(d deps) echo.HandlerFunc {
 		if aerr != nil {
 			return aerr
 		}
-		ctx, cancel := context.WithTimeout(c.Request().Context(), d.cfg.Redis.Timeout)
-		defer cancel()
-		res, err := d.gate.store.Peek(ctx, d.now(), tenant, bs)
+		res, err := d.gate.Peek(c.Request().Context(), d.now(), tenant, bs)
 		if err != nil {
 			return apierr.Unavailable(apierr.CodeLimiterDown, "Redis is unavailable", apierr.RetryLimiter, err)
 		}
@@ -172,9 +169,7 @@ func adminReset(d deps) echo.HandlerFunc {
 			return aerr
 		}
 		key := bs[0].Key // the subject's bucket, or the tenant's
-		ctx, cancel := context.WithTimeout(c.Request().Context(), d.cfg.Redis.Timeout)
-		defer cancel()
-		if err := d.gate.store.Refill(ctx, tenant, key); err != nil {
+		if err := d.gate.Refill(c.Request().Context(), tenant, key); err != nil {
 			return apierr.Unavailable(apierr.CodeLimiterDown, "Redis is unavailable", apierr.RetryLimiter, err)
 		}
 		d.log.Info("admin: bucket refilled", "tenant", tenant, "key", key)
@@ -193,9 +188,7 @@ func adminGetGrant(d deps) echo.HandlerFunc {
 		if !keys.ValidTenant(tenant) {
 			return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "the tenant query parameter must match [A-Za-z0-9_-]{1,64}")
 		}
-		ctx, cancel := context.WithTimeout(c.Request().Context(), d.cfg.Redis.Timeout)
-		defer cancel()
-		st, err := d.gate.store.Status(ctx, tenant, id)
+		st, err := d.gate.Status(c.Request().Context(), tenant, id)
 		if err != nil {
 			return apierr.Unavailable(apierr.CodeLimiterDown, "Redis is unavailable", apierr.RetryLimiter, err)
 		}

@@ -233,12 +233,6 @@ func operatorSettings(e *config.Env, c *cfg) {
 	}
 }
 
-// degradedLimit is the share of a tier each signer instance allows on its own
-// while Redis is unavailable (tiers.Share), so that instances × share ≤ 1
-// keeps them together within the real limit (docs/production.md: the HPA's
-// maxReplicas × MINTGATE_DEGRADED_SHARE ≤ 1).
-func degradedLimit(l bucket.Limit, share float64) bucket.Limit { return tiers.Share(l, share) }
-
 // minAdminToken is the shortest MINTGATE_ADMIN_TOKEN.
 const minAdminToken = 32
 

@@ -18,6 +18,7 @@ import (
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
@@ -94,7 +95,7 @@ func handleMultipartCreate(d deps) echo.HandlerFunc {
 // create the S3 upload, record the grant and wait for the ledger's ack,
 // then store the grant record and the replay. On any failure before the
 // answer the token goes back and the upload is aborted.
-func (d deps) openMultipart(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apierr.Error) {
+func (d deps) openMultipart(ctx context.Context, a attempt, dec gate.Decision, urlID string, now time.Time) ([]byte, *apierr.Error) {
 	who, lim := a.who, d.cfg.Multipart
 	key := keys.Object(who.Tenant, urlID)
 	expiresAt := now.UTC().Truncate(time.Second).Add(lim.TTL.Truncate(time.Second))
@@ -116,7 +117,7 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec decision, urlID 
 	}
 	g := ledger.Grant{
 		URLID: urlID, Tenant: who.Tenant, Tier: who.Tier, Subject: who.Subject, Key: key, UploadID: uploadID,
-		IssuedAt: now.UTC(), ExpiresAt: expiresAt, Credits: a.credits(), Shadow: dec.shadow,
+		IssuedAt: now.UTC(), ExpiresAt: expiresAt, Credits: a.credits(), Shadow: dec.Shadow,
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
 		return fail("ledger_unavailable", apierr.Unavailable(apierr.CodeLedgerDown, "the grant ledger is unavailable; no upload was created and nothing was charged", apierr.RetryLedger, err))
@@ -129,7 +130,7 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec decision, urlID 
 	rec, _ := json.Marshal(mpRecord{UploadID: uploadID, Size: layout.Size, PartSize: layout.PartSize, Refund: quota.RefundRecord(now, a.ask.Buckets)})
 	f := d.finished(a, urlID, body, expiresAt, lim.TTL)
 	f.Multipart = string(rec)
-	if err := d.gate.finishOwn(ctx, a, f); err != nil {
+	if err := d.gate.FinishOwn(ctx, a.ask, f); err != nil {
 		// Without its grant record no part can be signed: the grant is
 		// given back now (its refunded marker stops the sweeper's refund)
 		// rather than left to its life, and its upload aborted here. Should
@@ -159,9 +160,7 @@ func (d deps) grantOf(c echo.Context, single bool) (identity.Caller, string, quo
 	if u, err := uuid.Parse(id); err != nil || u.String() != id {
 		return identity.Caller{}, "", quota.Status{}, nil, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "urlId must be a lower-case UUID")
 	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), d.cfg.Redis.Timeout)
-	defer cancel()
-	st, err := d.gate.store.Status(ctx, who.Tenant, id)
+	st, err := d.gate.Status(c.Request().Context(), who.Tenant, id)
 	if err != nil {
 		return identity.Caller{}, "", quota.Status{}, nil, apierr.Unavailable(apierr.CodeLimiterDown, "the grant is unavailable", apierr.RetryLimiter, err)
 	}
@@ -319,11 +318,7 @@ func handleComplete(d deps) echo.HandlerFunc {
 		// The claim keeps every abort off the upload while S3 completes
 		// it (S3 may let a complete and an abort that run at once both
 		// succeed), and refuses once an abort claimed it.
-		var cl quota.Closing
-		err := d.gate.call(ctx, "claim_complete", func(ctx context.Context) (err error) {
-			cl, err = d.gate.store.ClaimComplete(ctx, who.Tenant, id, quota.CompleteLease)
-			return err
-		})
+		cl, err := d.gate.ClaimComplete(ctx, who.Tenant, id, quota.CompleteLease)
 		switch {
 		case err != nil:
 			return apierr.Unavailable(apierr.CodeLimiterDown, "the upload cannot be completed right now", apierr.RetryLimiter, err)
@@ -365,7 +360,7 @@ func handleComplete(d deps) echo.HandlerFunc {
 // release gives up a complete's claim on grant urlID; best effort, the
 // claim's lease ends it anyway.
 func (d deps) release(ctx context.Context, tenant, urlID string) {
-	if err := d.gate.call(ctx, "release", func(ctx context.Context) error { return d.gate.store.Release(ctx, tenant, urlID) }); err != nil {
+	if err := d.gate.Release(ctx, tenant, urlID); err != nil {
 		d.log.Warn("releasing a complete's claim failed; aborts wait for its lease", "tenant", tenant, "urlId", urlID, "err", err)
 	}
 }
@@ -375,10 +370,7 @@ func (d deps) release(ctx context.Context, tenant, urlID string) {
 // publishes its event). Best effort: the completer's ObjectCreated sets it
 // too, and a sweeper that finds none learns it from S3.
 func (d deps) markCompleted(ctx context.Context, tenant, urlID string) {
-	err := d.gate.call(ctx, "complete_upload", func(ctx context.Context) error {
-		_, err := d.gate.store.Complete(ctx, d.now(), quota.Completion{Tenant: tenant, URLID: urlID, Value: quota.DoneUnpublished, TTL: quota.MarkerTTL, First: true})
-		return err
-	})
+	err := d.gate.Complete(ctx, d.now(), quota.Completion{Tenant: tenant, URLID: urlID, Value: quota.DoneUnpublished, TTL: quota.MarkerTTL, First: true})
 	if err != nil {
 		d.log.Warn("marking a completed multipart upload done failed; the completer's event marks it", "tenant", tenant, "urlId", urlID, "err", err)
 	}

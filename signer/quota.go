@@ -68,13 +68,11 @@ func handleQuota(d deps) echo.HandlerFunc {
 }
 
 // peekRateHeaders reads what buckets hold at now without spending anything
-// (one round trip, within MINTGATE_REDIS_TIMEOUT) and sets the RateLimit
+// (one round trip, within MINTGATE_REDIS_TIMEOUT: gate.Peek) and sets the RateLimit
 // headers of the scarcest, as a sign would. It returns one Result per
 // bucket; on an error it sets no header.
 func (d deps) peekRateHeaders(ctx context.Context, h http.Header, who identity.Caller, buckets []bucket.Bucket, now time.Time) ([]bucket.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.Redis.Timeout)
-	defer cancel()
-	res, err := d.gate.store.Peek(ctx, now, who.Tenant, buckets)
+	res, err := d.gate.Peek(ctx, now, who.Tenant, buckets)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/service"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
@@ -125,16 +126,16 @@ func (d *deps) startGate(ctx context.Context, rdb redis.UniversalClient) (stop f
 	if d.cfg.Degraded {
 		share = d.cfg.DegradedShare
 	}
-	d.gate = newGate(rdb, d.cfg.Redis.Timeout, share, d.metrics, d.log)
-	d.gate.cancels = startCanceller(d.gate.cancel, d.now, d.metrics, d.log)
+	d.gate = gate.New(rdb, d.cfg.Redis.Timeout, share, d.metrics.Metrics, d.log)
+	d.gate.StartCanceller(d.now)
 	clockCtx, stopClock := context.WithCancel(ctx)
 	if !d.noRedisClock {
-		go d.gate.syncClock(clockCtx)
+		go d.gate.SyncClock(clockCtx)
 	}
 	d.checks = append(d.checks, ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	return func() {
 		stopClock()
-		d.gate.cancels.close()
+		d.gate.StopCanceller()
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
@@ -22,7 +23,7 @@ type deps struct {
 	log     *slog.Logger
 	now     func() time.Time
 	ident   *identity.Identity
-	gate    *gate
+	gate    *gate.Gate
 	presign *presigner
 	uploads *multipart.Uploads // the multipart routes' S3 calls
 	ledger  recorder

@@ -16,6 +16,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
@@ -91,7 +92,7 @@ type charged struct {
 	policy    signPolicy
 	multipart bool
 	// issue turns an allowed decision into the 201 body.
-	issue func(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apierr.Error)
+	issue func(ctx context.Context, a attempt, dec gate.Decision, urlID string, now time.Time) ([]byte, *apierr.Error)
 	// count adds a request to the route's outcome series.
 	count   func(outcome string)
 	nothing string // what the 503 of an unavailable limiter says was not done
@@ -134,11 +135,11 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	a.ask.Nonce = urlID
 	now := d.now()
 	a.ask.Live = d.liveSlot(who, route.multipart, now)
-	dec, err := d.gate.decide(ctx, a, now)
-	if err == nil && route.multipart && dec.degraded {
+	dec, err := d.gate.Decide(ctx, a.ask, a.buckets, now)
+	if err == nil && route.multipart && dec.Degraded {
 		// A multipart grant needs its grant record in Redis for every
 		// later step: it is never issued from the in-process buckets.
-		if dec.outcome == quota.Allowed {
+		if dec.Outcome == quota.Allowed {
 			d.refund(ctx, a, dec, urlID)
 		}
 		err = errors.New("redis unavailable: multipart grants are not issued in degraded mode")
@@ -159,7 +160,7 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	if a.spendsBytes() {
 		d.metrics.bytesGranted.WithLabelValues(who.Tenant).Add(float64(req.ContentLength))
 	}
-	setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
+	setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.Result, a.buckets)
 	return c.JSONBlob(http.StatusCreated, body)
 }
 
@@ -195,9 +196,9 @@ func (a attempt) neverFits() *apierr.Error {
 // or still in flight, a denial. It reports false, and answers nothing, for
 // an allowed decision and for a denial let through in shadow mode (see
 // shadow, which changes a and dec).
-func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *decision, now time.Time) (bool, error) {
+func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *gate.Decision, now time.Time) (bool, error) {
 	r, who := c.Request(), a.who
-	switch dec.outcome {
+	switch dec.Outcome {
 	case quota.Replay:
 		d.count("replayed")
 		h := c.Response().Header()
@@ -208,28 +209,28 @@ func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *decis
 		if _, err := d.peekRateHeaders(r.Context(), h, who, a.buckets, now); err != nil {
 			d.log.Debug("replay without RateLimit headers: reading the buckets failed", "tenant", who.Tenant, "err", err)
 		}
-		return true, c.JSONBlob(http.StatusOK, dec.body)
+		return true, c.JSONBlob(http.StatusOK, dec.Body)
 	case quota.LiveFull:
 		d.count("rate_limited")
 		d.metrics.limited.WithLabelValues(who.Tenant, scopeLiveGrants).Inc()
-		retry := max(dec.result.RetryAfter, time.Second)
+		retry := max(dec.Result.RetryAfter, time.Second)
 		return true, &apierr.Error{
 			Status: http.StatusTooManyRequests, Code: apierr.CodeTooMany, Scope: scopeLiveGrants,
 			Message:    "you hold too many upload URLs that are neither used nor expired; use or abort one, or retry later",
 			RetryAfter: apierr.RetrySeconds(retry), Retry: retry,
 		}
 	case quota.Reused, quota.InProgress:
-		k := keyRefusals[dec.outcome]
+		k := keyRefusals[dec.Outcome]
 		d.count(k.count)
 		return true, apierr.New(k.status, k.code, k.message, hdrIdempotencyKey)
 	case quota.Denied:
-		if a.hard != nil && !dec.degraded {
+		if a.hard != nil && !dec.Degraded {
 			return d.shadow(ctx, c, a, dec, now)
 		}
 		d.count("rate_limited")
-		d.metrics.limited.WithLabelValues(who.Tenant, scope(who, a.buckets, dec.result)).Inc()
-		setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
-		return true, tooMany(who, a.buckets, dec.result)
+		d.metrics.limited.WithLabelValues(who.Tenant, scope(who, a.buckets, dec.Result)).Inc()
+		setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.Result, a.buckets)
+		return true, tooMany(who, a.buckets, dec.Result)
 	}
 	return false, nil
 }
@@ -253,23 +254,23 @@ var keyRefusals = map[quota.Outcome]struct {
 // charged to those buckets, and its grant credits them back if unused;
 // otherwise that decision is answered as any other (a 429 past the
 // ceiling). In degraded mode shadow mode is off: the local share decides.
-func (d deps) shadow(ctx context.Context, c echo.Context, a *attempt, dec *decision, now time.Time) (bool, error) {
-	d.metrics.shadowDenied.WithLabelValues(scope(a.who, a.buckets, dec.result)).Inc()
+func (d deps) shadow(ctx context.Context, c echo.Context, a *attempt, dec *gate.Decision, now time.Time) (bool, error) {
+	d.metrics.shadowDenied.WithLabelValues(scope(a.who, a.buckets, dec.Result)).Inc()
 	hard := *a
 	hard.ask.Buckets, hard.buckets, hard.hard = a.hard, a.hard, nil
-	hd, err := d.gate.decide(ctx, hard, now)
+	hd, err := d.gate.Decide(ctx, hard.ask, hard.buckets, now)
 	if err != nil {
 		d.count("limiter_unavailable")
 		return true, apierr.Unavailable(apierr.CodeLimiterDown, "the rate limiter is unavailable; no URL was issued", apierr.RetryLimiter, err)
 	}
-	if hd.outcome != quota.Allowed {
+	if hd.Outcome != quota.Allowed {
 		*a, *dec = hard, hd
 		return d.refuse(ctx, c, a, dec, now)
 	}
 	// The first decision's headers still describe the caller's limits; the
 	// URL is charged to the hard buckets, and its refund credits them.
 	a.ask.Buckets = a.hard
-	dec.shadow, dec.degraded = true, hd.degraded
+	dec.Shadow, dec.Degraded = true, hd.Degraded
 	return false, nil
 }
 
@@ -277,7 +278,7 @@ func (d deps) shadow(ctx context.Context, c echo.Context, a *attempt, dec *decis
 // grant and wait for the ledger's ack, then store the completed record. A
 // URL leaves only once its grant is recorded; on any failure before that
 // the token is refunded and the key freed.
-func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apierr.Error) {
+func (d deps) issue(ctx context.Context, a attempt, dec gate.Decision, urlID string, now time.Time) ([]byte, *apierr.Error) {
 	who := a.who
 	key := keys.Object(who.Tenant, urlID)
 	// The URL is signed at now, in whole seconds (SigV4's dates), and lives
@@ -297,8 +298,8 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 		// tiers the sweeper runs with.
 		Credits: a.credits(),
 		// Charged to in-process buckets only: no sweeper may credit Redis for it.
-		Degraded: dec.degraded,
-		Shadow:   dec.shadow,
+		Degraded: dec.Degraded,
+		Shadow:   dec.Shadow,
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
 		d.refund(ctx, a, dec, urlID)
@@ -311,12 +312,12 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 		URLID: urlID, Key: key, ExpiresAt: expiresAt, ExpiresIn: int64(d.cfg.URLTTL / time.Second),
 	})
 	switch {
-	case dec.degraded:
+	case dec.Degraded:
 		// Redis was unavailable a moment ago: this URL gets no replay record
 		// and no status; its ledger record still refunds it if unused.
 		d.count("issued_degraded")
 	default:
-		if err := d.gate.finish(ctx, a, d.finished(a, urlID, body, expiresAt, d.cfg.URLTTL)); err != nil {
+		if err := d.gate.Finish(ctx, a.ask, d.finished(a, urlID, body, expiresAt, d.cfg.URLTTL)); err != nil {
 			// The URL is paid for and in the ledger, so it is still issued;
 			// only a replay of this key and its status lookup are lost.
 			d.metrics.finishFailed.Inc()
@@ -327,7 +328,7 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 	return body, nil
 }
 
-// finished is what gate.finish stores of a's grant urlID, which lives
+// finished is what gate.Finish stores of a's grant urlID, which lives
 // ttl until expiresAt: the body a replay answers and the grant record.
 func (d deps) finished(a attempt, urlID string, body []byte, expiresAt time.Time, ttl time.Duration) quota.Finished {
 	return quota.Finished{
@@ -340,8 +341,8 @@ func (d deps) finished(a attempt, urlID string, body []byte, expiresAt time.Time
 
 // refund gives back the token of a sign that issues no URL, and marks its
 // grant refunded so that the sweeper never gives it back a second time.
-func (d deps) refund(ctx context.Context, a attempt, dec decision, urlID string) {
-	if err := d.gate.undo(ctx, a, dec, urlID, d.now()); err != nil {
+func (d deps) refund(ctx context.Context, a attempt, dec gate.Decision, urlID string) {
+	if err := d.gate.Undo(ctx, a.ask, dec, urlID, d.now()); err != nil {
 		d.log.Error("refunding a sign that issued no URL failed: a token is lost until the bucket refills, and the key stays in flight until its mark expires",
 			"tenant", a.who.Tenant, "err", err)
 	}

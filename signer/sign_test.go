@@ -22,6 +22,7 @@ import (
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
@@ -230,7 +231,7 @@ func (s *signer) holdInFlight(tenant, user, key string) attempt {
 	if err := s.rdb.HSet(ctx, a.ask.Idem, "state", "pending", "fp", a.ask.Fingerprint).Err(); err != nil {
 		s.t.Fatal(err)
 	}
-	s.rdb.PExpire(ctx, a.ask.Idem, inFlightTTL)
+	s.rdb.PExpire(ctx, a.ask.Idem, gate.InFlightTTL)
 	return a
 }
 
@@ -246,7 +247,7 @@ func TestKeyInFlightConflicts(t *testing.T) {
 	if got := s.tokens(keys.Bucket("acme", keys.UserSubject("alice"))); got != "" {
 		t.Errorf("a conflicting request touched the bucket: t=%q", got)
 	}
-	if ttl := s.rdb.PTTL(ctx, a.ask.Idem).Val(); ttl <= 0 || ttl > inFlightTTL {
+	if ttl := s.rdb.PTTL(ctx, a.ask.Idem).Val(); ttl <= 0 || ttl > gate.InFlightTTL {
 		t.Errorf("in-flight mark TTL %v", ttl)
 	}
 }
@@ -644,6 +645,26 @@ func (s *signer) signAtOnce(tok string, ks []string, status int, code string) {
 	wg.Wait()
 }
 
+// cancels is what m counted, by result.
+func cancels(m *metrics) map[string]float64 {
+	out := map[string]float64{}
+	for _, r := range []string{gate.CancelRefunded, gate.CancelTombstone, gate.CancelGaveUp} {
+		out[r] = testutil.ToFloat64(m.Cancels.WithLabelValues(r))
+	}
+	return out
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // pause stalls Redis with SIGSTOP and waits until the kernel has stopped
 // it, so that no sign sent next slips through.
 func pause(t *testing.T, r *testenv.Redis) {
@@ -669,16 +690,16 @@ func settled(t *testing.T, s *signer, m *metrics, want float64) map[string]float
 	var c map[string]float64
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		c = cancels(m)
-		if c[cancelRefunded]+c[cancelTombstone]+c[cancelGaveUp] >= want {
+		if c[gate.CancelRefunded]+c[gate.CancelTombstone]+c[gate.CancelGaveUp] >= want {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("cancels %v, %v dropped, %v signs limiter_unavailable; want %v settled\n%s", c, testutil.ToFloat64(m.cancelDropped),
+			t.Fatalf("cancels %v, %v dropped, %v signs limiter_unavailable; want %v settled\n%s", c, testutil.ToFloat64(m.CancelDropped),
 				testutil.ToFloat64(m.signs.WithLabelValues("limiter_unavailable")), want, s.log)
 		}
 	}
-	if c[cancelGaveUp] != 0 || testutil.ToFloat64(m.cancelDropped) != 0 {
-		t.Errorf("cancels %v, %v dropped; want none given up or dropped\n%s", c, testutil.ToFloat64(m.cancelDropped), s.log)
+	if c[gate.CancelGaveUp] != 0 || testutil.ToFloat64(m.CancelDropped) != 0 {
+		t.Errorf("cancels %v, %v dropped; want none given up or dropped\n%s", c, testutil.ToFloat64(m.CancelDropped), s.log)
 	}
 	return c
 }
@@ -729,9 +750,9 @@ func redisStall(t *testing.T, clocked bool) {
 	c := settled(t, s, m, n+2)
 	t.Logf("cancels after the stall: %v", c)
 	switch {
-	case clocked && c[cancelRefunded] != 0:
-		t.Errorf("%v cut spends took tokens when Redis resumed, past their deadlines", c[cancelRefunded])
-	case !clocked && c[cancelRefunded] == 0:
+	case clocked && c[gate.CancelRefunded] != 0:
+		t.Errorf("%v cut spends took tokens when Redis resumed, past their deadlines", c[gate.CancelRefunded])
+	case !clocked && c[gate.CancelRefunded] == 0:
 		t.Error("no cut spend ran when Redis resumed: the test did not reproduce the stall")
 	}
 	if got := testutil.ToFloat64(m.signs.WithLabelValues("limiter_unavailable")); got != n+2 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -48,9 +47,7 @@ func handleStatus(d deps) echo.HandlerFunc {
 		if u, err := uuid.Parse(id); err != nil || u.String() != id {
 			return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "urlId must be a lower-case UUID")
 		}
-		ctx, cancel := context.WithTimeout(c.Request().Context(), d.cfg.Redis.Timeout)
-		defer cancel()
-		st, err := d.gate.store.Status(ctx, who.Tenant, id)
+		st, err := d.gate.Status(c.Request().Context(), who.Tenant, id)
 		if err != nil {
 			return apierr.Unavailable(apierr.CodeLimiterDown, "grant status is unavailable", apierr.RetryLimiter, err)
 		}
