@@ -28,9 +28,6 @@ const (
 	headersDraft  = "draft"  // RateLimit-Policy: "user";q=30;w=60 and RateLimit: "user";r=0;t=2
 )
 
-// maxPresignTTL is the longest expiry SigV4 presigning allows.
-const maxPresignTTL = config.MaxURLTTL
-
 // maxPutBytes is the largest object one S3 PUT can create.
 const maxPutBytes = 5 << 30
 

@@ -18,6 +18,7 @@ import (
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/presign"
 )
 
 // run starts the signer with the environment getenv reads and serves until
@@ -73,11 +74,11 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if d.reads == nil {
 		d.reads = newReadLimiter(c.ReadLimit, c.ReadLimitOn, d.ident.ClientIP())
 	}
-	presign, s3c, err := newPresigner(ctx, c)
+	p, s3c, err := presign.New(ctx, c.S3, c.AWS, c.URLTTL)
 	if err != nil {
 		return err
 	}
-	d.presign, d.uploads = presign, multipart.New(s3c.calls, c.S3.Bucket, multipart.PartURLsFor(s3c.public))
+	d.presign, d.uploads = p, multipart.New(s3c.Calls, c.S3.Bucket, multipart.PartURLsFor(s3c.Public))
 	if d.ledger == nil {
 		// Opened in the background: while the stream is missing or
 		// misconfigured (the operator step has not run) the signer serves,

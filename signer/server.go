@@ -14,6 +14,7 @@ import (
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/presign"
 )
 
 // deps is everything the handlers use; run builds it from the
@@ -24,7 +25,7 @@ type deps struct {
 	now     func() time.Time
 	ident   *identity.Identity
 	gate    *gate.Gate
-	presign *presigner
+	presign *presign.Presigner
 	uploads *multipart.Uploads // the multipart routes' S3 calls
 	ledger  recorder
 	metrics *metrics

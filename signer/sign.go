@@ -285,7 +285,7 @@ func (d deps) issue(ctx context.Context, a attempt, dec gate.Decision, urlID str
 	// whole seconds: it dies exactly at expiresAt.
 	expiresAt := now.UTC().Truncate(time.Second).Add(d.cfg.URLTTL.Truncate(time.Second))
 
-	up, err := d.presign.put(ctx, key, a.req.ContentType, a.req.ContentLength, d.cfg.URLTTL, now)
+	up, err := d.presign.Put(ctx, key, a.req.ContentType, a.req.ContentLength, d.cfg.URLTTL, now)
 	if err != nil {
 		d.refund(ctx, a, dec, urlID)
 		d.count("presign_unavailable")
