@@ -11,6 +11,7 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // A DELETE never multiplies creates (SPEC §9): alice's bucket holds 3 and
@@ -28,7 +29,7 @@ func TestAbortNeverMultipliesCreates(t *testing.T) {
 		r := s.create(alice, newKey(), 12*mib)
 		if r.status != http.StatusCreated {
 			mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
-			if r.str("scope") != scopeCaller {
+			if r.str("scope") != ratelimit.ScopeCaller {
 				t.Fatalf("create %d: 429 %s, want scope caller", i+1, r.raw)
 			}
 			continue
@@ -129,7 +130,7 @@ func TestAbortGivesBackTheBytesNotTheToken(t *testing.T) {
 	}
 	r := s.create(alice, newKey(), 6*mib)
 	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
-	if r.str("scope") != scopeCaller {
+	if r.str("scope") != ratelimit.ScopeCaller {
 		t.Fatalf("fourth create: 429 %s, want scope caller (requests), not bytes", r.raw)
 	}
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // bytesTiers: a user may sign 10 MiB, a tenant 24 MiB, and neither refills
@@ -35,8 +36,8 @@ func TestBytesQuota(t *testing.T) {
 	}
 	r := s.sign(alice, newKey(), sized(4*mib))
 	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
-	if r.str("scope") != scopeCallerBytes {
-		t.Fatalf("third 4 MiB: scope %q, want %s", r.str("scope"), scopeCallerBytes)
+	if r.str("scope") != ratelimit.ScopeCallerBytes {
+		t.Fatalf("third 4 MiB: scope %q, want %s", r.str("scope"), ratelimit.ScopeCallerBytes)
 	}
 	retryAfter(t, r)
 	if got := s.tokens(aliceTokens); got != "28.000000" {
@@ -61,8 +62,8 @@ func TestBytesQuota(t *testing.T) {
 	}
 	r = s.sign(carol, newKey(), sized(1))
 	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
-	if r.str("scope") != scopeTenantBytes {
-		t.Fatalf("past the tenant's bytes: scope %q, want %s", r.str("scope"), scopeTenantBytes)
+	if r.str("scope") != ratelimit.ScopeTenantBytes {
+		t.Fatalf("past the tenant's bytes: scope %q, want %s", r.str("scope"), ratelimit.ScopeTenantBytes)
 	}
 
 	// Larger than the caller's whole quota: no refill ever fits it.

@@ -13,6 +13,8 @@ import (
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
+	"github.com/mintgate/mintgate/signer/internal/readlimit"
 )
 
 // IP trust models of MINTGATE_IP_SOURCE (auth.Config).
@@ -20,12 +22,6 @@ const (
 	ipRemote = auth.IPRemote
 	ipCF     = auth.IPCF
 	ipXFF    = auth.IPXFF
-)
-
-// Rate-limit header forms of MINTGATE_RATELIMIT_HEADERS.
-const (
-	headersLegacy = "legacy" // RateLimit-Limit, -Remaining, -Reset, -Policy: 30;w=60
-	headersDraft  = "draft"  // RateLimit-Policy: "user";q=30;w=60 and RateLimit: "user";r=0;t=2
 )
 
 // maxPutBytes is the largest object one S3 PUT can create.
@@ -197,9 +193,9 @@ func uploadLimits(e *config.Env) (maxObject int64, types map[string]bool) {
 func operatorSettings(e *config.Env, c *cfg) {
 	c.Degraded = e.OneOf("MINTGATE_DEGRADED_MODE", "off", "off", "local") == "local"
 	c.DegradedShare = share(e, "MINTGATE_DEGRADED_SHARE", defaultDegradedShare)
-	c.RateLimitHeader = e.OneOf("MINTGATE_RATELIMIT_HEADERS", headersLegacy, headersLegacy, headersDraft)
+	c.RateLimitHeader = e.OneOf("MINTGATE_RATELIMIT_HEADERS", ratelimit.FormLegacy, ratelimit.FormLegacy, ratelimit.FormDraft)
 	c.DemoPage = e.OneOf("MINTGATE_DEMO_PAGE", "off", "off", "on") == "on"
-	c.ReadLimit, c.ReadLimitOn = tiers.ReadShape(e, "MINTGATE_READ_LIMIT", defaultReadLimit)
+	c.ReadLimit, c.ReadLimitOn = tiers.ReadShape(e, "MINTGATE_READ_LIMIT", readlimit.DefaultLimit)
 	c.PprofAddr = e.String("MINTGATE_PPROF_ADDR", "")
 	if c.PprofAddr != "" && !loopbackAddr(c.PprofAddr) {
 		e.Fail("MINTGATE_PPROF_ADDR", "%q must be a loopback host:port such as 127.0.0.1:6060: profiles are for an operator on the box (or kubectl port-forward), never the network", c.PprofAddr)

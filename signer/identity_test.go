@@ -27,6 +27,7 @@ import (
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
@@ -259,7 +260,7 @@ func TestAnonymousCallersCannotDrainATenant(t *testing.T) {
 	if created != 150 {
 		t.Errorf("%d × 201 for 130 /64s of one /56, want 150 (the anonymous_all capacity)", created)
 	}
-	if denied.str("scope") != scopeTenant || denied.header.Get("RateLimit-Limit") != "150" || denied.header.Get("RateLimit-Policy") != "150;w=60" {
+	if denied.str("scope") != ratelimit.ScopeTenant || denied.header.Get("RateLimit-Limit") != "150" || denied.header.Get("RateLimit-Policy") != "150;w=60" {
 		t.Errorf("anonymous_all 429: %s %v; want scope tenant and its headers", denied.raw, denied.header)
 	}
 	if got := s.tokens(keys.AnonBucket("pub")); got != "0.000000" {
@@ -313,7 +314,7 @@ func TestAnonymousAllTierIsConfigurable(t *testing.T) {
 	}
 	r := s.sign("", newKey(), pngBody, from(3)...)
 	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
-	if r.str("scope") != scopeTenant || r.header.Get("RateLimit-Policy") != `"anonymous_all";q=3;w=60` || retryAfter(t, r) != 20 {
+	if r.str("scope") != ratelimit.ScopeTenant || r.header.Get("RateLimit-Policy") != `"anonymous_all";q=3;w=60` || retryAfter(t, r) != 20 {
 		t.Errorf("429 by anonymous_all: %s %v", r.raw, r.header)
 	}
 	if r := s.sign(s.token("pub", "alice"), newKey(), pngBody); r.status != http.StatusCreated {

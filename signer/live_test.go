@@ -9,6 +9,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // MINTGATE_MAX_LIVE_GRANTS=3: three live grants, the fourth 429 live_grants
@@ -30,7 +31,7 @@ func TestLiveGrantsBound(t *testing.T) {
 	before := s.tokens(keys.Bucket("acme", keys.UserSubject("alice")))
 	r := s.sign(alice, newKey(), pngBody)
 	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
-	if r.str("scope") != scopeLiveGrants || retryAfter(t, r) > 120 {
+	if r.str("scope") != ratelimit.ScopeLiveGrants || retryAfter(t, r) > 120 {
 		t.Fatalf("fourth sign: %s", r.raw)
 	}
 	if after := s.tokens(keys.Bucket("acme", keys.UserSubject("alice"))); after != before {

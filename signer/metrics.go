@@ -5,6 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/mintgate/mintgate/signer/internal/gate"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // metrics are the signer's own series, on the run's registry, the gate's
@@ -55,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Multipart requests by step (create, parts, list, complete, abort) and outcome. A create's decision is also counted in mintgate_signer_signs_total, as a sign's.",
 		}, []string{"step", "outcome"}),
 	}
-	m.shadowDenied.WithLabelValues(scopeCaller)
-	m.shadowDenied.WithLabelValues(scopeTenant)
+	m.shadowDenied.WithLabelValues(ratelimit.ScopeCaller)
+	m.shadowDenied.WithLabelValues(ratelimit.ScopeTenant)
 	return m
 }

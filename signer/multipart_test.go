@@ -25,6 +25,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 const (
@@ -491,7 +492,7 @@ func TestMultipartAnswersMatchOpenAPI(t *testing.T) {
 	for ; r.status == http.StatusCreated; r = s.create(alice, newKey(), mib) {
 		c.expect(http.StatusCreated, post, create, r)
 	}
-	if r := c.expect(http.StatusTooManyRequests, post, create, r); r.str("scope") != scopeCaller {
+	if r := c.expect(http.StatusTooManyRequests, post, create, r); r.str("scope") != ratelimit.ScopeCaller {
 		t.Errorf("429 %s, want scope caller", r.raw)
 	}
 

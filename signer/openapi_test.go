@@ -23,6 +23,7 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // The repository's description of the signer's HTTP interface.
@@ -234,11 +235,11 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	for r = s.sign(tok, newKey(), pngBody); r.status == http.StatusCreated; r = s.sign(tok, newKey(), pngBody) {
 		c.expect(http.StatusCreated, post, sign, r)
 	}
-	if c.expect(http.StatusTooManyRequests, post, sign, r).str("scope") != scopeCaller {
+	if c.expect(http.StatusTooManyRequests, post, sign, r).str("scope") != ratelimit.ScopeCaller {
 		t.Errorf("429 %s, want scope caller", r.raw)
 	}
 	c.expect(http.StatusCreated, post, sign, s.sign(s.token("tiny", "alice"), newKey(), pngBody))
-	if r := c.expect(http.StatusTooManyRequests, post, sign, s.sign(s.token("tiny", "bob"), newKey(), pngBody)); r.str("scope") != scopeTenant {
+	if r := c.expect(http.StatusTooManyRequests, post, sign, s.sign(s.token("tiny", "bob"), newKey(), pngBody)); r.str("scope") != ratelimit.ScopeTenant {
 		t.Errorf("429 %s, want scope tenant", r.raw)
 	}
 
@@ -326,11 +327,14 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	}
 }
 
-// errorCodes are the values of the code… constants of errors.go: every
+// apierrFile holds every error code the signer answers with.
+const apierrFile = "internal/apierr/apierr.go"
+
+// errorCodes are the values of the Code… constants of apierr: every
 // stable error code the signer can answer with.
 func errorCodes(t *testing.T) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), apierrFile, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +347,7 @@ func errorCodes(t *testing.T) []string {
 		for _, spec := range g.Specs {
 			vs := spec.(*ast.ValueSpec)
 			for i, n := range vs.Names {
-				if !strings.HasPrefix(n.Name, "code") || i >= len(vs.Values) {
+				if !strings.HasPrefix(n.Name, "Code") || i >= len(vs.Values) {
 					continue
 				}
 				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
@@ -354,7 +358,7 @@ func errorCodes(t *testing.T) []string {
 		}
 	}
 	if len(codes) == 0 {
-		t.Fatal("no code constants in errors.go")
+		t.Fatal("no code constants in " + apierrFile)
 	}
 	return codes
 }
@@ -374,7 +378,7 @@ func TestAPIDocsListEveryErrorCode(t *testing.T) {
 	slices.Sort(codes)
 	slices.Sort(documented)
 	if !slices.Equal(codes, documented) {
-		t.Errorf("%s lists the error codes %v; errors.go has %v", openAPIFile, documented, codes)
+		t.Errorf("%s lists the error codes %v; %s has %v", openAPIFile, documented, apierrFile, codes)
 	}
 
 	md, err := os.ReadFile(apiDocFile)

@@ -14,6 +14,7 @@ import (
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // metric is the value of one series on the ops port's /metrics; the test
@@ -116,7 +117,7 @@ func TestShadowModeHasACeiling(t *testing.T) {
 	if issued != 10 {
 		t.Errorf("a shadowed user with a 5-token tier got %d of 30 URLs, want 10 (2 × its capacity)", issued)
 	}
-	if scope, _ := last.body["scope"].(string); scope != scopeCaller || retryAfter(t, last) < 1 {
+	if scope, _ := last.body["scope"].(string); scope != ratelimit.ScopeCaller || retryAfter(t, last) < 1 {
 		t.Errorf("the refusal past the ceiling: scope %q, Retry-After %q", scope, last.header.Get("Retry-After"))
 	}
 	if got := s.metric(`mintgate_signer_shadow_denied_total{scope="caller"}`); got != 25 {

@@ -11,6 +11,7 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // quotaScope is what one side of GET /uploads/quota reports.
@@ -91,7 +92,7 @@ func (d deps) peekRateHeaders(ctx context.Context, h http.Header, who identity.C
 			j++
 		}
 	}
-	setRateHeaders(h, d.cfg.RateLimitHeader, who, head, buckets)
+	ratelimit.SetHeaders(h, d.cfg.RateLimitHeader, who, head, buckets)
 	return res, nil
 }
 

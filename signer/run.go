@@ -19,6 +19,7 @@ import (
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 	"github.com/mintgate/mintgate/signer/internal/presign"
+	"github.com/mintgate/mintgate/signer/internal/readlimit"
 )
 
 // run starts the signer with the environment getenv reads and serves until
@@ -72,7 +73,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	if d.reads == nil {
-		d.reads = newReadLimiter(c.ReadLimit, c.ReadLimitOn, d.ident.ClientIP())
+		d.reads = readlimit.New(c.ReadLimit, c.ReadLimitOn, d.ident.ClientIP())
 	}
 	p, s3c, err := presign.New(ctx, c.S3, c.AWS, c.URLTTL)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 	"github.com/mintgate/mintgate/signer/internal/presign"
+	"github.com/mintgate/mintgate/signer/internal/readlimit"
 )
 
 // deps is everything the handlers use; run builds it from the
@@ -30,8 +31,8 @@ type deps struct {
 	ledger  recorder
 	metrics *metrics
 	reg     *prometheus.Registry
-	checks  []ops.Check  // what /readyz pings
-	reads   *readLimiter // per-address limit of the reads that cost Redis; nil: off
+	checks  []ops.Check        // what /readyz pings
+	reads   *readlimit.Limiter // per-address limit of the reads that cost Redis; nil: off
 	live    *tiers.Live
 
 	noRedisClock bool // tests: never read Redis's clock, so Spends carry no Until and the canceller alone covers a stall

@@ -18,6 +18,7 @@ import (
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // signBudget bounds the work after the decision. It runs detached from the
@@ -100,10 +101,10 @@ type charged struct {
 
 // serveCharged authenticates, validates, decides in one script and issues
 // what route issues. An address whose replays and refusals have emptied
-// its read bucket is refused before any of that (readLimiter.admit).
+// its read bucket is refused before any of that (readlimit.Limiter.Admit).
 func (d deps) serveCharged(c echo.Context, route charged) error {
 	r := c.Request()
-	if aerr := d.reads.admit(r); aerr != nil {
+	if aerr := d.reads.Admit(r); aerr != nil {
 		route.count("too_many_requests")
 		return aerr
 	}
@@ -149,7 +150,7 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 		return apierr.Unavailable(apierr.CodeLimiterDown, "the rate limiter is unavailable; "+route.nothing, apierr.RetryLimiter, err)
 	}
 	if done, err := d.refuse(ctx, c, &a, &dec, now); done {
-		d.reads.charge(r) // it cost Redis and spent no token
+		d.reads.Charge(r) // it cost Redis and spent no token
 		return err
 	}
 
@@ -160,7 +161,7 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	if a.spendsBytes() {
 		d.metrics.bytesGranted.WithLabelValues(who.Tenant).Add(float64(req.ContentLength))
 	}
-	setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.Result, a.buckets)
+	ratelimit.SetHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.Result, a.buckets)
 	return c.JSONBlob(http.StatusCreated, body)
 }
 
@@ -186,7 +187,7 @@ func (d deps) liveSlot(who identity.Caller, multipart bool, now time.Time) *quot
 func (a attempt) neverFits() *apierr.Error {
 	for _, b := range a.buckets {
 		if b.Units > b.Limit.Capacity {
-			return apierr.New(http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, "contentLength is above the %d bytes the %s quota holds", int64(b.Limit.Capacity), tierOf(a.who, b))
+			return apierr.New(http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, "contentLength is above the %d bytes the %s quota holds", int64(b.Limit.Capacity), ratelimit.TierOf(a.who, b))
 		}
 	}
 	return nil
@@ -212,10 +213,10 @@ func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *gate.
 		return true, c.JSONBlob(http.StatusOK, dec.Body)
 	case quota.LiveFull:
 		d.count("rate_limited")
-		d.metrics.limited.WithLabelValues(who.Tenant, scopeLiveGrants).Inc()
+		d.metrics.limited.WithLabelValues(who.Tenant, ratelimit.ScopeLiveGrants).Inc()
 		retry := max(dec.Result.RetryAfter, time.Second)
 		return true, &apierr.Error{
-			Status: http.StatusTooManyRequests, Code: apierr.CodeTooMany, Scope: scopeLiveGrants,
+			Status: http.StatusTooManyRequests, Code: apierr.CodeTooMany, Scope: ratelimit.ScopeLiveGrants,
 			Message:    "you hold too many upload URLs that are neither used nor expired; use or abort one, or retry later",
 			RetryAfter: apierr.RetrySeconds(retry), Retry: retry,
 		}
@@ -228,9 +229,9 @@ func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *gate.
 			return d.shadow(ctx, c, a, dec, now)
 		}
 		d.count("rate_limited")
-		d.metrics.limited.WithLabelValues(who.Tenant, scope(who, a.buckets, dec.Result)).Inc()
-		setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.Result, a.buckets)
-		return true, tooMany(who, a.buckets, dec.Result)
+		d.metrics.limited.WithLabelValues(who.Tenant, ratelimit.Scope(who, a.buckets, dec.Result)).Inc()
+		ratelimit.SetHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.Result, a.buckets)
+		return true, ratelimit.TooMany(who, a.buckets, dec.Result)
 	}
 	return false, nil
 }
@@ -255,7 +256,7 @@ var keyRefusals = map[quota.Outcome]struct {
 // otherwise that decision is answered as any other (a 429 past the
 // ceiling). In degraded mode shadow mode is off: the local share decides.
 func (d deps) shadow(ctx context.Context, c echo.Context, a *attempt, dec *gate.Decision, now time.Time) (bool, error) {
-	d.metrics.shadowDenied.WithLabelValues(scope(a.who, a.buckets, dec.Result)).Inc()
+	d.metrics.shadowDenied.WithLabelValues(ratelimit.Scope(a.who, a.buckets, dec.Result)).Inc()
 	hard := *a
 	hard.ask.Buckets, hard.buckets, hard.hard = a.hard, a.hard, nil
 	hd, err := d.gate.Decide(ctx, hard.ask, hard.buckets, now)

@@ -24,6 +24,7 @@ import (
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 func TestSequentialSignsStopAtTheUserLimit(t *testing.T) {
@@ -61,7 +62,7 @@ func TestSequentialSignsStopAtTheUserLimit(t *testing.T) {
 	}
 	retryAfter(t, r)
 	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
-	if r.str("scope") != scopeCaller || r.body["retryAfter"] != float64(2) || r.str("message") == "" {
+	if r.str("scope") != ratelimit.ScopeCaller || r.body["retryAfter"] != float64(2) || r.str("message") == "" {
 		t.Errorf("429 body %s", r.raw)
 	}
 	if _, ok := r.body["url"]; ok {
@@ -266,7 +267,7 @@ func TestTenantLimitLeavesTheUserBucketAlone(t *testing.T) {
 	before := s.tokens(aliceBucket)
 	r := s.sign(alice, newKey(), pngBody)
 	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
-	if r.str("scope") != scopeTenant {
+	if r.str("scope") != ratelimit.ScopeTenant {
 		t.Errorf("scope %q, want tenant", r.str("scope"))
 	}
 	if r.header.Get("RateLimit-Limit") != "3" || r.header.Get("RateLimit-Policy") != "3;w=30" || retryAfter(t, r) != 10 {
@@ -293,7 +294,7 @@ func TestTenantTierOverride(t *testing.T) {
 	s.signN(small, 2)
 	r := s.sign(small, newKey(), pngBody)
 	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
-	if r.str("scope") != scopeCaller || r.header.Get("RateLimit-Limit") != "2" || r.header.Get("RateLimit-Policy") != "2;w=20" || retryAfter(t, r) != 10 {
+	if r.str("scope") != ratelimit.ScopeCaller || r.header.Get("RateLimit-Limit") != "2" || r.header.Get("RateLimit-Policy") != "2;w=20" || retryAfter(t, r) != 10 {
 		t.Errorf("429 does not describe the overridden user bucket: %s %v", r.raw, r.header)
 	}
 
