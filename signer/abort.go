@@ -11,6 +11,7 @@ import (
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // handleAbort is DELETE /uploads/{urlId}: a multipart grant's upload is
@@ -24,9 +25,9 @@ func handleAbort(d deps) echo.HandlerFunc {
 		case aerr != nil:
 			return aerr
 		case rec == nil:
-			return newError(http.StatusConflict, codeNotAbortable, "a single-PUT upload cannot be aborted: its presigned URL cannot be revoked, so its token comes back only after it expires unused")
+			return apierr.New(http.StatusConflict, apierr.CodeNotAbortable, "a single-PUT upload cannot be aborted: its presigned URL cannot be revoked, so its token comes back only after it expires unused")
 		case st.Done:
-			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+			return apierr.New(http.StatusConflict, apierr.CodeNotAbortable, "this upload is complete")
 		case st.Refunded:
 			// Refunded only once its upload was ended (this route, the
 			// sweeper), or at its create, which then answered no upload.
@@ -35,24 +36,24 @@ func handleAbort(d deps) echo.HandlerFunc {
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), storageBudget)
 		defer cancel()
-		cl, err := multipart.NewCloser(gateCloser{d.gate}, d.uploads, d.now).End(ctx, who.Tenant, id, rec.UploadID)
+		cl, err := multipart.NewCloser(d.gate, d.uploads, d.now).End(ctx, who.Tenant, id, rec.UploadID)
 		switch {
 		case errors.Is(err, multipart.ErrUnmarked):
 			d.log.Warn("marking a completed multipart upload done failed; the completer's event marks it", "tenant", who.Tenant, "urlId", id, "err", err)
-			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+			return apierr.New(http.StatusConflict, apierr.CodeNotAbortable, "this upload is complete")
 		case errors.Is(err, multipart.ErrClaim):
-			return unavailable(codeLimiterDown, "the upload cannot be aborted right now", retryLimiter, err)
+			return apierr.Unavailable(apierr.CodeLimiterDown, "the upload cannot be aborted right now", apierr.RetryLimiter, err)
 		case err != nil:
 			d.countMP("abort", "storage_unavailable")
-			return unavailable(codeStorageDown, "the upload cannot be aborted right now", retryPresign, err)
+			return apierr.Unavailable(apierr.CodeStorageDown, "the upload cannot be aborted right now", apierr.RetryPresign, err)
 		case cl.Closed == multipart.Finished:
-			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+			return apierr.New(http.StatusConflict, apierr.CodeNotAbortable, "this upload is complete")
 		case cl.Closed == multipart.GivenBack:
 			d.countMP("abort", "already")
 			return c.NoContent(http.StatusNoContent)
 		case cl.Closed == multipart.Busy:
-			e := newError(http.StatusConflict, codeInProgress, "a complete of this upload is in progress; retry once it answered")
-			e.retry = max(cl.Wait, time.Second)
+			e := apierr.New(http.StatusConflict, apierr.CodeInProgress, "a complete of this upload is in progress; retry once it answered")
+			e.Retry = max(cl.Wait, time.Second)
 			return e
 		}
 		out, aerr := d.abortRefund(ctx, who.Tenant, id, rec)
@@ -60,7 +61,7 @@ func handleAbort(d deps) echo.HandlerFunc {
 			return aerr
 		}
 		if out == quota.Done {
-			return newError(http.StatusConflict, codeNotAbortable, "this upload is complete")
+			return apierr.New(http.StatusConflict, apierr.CodeNotAbortable, "this upload is complete")
 		}
 		return c.NoContent(http.StatusNoContent)
 	}
@@ -82,45 +83,21 @@ func handleAbort(d deps) echo.HandlerFunc {
 // bytes, as it refunds a grant never DELETEd. That takes no caller's
 // doing, the token then comes back no sooner than an unused grant's would,
 // and a retried DELETE in the meantime writes the marker as here.
-func (d deps) abortRefund(ctx context.Context, tenant, urlID string, rec *mpRecord) (quota.RefundOutcome, *apiError) {
+func (d deps) abortRefund(ctx context.Context, tenant, urlID string, rec *mpRecord) (quota.RefundOutcome, *apierr.Error) {
 	charged, err := quota.ParseRefundRecord(tenant, rec.Refund)
 	if err != nil {
-		return "", &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error", cause: err}
+		return "", &apierr.Error{Status: http.StatusInternalServerError, Code: apierr.CodeInternal, Message: "internal error", Cause: err}
 	}
-	var outs []quota.RefundOutcome
-	err = d.gate.call(ctx, "abort", func(ctx context.Context) (err error) {
-		outs, err = d.gate.store.Refund(ctx, d.now(), []quota.Due{{Tenant: tenant, URLID: urlID, Buckets: abortCredit(charged)}})
-		return err
-	})
+	outs, err := d.gate.Refund(ctx, d.now(), []quota.Due{{Tenant: tenant, URLID: urlID, Buckets: abortCredit(charged)}})
 	if err != nil {
 		// Aborted in S3: the sweeper refunds it after its life.
 		d.countMP("abort", "limiter_unavailable")
-		return "", unavailable(codeLimiterDown, "the upload is aborted, but the rate limiter is unavailable: retry the DELETE to get its bytes back now, or its bytes and token come back after its life, as an unused grant's", retryLimiter, err)
+		return "", apierr.Unavailable(apierr.CodeLimiterDown, "the upload is aborted, but the rate limiter is unavailable: retry the DELETE to get its bytes back now, or its bytes and token come back after its life, as an unused grant's", apierr.RetryLimiter, err)
 	}
 	if outs[0] != quota.Done {
 		d.countMP("abort", string(outs[0]))
 	}
 	return outs[0], nil
-}
-
-// gateCloser is the gate's side of a DELETE's multipart.Closer: each call
-// under the gate's timeout and its metric.
-type gateCloser struct{ g *gate }
-
-func (gc gateCloser) ClaimAbort(ctx context.Context, tenant, urlID string) (cl quota.Closing, err error) {
-	err = gc.g.call(ctx, "claim_abort", func(ctx context.Context) (err error) {
-		cl, err = gc.g.store.ClaimAbort(ctx, tenant, urlID)
-		return err
-	})
-	return cl, err
-}
-
-func (gc gateCloser) Complete(ctx context.Context, now time.Time, c quota.Completion) (got quota.Completed, err error) {
-	err = gc.g.call(ctx, "complete_upload", func(ctx context.Context) (err error) {
-		got, err = gc.g.store.Complete(ctx, now, c)
-		return err
-	})
-	return got, err
 }
 
 // abortCredit is what a DELETE gives back of the buckets a create charged:

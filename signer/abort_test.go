@@ -10,6 +10,8 @@ import (
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // A DELETE never multiplies creates (SPEC §9): alice's bucket holds 3 and
@@ -26,8 +28,8 @@ func TestAbortNeverMultipliesCreates(t *testing.T) {
 	for i := range 8 {
 		r := s.create(alice, newKey(), 12*mib)
 		if r.status != http.StatusCreated {
-			mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
-			if r.str("scope") != scopeCaller {
+			mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
+			if r.str("scope") != ratelimit.ScopeCaller {
 				t.Fatalf("create %d: 429 %s, want scope caller", i+1, r.raw)
 			}
 			continue
@@ -127,8 +129,8 @@ func TestAbortGivesBackTheBytesNotTheToken(t *testing.T) {
 		}
 	}
 	r := s.create(alice, newKey(), 6*mib)
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
-	if r.str("scope") != scopeCaller {
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
+	if r.str("scope") != ratelimit.ScopeCaller {
 		t.Fatalf("fourth create: 429 %s, want scope caller (requests), not bytes", r.raw)
 	}
 

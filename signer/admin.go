@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // The admin API lives on the ops port only (MINTGATE_OPS_ADDR), and only
@@ -63,7 +63,7 @@ func withAdmin(d deps, ops http.Handler) http.Handler {
 func adminHandler(d deps) http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = errorHandler(d.log)
+	e.HTTPErrorHandler = apierr.Handler(d.log)
 	e.Use(recoverJSON(d.log), adminAuth(d.cfg.AdminToken))
 	e.GET("/admin/tenants/:tenant/buckets", adminGetBuckets(d))
 	e.POST("/admin/tenants/:tenant/reset", adminReset(d))
@@ -77,7 +77,7 @@ func adminAuth(token []byte) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			got, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(got), token) != 1 {
-				return newError(http.StatusUnauthorized, codeUnauthenticated, "the admin API needs MINTGATE_ADMIN_TOKEN as a bearer token")
+				return apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "the admin API needs MINTGATE_ADMIN_TOKEN as a bearer token")
 			}
 			return next(c)
 		}
@@ -89,7 +89,7 @@ func adminAuth(token []byte) echo.MiddlewareFunc {
 // subject's own, or with none the tenant-wide ones (tenant, anonymous_all),
 // then the matching bucket of bytes when its tier is set. The first is the
 // one a reset refills.
-func adminTarget(set tiers.Set, tenant, subject string) ([]bucket.Bucket, []string, *apiError) {
+func adminTarget(set tiers.Set, tenant, subject string) ([]bucket.Bucket, []string, *apierr.Error) {
 	bs, names, aerr := adminRequests(set, tenant, subject)
 	if aerr != nil {
 		return nil, nil, aerr
@@ -105,9 +105,9 @@ func adminTarget(set tiers.Set, tenant, subject string) ([]bucket.Bucket, []stri
 }
 
 // adminRequests is adminTarget's buckets of requests.
-func adminRequests(set tiers.Set, tenant, subject string) ([]bucket.Bucket, []string, *apiError) {
+func adminRequests(set tiers.Set, tenant, subject string) ([]bucket.Bucket, []string, *apierr.Error) {
 	if !keys.ValidTenant(tenant) {
-		return nil, nil, newError(http.StatusBadRequest, codeInvalidRequest, "tenant must match [A-Za-z0-9_-]{1,64}")
+		return nil, nil, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "tenant must match [A-Za-z0-9_-]{1,64}")
 	}
 	tier := ""
 	switch {
@@ -121,7 +121,7 @@ func adminRequests(set tiers.Set, tenant, subject string) ([]bucket.Bucket, []st
 	case strings.HasPrefix(subject, "a:") && len(subject) > 2 && len(subject) <= 130:
 		tier = tiers.Anonymous
 	default:
-		return nil, nil, newError(http.StatusBadRequest, codeInvalidRequest, "subject must be u:<user id> or a:<ip hash>")
+		return nil, nil, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "subject must be u:<user id> or a:<ip hash>")
 	}
 	l, _ := set.For(tenant, tier)
 	return []bucket.Bucket{{Key: keys.Bucket(tenant, subject), Limit: l}}, []string{tier}, nil
@@ -135,11 +135,9 @@ func adminGetBuckets(d deps) echo.HandlerFunc {
 		if aerr != nil {
 			return aerr
 		}
-		ctx, cancel := context.WithTimeout(c.Request().Context(), d.cfg.Redis.Timeout)
-		defer cancel()
-		res, err := d.gate.store.Peek(ctx, d.now(), tenant, bs)
+		res, err := d.gate.Peek(c.Request().Context(), d.now(), tenant, bs)
 		if err != nil {
-			return unavailable(codeLimiterDown, "Redis is unavailable", retryLimiter, err)
+			return apierr.Unavailable(apierr.CodeLimiterDown, "Redis is unavailable", apierr.RetryLimiter, err)
 		}
 		out := adminBuckets{Tenant: tenant, Subject: subject}
 		for i, b := range bs {
@@ -163,7 +161,7 @@ func adminReset(d deps) echo.HandlerFunc {
 		dec := json.NewDecoder(io.LimitReader(c.Request().Body, 4096))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
-			return newError(http.StatusBadRequest, codeInvalidRequest, "the body must be a JSON object such as {\"subject\":\"u:alice\"} or {}")
+			return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "the body must be a JSON object such as {\"subject\":\"u:alice\"} or {}")
 		}
 		tenant := c.Param("tenant")
 		bs, _, aerr := adminTarget(d.tiers(), tenant, body.Subject)
@@ -171,10 +169,8 @@ func adminReset(d deps) echo.HandlerFunc {
 			return aerr
 		}
 		key := bs[0].Key // the subject's bucket, or the tenant's
-		ctx, cancel := context.WithTimeout(c.Request().Context(), d.cfg.Redis.Timeout)
-		defer cancel()
-		if err := d.gate.store.Refill(ctx, tenant, key); err != nil {
-			return unavailable(codeLimiterDown, "Redis is unavailable", retryLimiter, err)
+		if err := d.gate.Refill(c.Request().Context(), tenant, key); err != nil {
+			return apierr.Unavailable(apierr.CodeLimiterDown, "Redis is unavailable", apierr.RetryLimiter, err)
 		}
 		d.log.Info("admin: bucket refilled", "tenant", tenant, "key", key)
 		return c.JSON(http.StatusOK, map[string]string{"refilled": key})
@@ -187,16 +183,14 @@ func adminGetGrant(d deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id, tenant := c.Param("urlId"), c.QueryParam("tenant")
 		if u, err := uuid.Parse(id); err != nil || u.String() != id {
-			return newError(http.StatusBadRequest, codeInvalidRequest, "urlId must be a lower-case UUID")
+			return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "urlId must be a lower-case UUID")
 		}
 		if !keys.ValidTenant(tenant) {
-			return newError(http.StatusBadRequest, codeInvalidRequest, "the tenant query parameter must match [A-Za-z0-9_-]{1,64}")
+			return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "the tenant query parameter must match [A-Za-z0-9_-]{1,64}")
 		}
-		ctx, cancel := context.WithTimeout(c.Request().Context(), d.cfg.Redis.Timeout)
-		defer cancel()
-		st, err := d.gate.store.Status(ctx, tenant, id)
+		st, err := d.gate.Status(c.Request().Context(), tenant, id)
 		if err != nil {
-			return unavailable(codeLimiterDown, "Redis is unavailable", retryLimiter, err)
+			return apierr.Unavailable(apierr.CodeLimiterDown, "Redis is unavailable", apierr.RetryLimiter, err)
 		}
 		out := adminGrant{URLID: id, Tenant: tenant, Found: st.Found, Subject: st.Subject, Done: st.Done, Refunded: st.Refunded}
 		if st.Found {

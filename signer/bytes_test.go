@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // bytesTiers: a user may sign 10 MiB, a tenant 24 MiB, and neither refills
@@ -33,9 +35,9 @@ func TestBytesQuota(t *testing.T) {
 		}
 	}
 	r := s.sign(alice, newKey(), sized(4*mib))
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
-	if r.str("scope") != scopeCallerBytes {
-		t.Fatalf("third 4 MiB: scope %q, want %s", r.str("scope"), scopeCallerBytes)
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
+	if r.str("scope") != ratelimit.ScopeCallerBytes {
+		t.Fatalf("third 4 MiB: scope %q, want %s", r.str("scope"), ratelimit.ScopeCallerBytes)
 	}
 	retryAfter(t, r)
 	if got := s.tokens(aliceTokens); got != "28.000000" {
@@ -44,7 +46,7 @@ func TestBytesQuota(t *testing.T) {
 	if got := s.tokens(keys.ByteBucket("acme", keys.UserSubject("alice"))); got != fmt.Sprintf("%d.000000", 2*mib) {
 		t.Fatalf("alice's bytes %s, want %d", got, 2*mib)
 	}
-	mustStatus(t, s.sign(alice, newKey(), sized(2*mib+1)), http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, s.sign(alice, newKey(), sized(2*mib+1)), http.StatusTooManyRequests, apierr.CodeTooMany)
 	if r := s.sign(alice, newKey(), sized(2*mib)); r.status != http.StatusCreated {
 		t.Fatalf("exactly the 2 MiB left: %d %s", r.status, r.raw)
 	}
@@ -59,13 +61,13 @@ func TestBytesQuota(t *testing.T) {
 		t.Fatalf("carol 4 MiB: %d %s", r.status, r.raw)
 	}
 	r = s.sign(carol, newKey(), sized(1))
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
-	if r.str("scope") != scopeTenantBytes {
-		t.Fatalf("past the tenant's bytes: scope %q, want %s", r.str("scope"), scopeTenantBytes)
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
+	if r.str("scope") != ratelimit.ScopeTenantBytes {
+		t.Fatalf("past the tenant's bytes: scope %q, want %s", r.str("scope"), ratelimit.ScopeTenantBytes)
 	}
 
 	// Larger than the caller's whole quota: no refill ever fits it.
-	mustStatus(t, s.sign(s.token("acme", "dave"), newKey(), sized(10*mib+1)), http.StatusRequestEntityTooLarge, codeTooLarge)
+	mustStatus(t, s.sign(s.token("acme", "dave"), newKey(), sized(10*mib+1)), http.StatusRequestEntityTooLarge, apierr.CodeTooLarge)
 
 	// GET /uploads/quota shows both buckets of bytes, in bytes.
 	q := s.do(http.MethodGet, "/uploads/quota", map[string]string{"Authorization": "Bearer " + carol}, "")

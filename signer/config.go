@@ -13,6 +13,8 @@ import (
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
+	"github.com/mintgate/mintgate/signer/internal/readlimit"
 )
 
 // IP trust models of MINTGATE_IP_SOURCE (auth.Config).
@@ -21,15 +23,6 @@ const (
 	ipCF     = auth.IPCF
 	ipXFF    = auth.IPXFF
 )
-
-// Rate-limit header forms of MINTGATE_RATELIMIT_HEADERS.
-const (
-	headersLegacy = "legacy" // RateLimit-Limit, -Remaining, -Reset, -Policy: 30;w=60
-	headersDraft  = "draft"  // RateLimit-Policy: "user";q=30;w=60 and RateLimit: "user";r=0;t=2
-)
-
-// maxPresignTTL is the longest expiry SigV4 presigning allows.
-const maxPresignTTL = config.MaxURLTTL
 
 // maxPutBytes is the largest object one S3 PUT can create.
 const maxPutBytes = 5 << 30
@@ -200,9 +193,9 @@ func uploadLimits(e *config.Env) (maxObject int64, types map[string]bool) {
 func operatorSettings(e *config.Env, c *cfg) {
 	c.Degraded = e.OneOf("MINTGATE_DEGRADED_MODE", "off", "off", "local") == "local"
 	c.DegradedShare = share(e, "MINTGATE_DEGRADED_SHARE", defaultDegradedShare)
-	c.RateLimitHeader = e.OneOf("MINTGATE_RATELIMIT_HEADERS", headersLegacy, headersLegacy, headersDraft)
+	c.RateLimitHeader = e.OneOf("MINTGATE_RATELIMIT_HEADERS", ratelimit.FormLegacy, ratelimit.FormLegacy, ratelimit.FormDraft)
 	c.DemoPage = e.OneOf("MINTGATE_DEMO_PAGE", "off", "off", "on") == "on"
-	c.ReadLimit, c.ReadLimitOn = tiers.ReadShape(e, "MINTGATE_READ_LIMIT", defaultReadLimit)
+	c.ReadLimit, c.ReadLimitOn = tiers.ReadShape(e, "MINTGATE_READ_LIMIT", readlimit.DefaultLimit)
 	c.PprofAddr = e.String("MINTGATE_PPROF_ADDR", "")
 	if c.PprofAddr != "" && !loopbackAddr(c.PprofAddr) {
 		e.Fail("MINTGATE_PPROF_ADDR", "%q must be a loopback host:port such as 127.0.0.1:6060: profiles are for an operator on the box (or kubectl port-forward), never the network", c.PprofAddr)
@@ -232,12 +225,6 @@ func operatorSettings(e *config.Env, c *cfg) {
 		e.Fail("MINTGATE_ADMIN_TOKEN", "must be at least %d bytes: it refills buckets", minAdminToken)
 	}
 }
-
-// degradedLimit is the share of a tier each signer instance allows on its own
-// while Redis is unavailable (tiers.Share), so that instances × share ≤ 1
-// keeps them together within the real limit (docs/production.md: the HPA's
-// maxReplicas × MINTGATE_DEGRADED_SHARE ≤ 1).
-func degradedLimit(l bucket.Limit, share float64) bucket.Limit { return tiers.Share(l, share) }
 
 // minAdminToken is the shortest MINTGATE_ADMIN_TOKEN.
 const minAdminToken = 32

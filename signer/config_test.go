@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // No configuration error prints a secret: not a password in a Redis or
@@ -177,7 +178,7 @@ func TestHS256WithoutAudienceWarns(t *testing.T) {
 				t.Errorf("not a warning:\n%s", out.String())
 			}
 
-			id, err := newIdentity(context.Background(), c, time.Now)
+			id, err := identity.New(context.Background(), c.Config, time.Now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -190,7 +191,7 @@ func TestHS256WithoutAudienceWarns(t *testing.T) {
 			}
 			r := httptest.NewRequest(http.MethodGet, "/uploads/quota", nil)
 			r.Header.Set("Authorization", "Bearer "+tok)
-			_, aerr := id.authenticate(r)
+			_, aerr := id.Authenticate(r)
 			if got := aerr == nil; got != tc.otherAudienceOK {
 				t.Errorf("token for another audience accepted %v, want %v (%v)", got, tc.otherAudienceOK, aerr)
 			}

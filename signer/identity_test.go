@@ -25,6 +25,9 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
@@ -68,7 +71,7 @@ func TestJWKSVerification(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	id, err := newIdentity(ctx, c, time.Now)
+	id, err := identity.New(ctx, c.Config, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,17 +116,17 @@ func TestJWKSVerification(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest("POST", "/uploads/sign", nil)
 			r.Header.Set("Authorization", "Bearer "+tc.token)
-			who, aerr := id.authenticate(r)
+			who, aerr := id.Authenticate(r)
 			if tc.ok {
 				if aerr != nil {
 					t.Fatalf("rejected: %v", aerr)
 				}
-				if who != (caller{Tenant: "acme", Subject: "u:alice", Tier: "user"}) {
+				if who != (identity.Caller{Tenant: "acme", Subject: "u:alice", Tier: "user"}) {
 					t.Errorf("caller %+v", who)
 				}
 				return
 			}
-			if aerr == nil || aerr.Status != http.StatusUnauthorized || aerr.Code != codeUnauthenticated {
+			if aerr == nil || aerr.Status != http.StatusUnauthorized || aerr.Code != apierr.CodeUnauthenticated {
 				t.Fatalf("accepted or wrong error: %v", aerr)
 			}
 		})
@@ -134,27 +137,27 @@ func TestIPHash(t *testing.T) {
 	secret := []byte("ip-hash-secret-for-tests")
 	day := time.Date(2026, 3, 1, 23, 59, 0, 0, time.UTC)
 	ip := netip.MustParseAddr("203.0.113.7")
-	h := ipHash(secret, day, ip)
+	h := identity.IPHash(secret, day, ip)
 	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(h) {
 		t.Fatalf("hash %q", h)
 	}
-	if ipHash(secret, day.Add(-23*time.Hour), ip) != h {
+	if identity.IPHash(secret, day.Add(-23*time.Hour), ip) != h {
 		t.Error("the hash changed within one UTC day")
 	}
-	if ipHash(secret, day.Add(2*time.Minute), ip) == h {
+	if identity.IPHash(secret, day.Add(2*time.Minute), ip) == h {
 		t.Error("the salt did not rotate at UTC midnight")
 	}
-	if ipHash([]byte("another-secret-entirely"), day, ip) == h {
+	if identity.IPHash([]byte("another-secret-entirely"), day, ip) == h {
 		t.Error("the hash does not depend on the secret")
 	}
-	if ipHash(secret, day, netip.MustParseAddr("203.0.113.8")) == h {
+	if identity.IPHash(secret, day, netip.MustParseAddr("203.0.113.8")) == h {
 		t.Error("two addresses share a hash")
 	}
-	a := ipHash(secret, day, netip.MustParseAddr("2001:db8:1:2::1"))
-	if ipHash(secret, day, netip.MustParseAddr("2001:db8:1:2:ffff::9")) != a {
+	a := identity.IPHash(secret, day, netip.MustParseAddr("2001:db8:1:2::1"))
+	if identity.IPHash(secret, day, netip.MustParseAddr("2001:db8:1:2:ffff::9")) != a {
 		t.Error("one IPv6 /64 gets two buckets")
 	}
-	if ipHash(secret, day, netip.MustParseAddr("2001:db8:1:3::1")) == a {
+	if identity.IPHash(secret, day, netip.MustParseAddr("2001:db8:1:3::1")) == a {
 		t.Error("two IPv6 /64s share a bucket")
 	}
 }
@@ -164,12 +167,12 @@ func TestIPHash(t *testing.T) {
 func TestAnonymousBucketIsKeyedByHashedIP(t *testing.T) {
 	s := start(t, newStack(t).env(t))
 	for i := range 5 {
-		if r := s.sign("", newKey(), pngBody, hdrTenant, "pub"); r.status != http.StatusCreated {
+		if r := s.sign("", newKey(), pngBody, identity.HeaderTenant, "pub"); r.status != http.StatusCreated {
 			t.Fatalf("anonymous sign %d: %d %s", i, r.status, r.raw)
 		}
 	}
-	r := s.sign("", newKey(), pngBody, hdrTenant, "pub")
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+	r := s.sign("", newKey(), pngBody, identity.HeaderTenant, "pub")
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
 	if r.header.Get("RateLimit-Policy") != "5;w=60" || r.header.Get("RateLimit-Limit") != "5" || retryAfter(t, r) != 12 {
 		t.Errorf("anonymous 429 headers %v", r.header)
 	}
@@ -212,7 +215,7 @@ func TestRotatingCFConnectingIPBuysNoBuckets(t *testing.T) {
 	s := start(t, env)
 	created := 0
 	for i := range 25 {
-		r := s.sign("", newKey(), pngBody, hdrTenant, "pub", hdrCFConnectingIP, fmt.Sprintf("198.51.100.%d", i+1))
+		r := s.sign("", newKey(), pngBody, identity.HeaderTenant, "pub", identity.HeaderCFConnectingIP, fmt.Sprintf("198.51.100.%d", i+1))
 		switch r.status {
 		case http.StatusCreated:
 			created++
@@ -243,7 +246,7 @@ func TestAnonymousCallersCannotDrainATenant(t *testing.T) {
 	for i := range 130 {
 		ip := fmt.Sprintf("2001:db8:0:ab%02x::1", i) // the i-th /64 of 2001:db8:0:ab00::/56
 		for range 5 {
-			r := s.sign("", newKey(), pngBody, hdrTenant, "pub", hdrForwardedFor, ip)
+			r := s.sign("", newKey(), pngBody, identity.HeaderTenant, "pub", identity.HeaderForwardedFor, ip)
 			switch r.status {
 			case http.StatusCreated:
 				created++
@@ -257,7 +260,7 @@ func TestAnonymousCallersCannotDrainATenant(t *testing.T) {
 	if created != 150 {
 		t.Errorf("%d × 201 for 130 /64s of one /56, want 150 (the anonymous_all capacity)", created)
 	}
-	if denied.str("scope") != scopeTenant || denied.header.Get("RateLimit-Limit") != "150" || denied.header.Get("RateLimit-Policy") != "150;w=60" {
+	if denied.str("scope") != ratelimit.ScopeTenant || denied.header.Get("RateLimit-Limit") != "150" || denied.header.Get("RateLimit-Policy") != "150;w=60" {
 		t.Errorf("anonymous_all 429: %s %v; want scope tenant and its headers", denied.raw, denied.header)
 	}
 	if got := s.tokens(keys.AnonBucket("pub")); got != "0.000000" {
@@ -288,7 +291,7 @@ func TestAnonymousAllTierIsConfigurable(t *testing.T) {
 	env["MINTGATE_TRUSTED_PROXIES"] = "127.0.0.1/32,::1/128"
 	s := start(t, env)
 	from := func(i int) []string {
-		return []string{hdrTenant, "pub", hdrForwardedFor, fmt.Sprintf("198.51.100.%d", i)}
+		return []string{identity.HeaderTenant, "pub", identity.HeaderForwardedFor, fmt.Sprintf("198.51.100.%d", i)}
 	}
 
 	for i := range 2 {
@@ -297,21 +300,21 @@ func TestAnonymousAllTierIsConfigurable(t *testing.T) {
 		}
 	}
 	st.nats.Stop()
-	mustStatus(t, s.sign("", newKey(), pngBody, from(2)...), http.StatusServiceUnavailable, codeLedgerDown)
+	mustStatus(t, s.sign("", newKey(), pngBody, from(2)...), http.StatusServiceUnavailable, apierr.CodeLedgerDown)
 	if got := s.tokens(keys.AnonBucket("pub")); got != "1.000000" {
 		t.Errorf("anonymous_all after the undone sign: %q, want 1.000000", got)
 	}
 	st.nats.Start()
 	deadline := time.Now().Add(15 * time.Second)
 	for r := s.sign("", newKey(), pngBody, from(2)...); r.status != http.StatusCreated; r = s.sign("", newKey(), pngBody, from(2)...) {
-		if r.code() != codeLedgerDown || time.Now().After(deadline) {
+		if r.code() != apierr.CodeLedgerDown || time.Now().After(deadline) {
 			t.Fatalf("third anonymous sign once the ledger is back: %d %s", r.status, r.raw)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	r := s.sign("", newKey(), pngBody, from(3)...)
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
-	if r.str("scope") != scopeTenant || r.header.Get("RateLimit-Policy") != `"anonymous_all";q=3;w=60` || retryAfter(t, r) != 20 {
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
+	if r.str("scope") != ratelimit.ScopeTenant || r.header.Get("RateLimit-Policy") != `"anonymous_all";q=3;w=60` || retryAfter(t, r) != 20 {
 		t.Errorf("429 by anonymous_all: %s %v", r.raw, r.header)
 	}
 	if r := s.sign(s.token("pub", "alice"), newKey(), pngBody); r.status != http.StatusCreated {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/mintgate/mintgate/api"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 const limitsPath = "/uploads/limits"
@@ -34,7 +36,7 @@ func TestUploadLimitsFollowTheConfiguration(t *testing.T) {
 		"no credentials":        nil,
 		"a token":               {"Authorization": "Bearer " + s.token("acme", "alice")},
 		"a token that is wrong": {"Authorization": "Bearer not-a-jwt"},
-		"an unknown tenant":     {hdrTenant: "nobody"},
+		"an unknown tenant":     {identity.HeaderTenant: "nobody"},
 	} {
 		r := s.do(http.MethodGet, limitsPath, h, "")
 		if r.status != http.StatusOK {
@@ -78,8 +80,8 @@ func TestUploadLimitsFollowTheConfiguration(t *testing.T) {
 	if r := s.sign(tok, newKey(), body("video/mp4", want.MaxObjectBytes)); r.status != http.StatusCreated {
 		t.Errorf("a sign of maxObjectBytes: %d %s", r.status, r.raw)
 	}
-	mustStatus(t, s.sign(tok, newKey(), body("video/mp4", want.MaxObjectBytes+1)), http.StatusRequestEntityTooLarge, codeTooLarge)
-	mustStatus(t, s.sign(tok, newKey(), body("image/jpeg", 1)), http.StatusUnsupportedMediaType, codeUnsupportedType)
+	mustStatus(t, s.sign(tok, newKey(), body("video/mp4", want.MaxObjectBytes+1)), http.StatusRequestEntityTooLarge, apierr.CodeTooLarge)
+	mustStatus(t, s.sign(tok, newKey(), body("image/jpeg", 1)), http.StatusUnsupportedMediaType, apierr.CodeUnsupportedType)
 }
 
 // /uploads/limits is a route of its own beside /uploads/{urlId}: the
@@ -94,7 +96,7 @@ func TestUploadLimitsBesideTheUrlIdRoutes(t *testing.T) {
 		t.Errorf("GET %s: %d %s", limitsPath, r.status, r.raw)
 	}
 	for _, m := range []string{http.MethodDelete, http.MethodPost, http.MethodPut} {
-		mustStatus(t, s.do(m, limitsPath, auth, ""), http.StatusMethodNotAllowed, codeMethodNotAllowed)
+		mustStatus(t, s.do(m, limitsPath, auth, ""), http.StatusMethodNotAllowed, apierr.CodeMethodNotAllowed)
 	}
 
 	r := s.sign(tok, newKey(), pngBody)
@@ -106,8 +108,8 @@ func TestUploadLimitsBesideTheUrlIdRoutes(t *testing.T) {
 		t.Errorf("GET /uploads/%s: %d %s", id, st.status, st.raw)
 	}
 	// Another word in the place of a urlId is still the status route's.
-	mustStatus(t, s.do(http.MethodGet, "/uploads/limit", auth, ""), http.StatusBadRequest, codeInvalidRequest)
-	mustStatus(t, s.do(http.MethodDelete, "/uploads/limit", auth, ""), http.StatusBadRequest, codeInvalidRequest)
+	mustStatus(t, s.do(http.MethodGet, "/uploads/limit", auth, ""), http.StatusBadRequest, apierr.CodeInvalidRequest)
+	mustStatus(t, s.do(http.MethodDelete, "/uploads/limit", auth, ""), http.StatusBadRequest, apierr.CodeInvalidRequest)
 }
 
 // With no content type configured the list is empty, not null.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // MINTGATE_MAX_LIVE_GRANTS=3: three live grants, the fourth 429 live_grants
@@ -28,8 +30,8 @@ func TestLiveGrantsBound(t *testing.T) {
 	}
 	before := s.tokens(keys.Bucket("acme", keys.UserSubject("alice")))
 	r := s.sign(alice, newKey(), pngBody)
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
-	if r.str("scope") != scopeLiveGrants || retryAfter(t, r) > 120 {
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
+	if r.str("scope") != ratelimit.ScopeLiveGrants || retryAfter(t, r) > 120 {
 		t.Fatalf("fourth sign: %s", r.raw)
 	}
 	if after := s.tokens(keys.Bucket("acme", keys.UserSubject("alice"))); after != before {
@@ -40,7 +42,7 @@ func TestLiveGrantsBound(t *testing.T) {
 	if r := s.sign(alice, newKey(), pngBody); r.status != http.StatusCreated {
 		t.Fatalf("after an upload completed: %d %s", r.status, r.raw)
 	}
-	mustStatus(t, s.sign(alice, newKey(), pngBody), http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, s.sign(alice, newKey(), pngBody), http.StatusTooManyRequests, apierr.CodeTooMany)
 	// Another caller is not held by alice's.
 	if r := s.sign(s.token("acme", "bob"), newKey(), pngBody); r.status != http.StatusCreated {
 		t.Fatalf("bob: %d %s", r.status, r.raw)

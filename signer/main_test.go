@@ -19,6 +19,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // testSecret is the HS256 key of the test signers.
@@ -416,7 +417,7 @@ func TestShutdownFinishesInFlightSigns(t *testing.T) {
 	got := make(chan reply, 1)
 	go func() { got <- s.sign(tok, key, pngBody) }()
 	<-hold.entered
-	mustStatus(t, s.sign(tok, key, pngBody), http.StatusConflict, codeInProgress)
+	mustStatus(t, s.sign(tok, key, pngBody), http.StatusConflict, apierr.CodeInProgress)
 
 	cancel()
 	deadline := time.Now().Add(5 * time.Second)
@@ -509,7 +510,7 @@ func TestMissingStreamKeepsTheSignerUnready(t *testing.T) {
 	if r := s.do(http.MethodGet, "/readyz", nil, ""); r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.raw), "nats") {
 		t.Errorf("readyz without the stream: %d %s, want 503 naming nats", r.status, r.raw)
 	}
-	mustStatus(t, s.sign(s.token("acme", "alice"), newKey(), pngBody), http.StatusServiceUnavailable, codeLedgerDown)
+	mustStatus(t, s.sign(s.token("acme", "alice"), newKey(), pngBody), http.StatusServiceUnavailable, apierr.CodeLedgerDown)
 	if !strings.Contains(s.log.String(), "does not exist") {
 		t.Errorf("the signer's log does not say the stream is missing:\n%s", s.log)
 	}

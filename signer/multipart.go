@@ -17,6 +17,9 @@ import (
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/gate"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // Multipart grants (docs/api.md, "Multipart uploads"). A multipart grant is
@@ -92,7 +95,7 @@ func handleMultipartCreate(d deps) echo.HandlerFunc {
 // create the S3 upload, record the grant and wait for the ledger's ack,
 // then store the grant record and the replay. On any failure before the
 // answer the token goes back and the upload is aborted.
-func (d deps) openMultipart(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apiError) {
+func (d deps) openMultipart(ctx context.Context, a attempt, dec gate.Decision, urlID string, now time.Time) ([]byte, *apierr.Error) {
 	who, lim := a.who, d.cfg.Multipart
 	key := keys.Object(who.Tenant, urlID)
 	expiresAt := now.UTC().Truncate(time.Second).Add(lim.TTL.Truncate(time.Second))
@@ -100,9 +103,9 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec decision, urlID 
 	if err != nil {
 		d.refund(ctx, a, dec, urlID)
 		d.countMP("create", "storage_unavailable")
-		return nil, unavailable(codeStorageDown, "the upload cannot be created right now; nothing was charged", retryPresign, err)
+		return nil, apierr.Unavailable(apierr.CodeStorageDown, "the upload cannot be created right now; nothing was charged", apierr.RetryPresign, err)
 	}
-	fail := func(outcome string, e *apiError) ([]byte, *apiError) {
+	fail := func(outcome string, e *apierr.Error) ([]byte, *apierr.Error) {
 		d.refund(ctx, a, dec, urlID)
 		if err := d.uploads.Abort(ctx, key, uploadID); err != nil && !errors.Is(err, multipart.ErrGone) {
 			// The bucket's lifecycle rule removes it: no part URL was
@@ -114,10 +117,10 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec decision, urlID 
 	}
 	g := ledger.Grant{
 		URLID: urlID, Tenant: who.Tenant, Tier: who.Tier, Subject: who.Subject, Key: key, UploadID: uploadID,
-		IssuedAt: now.UTC(), ExpiresAt: expiresAt, Credits: a.credits(), Shadow: dec.shadow,
+		IssuedAt: now.UTC(), ExpiresAt: expiresAt, Credits: a.credits(), Shadow: dec.Shadow,
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
-		return fail("ledger_unavailable", unavailable(codeLedgerDown, "the grant ledger is unavailable; no upload was created and nothing was charged", retryLedger, err))
+		return fail("ledger_unavailable", apierr.Unavailable(apierr.CodeLedgerDown, "the grant ledger is unavailable; no upload was created and nothing was charged", apierr.RetryLedger, err))
 	}
 	layout := multipart.Layout{Size: a.req.ContentLength, PartSize: lim.PartSize}
 	body, _ := json.Marshal(api.MultipartResponse{ // strings and integers always encode
@@ -127,7 +130,7 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec decision, urlID 
 	rec, _ := json.Marshal(mpRecord{UploadID: uploadID, Size: layout.Size, PartSize: layout.PartSize, Refund: quota.RefundRecord(now, a.ask.Buckets)})
 	f := d.finished(a, urlID, body, expiresAt, lim.TTL)
 	f.Multipart = string(rec)
-	if err := d.gate.finishOwn(ctx, a, f); err != nil {
+	if err := d.gate.FinishOwn(ctx, a.ask, f); err != nil {
 		// Without its grant record no part can be signed: the grant is
 		// given back now (its refunded marker stops the sweeper's refund)
 		// rather than left to its life, and its upload aborted here. Should
@@ -137,7 +140,7 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec decision, urlID 
 		// (the undo freed the key), or the undo deletes the one it wrote,
 		// so no retry of the key is answered with this grant.
 		d.metrics.finishFailed.Inc()
-		return fail("limiter_unavailable", unavailable(codeLimiterDown, "the rate limiter is unavailable; no upload was created and nothing was charged", retryLimiter, err))
+		return fail("limiter_unavailable", apierr.Unavailable(apierr.CodeLimiterDown, "the rate limiter is unavailable; no upload was created and nothing was charged", apierr.RetryLimiter, err))
 	}
 	d.count("issued")
 	d.countMP("create", "created")
@@ -148,41 +151,39 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec decision, urlID 
 // knows it: a 404 for anyone else's, an unknown one and a single PUT's
 // (they have no parts), unless single is set, when a single PUT's is
 // returned with a nil record.
-func (d deps) grantOf(c echo.Context, single bool) (caller, string, quota.Status, *mpRecord, *apiError) {
-	who, aerr := d.ident.authenticate(c.Request())
+func (d deps) grantOf(c echo.Context, single bool) (identity.Caller, string, quota.Status, *mpRecord, *apierr.Error) {
+	who, aerr := d.ident.Authenticate(c.Request())
 	if aerr != nil {
-		return caller{}, "", quota.Status{}, nil, aerr
+		return identity.Caller{}, "", quota.Status{}, nil, aerr
 	}
 	id := c.Param("urlId")
 	if u, err := uuid.Parse(id); err != nil || u.String() != id {
-		return caller{}, "", quota.Status{}, nil, newError(http.StatusBadRequest, codeInvalidRequest, "urlId must be a lower-case UUID")
+		return identity.Caller{}, "", quota.Status{}, nil, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "urlId must be a lower-case UUID")
 	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), d.cfg.Redis.Timeout)
-	defer cancel()
-	st, err := d.gate.store.Status(ctx, who.Tenant, id)
+	st, err := d.gate.Status(c.Request().Context(), who.Tenant, id)
 	if err != nil {
-		return caller{}, "", quota.Status{}, nil, unavailable(codeLimiterDown, "the grant is unavailable", retryLimiter, err)
+		return identity.Caller{}, "", quota.Status{}, nil, apierr.Unavailable(apierr.CodeLimiterDown, "the grant is unavailable", apierr.RetryLimiter, err)
 	}
-	notFound := newError(http.StatusNotFound, codeNotFound, "no multipart upload of yours with this urlId")
+	notFound := apierr.New(http.StatusNotFound, apierr.CodeNotFound, "no multipart upload of yours with this urlId")
 	if !st.Found || st.Subject != who.Subject {
-		return caller{}, "", quota.Status{}, nil, notFound
+		return identity.Caller{}, "", quota.Status{}, nil, notFound
 	}
 	if st.Multipart == "" {
 		if single {
 			return who, id, st, nil, nil
 		}
-		return caller{}, "", quota.Status{}, nil, notFound
+		return identity.Caller{}, "", quota.Status{}, nil, notFound
 	}
 	var rec mpRecord
 	if err := json.Unmarshal([]byte(st.Multipart), &rec); err != nil || rec.UploadID == "" || rec.layout().Check() != nil {
-		return caller{}, "", quota.Status{}, nil, &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error", cause: errors.New("unreadable multipart grant record")}
+		return identity.Caller{}, "", quota.Status{}, nil, &apierr.Error{Status: http.StatusInternalServerError, Code: apierr.CodeInternal, Message: "internal error", Cause: errors.New("unreadable multipart grant record")}
 	}
 	return who, id, st, &rec, nil
 }
 
 // closed is the 410 of a grant that takes no more parts.
-func closed(why string) *apiError {
-	return newError(http.StatusGone, codeGrantClosed, "this upload is %s", why)
+func closed(why string) *apierr.Error {
+	return apierr.New(http.StatusGone, apierr.CodeGrantClosed, "this upload is %s", why)
 }
 
 // endedWhy is why a grant whose record st is closed, or "".
@@ -228,7 +229,7 @@ func handleSignParts(d deps) echo.HandlerFunc {
 			p, err := d.uploads.SignPart(c.Request().Context(), key, rec.UploadID, n, l.PartLen(n), ttl)
 			if err != nil {
 				d.countMP("parts", "presign_unavailable")
-				return unavailable(codePresignDown, "part URLs cannot be signed right now", retryPresign, err)
+				return apierr.Unavailable(apierr.CodePresignDown, "part URLs cannot be signed right now", apierr.RetryPresign, err)
 			}
 			out.Parts[i] = api.SignedPart{PartNumber: n, URL: p.URL, Method: http.MethodPut,
 				Headers: api.PartHeaders{ContentLength: strconv.FormatInt(p.ContentLength, 10)}}
@@ -239,17 +240,17 @@ func handleSignParts(d deps) echo.HandlerFunc {
 }
 
 // checkPartNumbers: 1 to maxPartsPerRequest distinct numbers of 1 to count.
-func checkPartNumbers(ns []int, count int) *apiError {
+func checkPartNumbers(ns []int, count int) *apierr.Error {
 	if len(ns) == 0 || len(ns) > maxPartsPerRequest {
-		return newError(http.StatusBadRequest, codeInvalidRequest, "partNumbers must list 1 to %d part numbers", maxPartsPerRequest)
+		return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "partNumbers must list 1 to %d part numbers", maxPartsPerRequest)
 	}
 	seen := make(map[int]bool, len(ns))
 	for _, n := range ns {
 		if n < 1 || n > count {
-			return newError(http.StatusBadRequest, codeInvalidRequest, "part number %d is not between 1 and %d, this upload's parts", n, count)
+			return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "part number %d is not between 1 and %d, this upload's parts", n, count)
 		}
 		if seen[n] {
-			return newError(http.StatusBadRequest, codeInvalidRequest, "part number %d is listed twice", n)
+			return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "part number %d is listed twice", n)
 		}
 		seen[n] = true
 	}
@@ -272,7 +273,7 @@ func handleListParts(d deps) echo.HandlerFunc {
 			return closed("completed or aborted")
 		case err != nil:
 			d.countMP("list", "storage_unavailable")
-			return unavailable(codeStorageDown, "the upload's parts cannot be listed right now", retryPresign, err)
+			return apierr.Unavailable(apierr.CodeStorageDown, "the upload's parts cannot be listed right now", apierr.RetryPresign, err)
 		}
 		out := api.PartList{Parts: make([]api.ListedPart, len(parts))}
 		for i, p := range parts {
@@ -297,7 +298,7 @@ func handleComplete(d deps) echo.HandlerFunc {
 			return aerr
 		}
 		if len(req.Parts) == 0 || len(req.Parts) > multipart.MaxParts {
-			return newError(http.StatusBadRequest, codeInvalidRequest, "parts must list 1 to %d parts", multipart.MaxParts)
+			return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "parts must list 1 to %d parts", multipart.MaxParts)
 		}
 		key := keys.Object(who.Tenant, id)
 		answer := api.CompleteResponse{URLID: id, Key: key, Size: rec.Size}
@@ -317,14 +318,10 @@ func handleComplete(d deps) echo.HandlerFunc {
 		// The claim keeps every abort off the upload while S3 completes
 		// it (S3 may let a complete and an abort that run at once both
 		// succeed), and refuses once an abort claimed it.
-		var cl quota.Closing
-		err := d.gate.call(ctx, "claim_complete", func(ctx context.Context) (err error) {
-			cl, err = d.gate.store.ClaimComplete(ctx, who.Tenant, id, quota.CompleteLease)
-			return err
-		})
+		cl, err := d.gate.ClaimComplete(ctx, who.Tenant, id, quota.CompleteLease)
 		switch {
 		case err != nil:
-			return unavailable(codeLimiterDown, "the upload cannot be completed right now", retryLimiter, err)
+			return apierr.Unavailable(apierr.CodeLimiterDown, "the upload cannot be completed right now", apierr.RetryLimiter, err)
 		case cl.Claim == quota.ClaimDone:
 			d.countMP("complete", "completed_before")
 			return c.JSON(http.StatusOK, answer)
@@ -345,13 +342,13 @@ func handleComplete(d deps) echo.HandlerFunc {
 			return closed("aborted")
 		case errors.Is(err, multipart.ErrSizeMismatch):
 			d.countMP("complete", "size_mismatch")
-			return newError(http.StatusUnprocessableEntity, codeSizeMismatch, "%s; contentLength was %d: nothing was created", detail(err, multipart.ErrSizeMismatch), rec.Size)
+			return apierr.New(http.StatusUnprocessableEntity, apierr.CodeSizeMismatch, "%s; contentLength was %d: nothing was created", detail(err, multipart.ErrSizeMismatch), rec.Size)
 		case errors.Is(err, multipart.ErrInvalidPart):
 			d.countMP("complete", "invalid_parts")
-			return newError(http.StatusBadRequest, codeInvalidRequest, "%s", detail(err, multipart.ErrInvalidPart))
+			return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "%s", detail(err, multipart.ErrInvalidPart))
 		case err != nil:
 			d.countMP("complete", "storage_unavailable")
-			return unavailable(codeStorageDown, "the upload cannot be completed right now", retryPresign, err)
+			return apierr.Unavailable(apierr.CodeStorageDown, "the upload cannot be completed right now", apierr.RetryPresign, err)
 		}
 		d.markCompleted(ctx, who.Tenant, id)
 		d.countMP("complete", "completed")
@@ -363,7 +360,7 @@ func handleComplete(d deps) echo.HandlerFunc {
 // release gives up a complete's claim on grant urlID; best effort, the
 // claim's lease ends it anyway.
 func (d deps) release(ctx context.Context, tenant, urlID string) {
-	if err := d.gate.call(ctx, "release", func(ctx context.Context) error { return d.gate.store.Release(ctx, tenant, urlID) }); err != nil {
+	if err := d.gate.Release(ctx, tenant, urlID); err != nil {
 		d.log.Warn("releasing a complete's claim failed; aborts wait for its lease", "tenant", tenant, "urlId", urlID, "err", err)
 	}
 }
@@ -373,10 +370,7 @@ func (d deps) release(ctx context.Context, tenant, urlID string) {
 // publishes its event). Best effort: the completer's ObjectCreated sets it
 // too, and a sweeper that finds none learns it from S3.
 func (d deps) markCompleted(ctx context.Context, tenant, urlID string) {
-	err := d.gate.call(ctx, "complete_upload", func(ctx context.Context) error {
-		_, err := d.gate.store.Complete(ctx, d.now(), quota.Completion{Tenant: tenant, URLID: urlID, Value: quota.DoneUnpublished, TTL: quota.MarkerTTL, First: true})
-		return err
-	})
+	_, err := d.gate.Complete(ctx, d.now(), quota.Completion{Tenant: tenant, URLID: urlID, Value: quota.DoneUnpublished, TTL: quota.MarkerTTL, First: true})
 	if err != nil {
 		d.log.Warn("marking a completed multipart upload done failed; the completer's event marks it", "tenant", tenant, "urlId", urlID, "err", err)
 	}

@@ -24,6 +24,8 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 const (
@@ -219,11 +221,11 @@ func TestMultipartJourney(t *testing.T) {
 	}
 
 	// 10 of 12 MiB: refused, nothing created, the upload still open.
-	mustStatus(t, s.complete(alice, g.URLID, done[:2]), http.StatusUnprocessableEntity, codeSizeMismatch)
+	mustStatus(t, s.complete(alice, g.URLID, done[:2]), http.StatusUnprocessableEntity, apierr.CodeSizeMismatch)
 	if n := s.head(g.Key); n != -1 {
 		t.Fatalf("after the 422 the object exists (%d bytes)", n)
 	}
-	mustStatus(t, s.complete(alice, g.URLID, []api.CompletedPart{done[0], {PartNumber: 2, ETag: `"0"`}, done[2]}), http.StatusBadRequest, codeInvalidRequest)
+	mustStatus(t, s.complete(alice, g.URLID, []api.CompletedPart{done[0], {PartNumber: 2, ETag: `"0"`}, done[2]}), http.StatusBadRequest, apierr.CodeInvalidRequest)
 
 	for range 2 { // the retry after success answers the same
 		c := s.complete(alice, g.URLID, done)
@@ -239,8 +241,8 @@ func TestMultipartJourney(t *testing.T) {
 	if st := s.status(alice, g.URLID); st != statusVerifying {
 		t.Fatalf("status %q, want verifying", st)
 	}
-	mustStatus(t, s.parts(alice, g.URLID, 1), http.StatusGone, codeGrantClosed)
-	mustStatus(t, s.abort(alice, g.URLID), http.StatusConflict, codeNotAbortable)
+	mustStatus(t, s.parts(alice, g.URLID, 1), http.StatusGone, apierr.CodeGrantClosed)
+	mustStatus(t, s.abort(alice, g.URLID), http.StatusConflict, apierr.CodeNotAbortable)
 	if got := s.count(caller); got != 2 {
 		t.Fatalf("a completed upload's token came back: %v tokens", got)
 	}
@@ -254,18 +256,18 @@ func TestMultipartGrantsAreTheCallersOwn(t *testing.T) {
 	alice, bob := s.token("acme", "alice"), s.token("acme", "bob")
 	r := s.create(alice, newKey(), 12*mib)
 	id := r.str("urlId")
-	mustStatus(t, s.parts(bob, id, 1), http.StatusNotFound, codeNotFound)
-	mustStatus(t, s.do(http.MethodGet, "/uploads/"+id+"/parts", bearer(bob), ""), http.StatusNotFound, codeNotFound)
-	mustStatus(t, s.complete(bob, id, []api.CompletedPart{{PartNumber: 1, ETag: `"x"`}}), http.StatusNotFound, codeNotFound)
-	mustStatus(t, s.abort(bob, id), http.StatusNotFound, codeNotFound)
-	mustStatus(t, s.parts(alice, id, 4), http.StatusBadRequest, codeInvalidRequest)
-	mustStatus(t, s.parts(alice, id, 1, 1), http.StatusBadRequest, codeInvalidRequest)
-	mustStatus(t, s.parts(alice, id), http.StatusBadRequest, codeInvalidRequest)
-	mustStatus(t, s.create(alice, newKey(), 6<<30), http.StatusRequestEntityTooLarge, codeTooLarge)
+	mustStatus(t, s.parts(bob, id, 1), http.StatusNotFound, apierr.CodeNotFound)
+	mustStatus(t, s.do(http.MethodGet, "/uploads/"+id+"/parts", bearer(bob), ""), http.StatusNotFound, apierr.CodeNotFound)
+	mustStatus(t, s.complete(bob, id, []api.CompletedPart{{PartNumber: 1, ETag: `"x"`}}), http.StatusNotFound, apierr.CodeNotFound)
+	mustStatus(t, s.abort(bob, id), http.StatusNotFound, apierr.CodeNotFound)
+	mustStatus(t, s.parts(alice, id, 4), http.StatusBadRequest, apierr.CodeInvalidRequest)
+	mustStatus(t, s.parts(alice, id, 1, 1), http.StatusBadRequest, apierr.CodeInvalidRequest)
+	mustStatus(t, s.parts(alice, id), http.StatusBadRequest, apierr.CodeInvalidRequest)
+	mustStatus(t, s.create(alice, newKey(), 6<<30), http.StatusRequestEntityTooLarge, apierr.CodeTooLarge)
 
 	single := s.sign(alice, newKey(), pngBody)
-	mustStatus(t, s.abort(alice, single.str("urlId")), http.StatusConflict, codeNotAbortable)
-	mustStatus(t, s.parts(alice, single.str("urlId"), 1), http.StatusNotFound, codeNotFound)
+	mustStatus(t, s.abort(alice, single.str("urlId")), http.StatusConflict, apierr.CodeNotAbortable)
+	mustStatus(t, s.parts(alice, single.str("urlId"), 1), http.StatusNotFound, apierr.CodeNotFound)
 }
 
 // A part's URL signs its exact length: a longer body is refused (a part
@@ -316,8 +318,8 @@ func TestAbortEndsTheGrantOnce(t *testing.T) {
 	if st := s.status(alice, id); st != statusAborted {
 		t.Fatalf("status %q, want aborted", st)
 	}
-	mustStatus(t, s.parts(alice, id, 1), http.StatusGone, codeGrantClosed)
-	mustStatus(t, s.complete(alice, id, []api.CompletedPart{part}), http.StatusGone, codeGrantClosed)
+	mustStatus(t, s.parts(alice, id, 1), http.StatusGone, apierr.CodeGrantClosed)
+	mustStatus(t, s.complete(alice, id, []api.CompletedPart{part}), http.StatusGone, apierr.CodeGrantClosed)
 }
 
 // A signer killed between S3's complete and its own answer left the
@@ -355,7 +357,7 @@ func TestMultipartCreateWithoutTheLedgerLeavesNothing(t *testing.T) {
 	s := startMultipart(t, nil, withRecorder(failingRecorder{}))
 	alice := s.token("acme", "alice")
 	r := s.create(alice, newKey(), 12*mib)
-	mustStatus(t, r, http.StatusServiceUnavailable, codeLedgerDown)
+	mustStatus(t, r, http.StatusServiceUnavailable, apierr.CodeLedgerDown)
 	if got := s.count(keys.Bucket("acme", keys.UserSubject("alice"))); got != 3 {
 		t.Fatalf("after the 503 the caller holds %v tokens, want 3", got)
 	}
@@ -404,7 +406,7 @@ func TestCompleteRacingAbort(t *testing.T) {
 		wg.Go(func() {
 			lag(1)
 			d = s.abort(alice, id)
-			for d.status == http.StatusConflict && d.code() == codeInProgress {
+			for d.status == http.StatusConflict && d.code() == apierr.CodeInProgress {
 				time.Sleep(20 * time.Millisecond)
 				d = s.abort(alice, id)
 			}
@@ -414,7 +416,7 @@ func TestCompleteRacingAbort(t *testing.T) {
 		switch {
 		case after != before:
 			t.Fatalf("race %d: tokens %v → %v, want none back", i, before, after)
-		case c.status == http.StatusOK && d.status == http.StatusConflict && d.code() == codeNotAbortable && s.head(key) == 1000 && bytesAfter == bytesBefore:
+		case c.status == http.StatusOK && d.status == http.StatusConflict && d.code() == apierr.CodeNotAbortable && s.head(key) == 1000 && bytesAfter == bytesBefore:
 			completed++
 		case c.status == http.StatusGone && d.status == http.StatusNoContent && s.head(key) == -1 && bytesAfter == bytesBefore+1000:
 			aborted++
@@ -490,7 +492,7 @@ func TestMultipartAnswersMatchOpenAPI(t *testing.T) {
 	for ; r.status == http.StatusCreated; r = s.create(alice, newKey(), mib) {
 		c.expect(http.StatusCreated, post, create, r)
 	}
-	if r := c.expect(http.StatusTooManyRequests, post, create, r); r.str("scope") != scopeCaller {
+	if r := c.expect(http.StatusTooManyRequests, post, create, r); r.str("scope") != ratelimit.ScopeCaller {
 		t.Errorf("429 %s, want scope caller", r.raw)
 	}
 
@@ -505,7 +507,7 @@ func TestMultipartAnswersMatchOpenAPI(t *testing.T) {
 	c.expect(http.StatusServiceUnavailable, post, "/uploads/"+open+"/complete", s.complete(carol, open, done[:1]))
 	// That complete may yet run in S3: its claim holds aborts off until
 	// its lease ends.
-	if r := c.expect(http.StatusConflict, del, "/uploads/"+open, s.abort(carol, open)); r.code() != codeInProgress || retryAfter(t, r) < 60 {
+	if r := c.expect(http.StatusConflict, del, "/uploads/"+open, s.abort(carol, open)); r.code() != apierr.CodeInProgress || retryAfter(t, r) < 60 {
 		t.Errorf("DELETE after a complete S3 did not answer: %s %v", r.raw, r.header)
 	}
 }

@@ -21,6 +21,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // The repository's description of the signer's HTTP interface.
@@ -175,8 +178,8 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 		c.expect(http.StatusOK, http.MethodGet, "/readyz", p.do(http.MethodGet, "/readyz", nil, ""))
 	}
 	c.expect(http.StatusOK, http.MethodGet, "/metrics", ops.do(http.MethodGet, "/metrics", nil, ""))
-	c.expectError(http.StatusNotFound, codeNotFound, s.do(http.MethodGet, "/metrics", nil, ""))
-	c.expectError(http.StatusMethodNotAllowed, codeMethodNotAllowed, s.do(http.MethodPut, sign, nil, pngBody))
+	c.expectError(http.StatusNotFound, apierr.CodeNotFound, s.do(http.MethodGet, "/metrics", nil, ""))
+	c.expectError(http.StatusMethodNotAllowed, apierr.CodeMethodNotAllowed, s.do(http.MethodPut, sign, nil, pngBody))
 
 	// 201, then its replay; the same key with another body.
 	key := newKey()
@@ -187,7 +190,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 		t.Errorf("replay %s differs from %s", replay.raw, first.raw)
 	}
 	c.expect(http.StatusUnprocessableEntity, post, sign, s.sign(tok, key, `{"contentType":"image/png","contentLength":2048}`))
-	anon := c.expect(http.StatusCreated, post, sign, s.sign("", newKey(), pngBody, hdrTenant, "pub"))
+	anon := c.expect(http.StatusCreated, post, sign, s.sign("", newKey(), pngBody, identity.HeaderTenant, "pub"))
 
 	// 409: the key is held by a request still in flight.
 	held := newKey()
@@ -200,19 +203,19 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 		code   string
 		r      reply
 	}{
-		{http.StatusBadRequest, codeKeyRequired, s.sign(tok, "", pngBody)},
-		{http.StatusBadRequest, codeKeyInvalid, s.sign(tok, "a key", pngBody)},
-		{http.StatusBadRequest, codeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1,"filename":"x"}`)},
-		{http.StatusBadRequest, codeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":0}`)},
-		{http.StatusBadRequest, codeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":"1"}`)},
-		{http.StatusUnauthorized, codeUnauthenticated, s.sign("", newKey(), pngBody)},
-		{http.StatusUnauthorized, codeUnauthenticated, s.sign("not-a-jwt", newKey(), pngBody)},
-		{http.StatusUnauthorized, codeUnauthenticated, s.sign("", newKey(), pngBody, "Authorization", "Basic YTpi")},
-		{http.StatusForbidden, codeForbiddenTenant, s.sign("", newKey(), pngBody, hdrTenant, "acme")},
-		{http.StatusForbidden, codeForbiddenTenant, s.sign(tok, newKey(), pngBody, hdrTenant, "globex")},
-		{http.StatusRequestEntityTooLarge, codeTooLarge, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1099511627776}`)},
-		{http.StatusRequestEntityTooLarge, codeTooLarge, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1,"x":"`+strings.Repeat("x", maxBodyBytes)+`"}`)},
-		{http.StatusUnsupportedMediaType, codeUnsupportedType, s.sign(tok, newKey(), `{"contentType":"text/html","contentLength":1}`)},
+		{http.StatusBadRequest, apierr.CodeKeyRequired, s.sign(tok, "", pngBody)},
+		{http.StatusBadRequest, apierr.CodeKeyInvalid, s.sign(tok, "a key", pngBody)},
+		{http.StatusBadRequest, apierr.CodeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1,"filename":"x"}`)},
+		{http.StatusBadRequest, apierr.CodeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":0}`)},
+		{http.StatusBadRequest, apierr.CodeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":"1"}`)},
+		{http.StatusUnauthorized, apierr.CodeUnauthenticated, s.sign("", newKey(), pngBody)},
+		{http.StatusUnauthorized, apierr.CodeUnauthenticated, s.sign("not-a-jwt", newKey(), pngBody)},
+		{http.StatusUnauthorized, apierr.CodeUnauthenticated, s.sign("", newKey(), pngBody, "Authorization", "Basic YTpi")},
+		{http.StatusForbidden, apierr.CodeForbiddenTenant, s.sign("", newKey(), pngBody, identity.HeaderTenant, "acme")},
+		{http.StatusForbidden, apierr.CodeForbiddenTenant, s.sign(tok, newKey(), pngBody, identity.HeaderTenant, "globex")},
+		{http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1099511627776}`)},
+		{http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1,"x":"`+strings.Repeat("x", maxBodyBytes)+`"}`)},
+		{http.StatusUnsupportedMediaType, apierr.CodeUnsupportedType, s.sign(tok, newKey(), `{"contentType":"text/html","contentLength":1}`)},
 	} {
 		if tc.r.code() != tc.code {
 			t.Errorf("%d %s, want %s", tc.r.status, tc.r.raw, tc.code)
@@ -232,18 +235,18 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	for r = s.sign(tok, newKey(), pngBody); r.status == http.StatusCreated; r = s.sign(tok, newKey(), pngBody) {
 		c.expect(http.StatusCreated, post, sign, r)
 	}
-	if c.expect(http.StatusTooManyRequests, post, sign, r).str("scope") != scopeCaller {
+	if c.expect(http.StatusTooManyRequests, post, sign, r).str("scope") != ratelimit.ScopeCaller {
 		t.Errorf("429 %s, want scope caller", r.raw)
 	}
 	c.expect(http.StatusCreated, post, sign, s.sign(s.token("tiny", "alice"), newKey(), pngBody))
-	if r := c.expect(http.StatusTooManyRequests, post, sign, s.sign(s.token("tiny", "bob"), newKey(), pngBody)); r.str("scope") != scopeTenant {
+	if r := c.expect(http.StatusTooManyRequests, post, sign, s.sign(s.token("tiny", "bob"), newKey(), pngBody)); r.str("scope") != ratelimit.ScopeTenant {
 		t.Errorf("429 %s, want scope tenant", r.raw)
 	}
 
 	// GET /uploads/{urlId}: its signer's, nobody else's.
 	status := func(id string, h map[string]string) reply { return s.do(http.MethodGet, "/uploads/"+id, h, "") }
 	c.expect(http.StatusOK, http.MethodGet, "/uploads/x", status(first.str("urlId"), auth))
-	c.expect(http.StatusOK, http.MethodGet, "/uploads/x", status(anon.str("urlId"), map[string]string{hdrTenant: "pub"}))
+	c.expect(http.StatusOK, http.MethodGet, "/uploads/x", status(anon.str("urlId"), map[string]string{identity.HeaderTenant: "pub"}))
 	s.rdb.Set(context.Background(), keys.Done("acme", first.str("urlId")), "1", 0)
 	if r := c.expect(http.StatusOK, http.MethodGet, "/uploads/x", status(first.str("urlId"), auth)); r.str("status") != statusCompleted {
 		t.Errorf("status %s, want completed", r.raw)
@@ -252,18 +255,18 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	c.expect(http.StatusNotFound, http.MethodGet, "/uploads/x", status(uuid.NewString(), auth))
 	c.expect(http.StatusBadRequest, http.MethodGet, "/uploads/x", status("not-a-uuid", auth))
 	c.expect(http.StatusUnauthorized, http.MethodGet, "/uploads/x", status(first.str("urlId"), nil))
-	c.expect(http.StatusForbidden, http.MethodGet, "/uploads/x", status(first.str("urlId"), map[string]string{hdrTenant: "acme"}))
+	c.expect(http.StatusForbidden, http.MethodGet, "/uploads/x", status(first.str("urlId"), map[string]string{identity.HeaderTenant: "acme"}))
 
 	// GET /uploads/quota.
 	const quota = "/uploads/quota"
 	c.expect(http.StatusOK, http.MethodGet, quota, s.do(http.MethodGet, quota, auth, ""))
-	c.expect(http.StatusOK, http.MethodGet, quota, s.do(http.MethodGet, quota, map[string]string{hdrTenant: "pub"}, ""))
+	c.expect(http.StatusOK, http.MethodGet, quota, s.do(http.MethodGet, quota, map[string]string{identity.HeaderTenant: "pub"}, ""))
 	c.expect(http.StatusUnauthorized, http.MethodGet, quota, s.do(http.MethodGet, quota, nil, ""))
 
 	// GET /uploads/limits: public; the route's own DELETE is no abort.
 	c.expect(http.StatusOK, http.MethodGet, limitsPath, s.do(http.MethodGet, limitsPath, nil, ""))
 	c.expect(http.StatusOK, http.MethodGet, limitsPath, s.do(http.MethodGet, limitsPath, auth, ""))
-	c.expectError(http.StatusMethodNotAllowed, codeMethodNotAllowed, s.do(http.MethodDelete, limitsPath, auth, ""))
+	c.expectError(http.StatusMethodNotAllowed, apierr.CodeMethodNotAllowed, s.do(http.MethodDelete, limitsPath, auth, ""))
 
 	// The admin API, on the ops port.
 	admin := map[string]string{"Authorization": "Bearer " + adminToken}
@@ -282,11 +285,11 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	// 503: the ledger, then Redis, down (for a caller with tokens left).
 	carol := s.token("acme", "carol")
 	st.nats.Stop()
-	if r := c.expect(http.StatusServiceUnavailable, post, sign, s.sign(carol, newKey(), pngBody)); r.code() != codeLedgerDown {
+	if r := c.expect(http.StatusServiceUnavailable, post, sign, s.sign(carol, newKey(), pngBody)); r.code() != apierr.CodeLedgerDown {
 		t.Errorf("with NATS down: %s", r.raw)
 	}
 	st.redis.Stop()
-	if r := c.expect(http.StatusServiceUnavailable, post, sign, s.sign(carol, newKey(), pngBody)); r.code() != codeLimiterDown {
+	if r := c.expect(http.StatusServiceUnavailable, post, sign, s.sign(carol, newKey(), pngBody)); r.code() != apierr.CodeLimiterDown {
 		t.Errorf("with Redis down: %s", r.raw)
 	}
 	c.expect(http.StatusServiceUnavailable, http.MethodGet, "/uploads/x", status(first.str("urlId"), auth))
@@ -308,7 +311,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	c.expect(http.StatusTooManyRequests, http.MethodGet, "/readyz", s.do(http.MethodGet, "/readyz", nil, ""))
 	// The same bucket holds back the signs of an address that owes it
 	// (its replays and refusals): 429 too_many_requests, no RateLimit-*.
-	if r := c.expect(http.StatusTooManyRequests, post, sign, s.sign(tok, newKey(), pngBody)); r.code() != codeTooManyReads || r.header.Get("RateLimit-Limit") != "" {
+	if r := c.expect(http.StatusTooManyRequests, post, sign, s.sign(tok, newKey(), pngBody)); r.code() != apierr.CodeTooManyReads || r.header.Get("RateLimit-Limit") != "" {
 		t.Errorf("a sign from an address past its read limit: %s %v", r.raw, r.header)
 	}
 
@@ -324,11 +327,14 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	}
 }
 
-// errorCodes are the values of the code… constants of errors.go: every
+// apierrFile holds every error code the signer answers with.
+const apierrFile = "internal/apierr/apierr.go"
+
+// errorCodes are the values of the Code… constants of apierr: every
 // stable error code the signer can answer with.
 func errorCodes(t *testing.T) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), apierrFile, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +347,7 @@ func errorCodes(t *testing.T) []string {
 		for _, spec := range g.Specs {
 			vs := spec.(*ast.ValueSpec)
 			for i, n := range vs.Names {
-				if !strings.HasPrefix(n.Name, "code") || i >= len(vs.Values) {
+				if !strings.HasPrefix(n.Name, "Code") || i >= len(vs.Values) {
 					continue
 				}
 				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
@@ -352,7 +358,7 @@ func errorCodes(t *testing.T) []string {
 		}
 	}
 	if len(codes) == 0 {
-		t.Fatal("no code constants in errors.go")
+		t.Fatal("no code constants in " + apierrFile)
 	}
 	return codes
 }
@@ -372,7 +378,7 @@ func TestAPIDocsListEveryErrorCode(t *testing.T) {
 	slices.Sort(codes)
 	slices.Sort(documented)
 	if !slices.Equal(codes, documented) {
-		t.Errorf("%s lists the error codes %v; errors.go has %v", openAPIFile, documented, codes)
+		t.Errorf("%s lists the error codes %v; %s has %v", openAPIFile, documented, apierrFile, codes)
 	}
 
 	md, err := os.ReadFile(apiDocFile)

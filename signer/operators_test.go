@@ -12,6 +12,9 @@ import (
 
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // metric is the value of one series on the ops port's /metrics; the test
@@ -78,7 +81,7 @@ func TestShadowModeIssuesAndCounts(t *testing.T) {
 	for range 30 {
 		s.sign(other, newKey(), pngBody)
 	}
-	mustStatus(t, s.sign(other, newKey(), pngBody), http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, s.sign(other, newKey(), pngBody), http.StatusTooManyRequests, apierr.CodeTooMany)
 }
 
 // Shadow mode measures a limit, it is no open mint (the review got 30 of 30
@@ -101,7 +104,7 @@ func TestShadowModeHasACeiling(t *testing.T) {
 				issued++
 				lastKey = key
 			case http.StatusTooManyRequests:
-				mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+				mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
 				last = r
 			default:
 				t.Fatalf("shadow sign: %d %s", r.status, r.raw)
@@ -114,7 +117,7 @@ func TestShadowModeHasACeiling(t *testing.T) {
 	if issued != 10 {
 		t.Errorf("a shadowed user with a 5-token tier got %d of 30 URLs, want 10 (2 × its capacity)", issued)
 	}
-	if scope, _ := last.body["scope"].(string); scope != scopeCaller || retryAfter(t, last) < 1 {
+	if scope, _ := last.body["scope"].(string); scope != ratelimit.ScopeCaller || retryAfter(t, last) < 1 {
 		t.Errorf("the refusal past the ceiling: scope %q, Retry-After %q", scope, last.header.Get("Retry-After"))
 	}
 	if got := s.metric(`mintgate_signer_shadow_denied_total{scope="caller"}`); got != 25 {
@@ -123,7 +126,7 @@ func TestShadowModeHasACeiling(t *testing.T) {
 	if r := s.sign(tok, key, pngBody); r.status != http.StatusOK || r.header.Get(hdrReplayed) != "true" {
 		t.Errorf("replay of a URL issued past the tier: %d %s", r.status, r.raw)
 	}
-	if anon, _, _ := signAll(30, "", hdrTenant, "pub"); anon != 10 {
+	if anon, _, _ := signAll(30, "", identity.HeaderTenant, "pub"); anon != 10 {
 		t.Errorf("one shadowed anonymous address got %d of 30 URLs, want 10", anon)
 	}
 	// Other callers are not held back by one caller's ceiling.
@@ -159,7 +162,7 @@ func TestQuotaPeekSpendsNothing(t *testing.T) {
 	if got := r.header.Get("RateLimit-Remaining"); got != "27" {
 		t.Errorf("RateLimit-Remaining %q, want 27", got)
 	}
-	mustStatus(t, s.do(http.MethodGet, "/uploads/quota", nil, ""), http.StatusUnauthorized, codeUnauthenticated)
+	mustStatus(t, s.do(http.MethodGet, "/uploads/quota", nil, ""), http.StatusUnauthorized, apierr.CodeUnauthenticated)
 }
 
 // MINTGATE_TENANT_TIERS_FILE: a tighter file applies within seconds
@@ -197,7 +200,7 @@ func TestTenantTiersFileReloads(t *testing.T) {
 	for range 5 {
 		mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusCreated, "")
 	}
-	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusTooManyRequests, apierr.CodeTooMany)
 
 	write(`{"acme":{"user":"lots"}}`)
 	waitUntil(t, 10*time.Second, "the broken file counted", func() bool {
@@ -223,13 +226,13 @@ func TestAdminAPI(t *testing.T) {
 		mustStatus(t, r, http.StatusCreated, "")
 		urlID = r.str("urlId")
 	}
-	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusTooManyRequests, apierr.CodeTooMany)
 
 	ops := &signer{t: t, base: s.ops, clock: s.clock}
 	bearer := map[string]string{"Authorization": "Bearer " + admin}
 	path := "/admin/tenants/acme/buckets?subject=u:alice"
-	mustStatus(t, ops.do(http.MethodGet, path, nil, ""), http.StatusUnauthorized, codeUnauthenticated)
-	mustStatus(t, ops.do(http.MethodGet, path, map[string]string{"Authorization": "Bearer wrong"}, ""), http.StatusUnauthorized, codeUnauthenticated)
+	mustStatus(t, ops.do(http.MethodGet, path, nil, ""), http.StatusUnauthorized, apierr.CodeUnauthenticated)
+	mustStatus(t, ops.do(http.MethodGet, path, map[string]string{"Authorization": "Bearer wrong"}, ""), http.StatusUnauthorized, apierr.CodeUnauthenticated)
 	if r := s.do(http.MethodGet, path, bearer, ""); r.status != http.StatusNotFound {
 		t.Errorf("admin on the public port: %d, want 404", r.status)
 	}
@@ -246,7 +249,7 @@ func TestAdminAPI(t *testing.T) {
 		t.Errorf("after the reset: limit %v remaining %v, want 30 and 30", l, rem)
 	}
 	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusCreated, "")
-	mustStatus(t, ops.do(http.MethodPost, "/admin/tenants/acme/reset", bearer, `{"subject":"x"}`), http.StatusBadRequest, codeInvalidRequest)
+	mustStatus(t, ops.do(http.MethodPost, "/admin/tenants/acme/reset", bearer, `{"subject":"x"}`), http.StatusBadRequest, apierr.CodeInvalidRequest)
 
 	r = ops.do(http.MethodGet, "/admin/grants/"+urlID+"?tenant=acme", bearer, "")
 	mustStatus(t, r, http.StatusOK, "")

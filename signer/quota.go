@@ -9,6 +9,9 @@ import (
 
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // quotaScope is what one side of GET /uploads/quota reports.
@@ -34,7 +37,7 @@ type quotaResponse struct {
 // bucket, as on a sign.
 func handleQuota(d deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		who, aerr := d.ident.authenticate(c.Request())
+		who, aerr := d.ident.Authenticate(c.Request())
 		if aerr != nil {
 			return aerr
 		}
@@ -44,7 +47,7 @@ func handleQuota(d deps) echo.HandlerFunc {
 		buckets = append(buckets, set.ByteBuckets(who.Tenant, who.Subject, who.Tier, 1)...)
 		res, err := d.peekRateHeaders(c.Request().Context(), c.Response().Header(), who, buckets, d.now())
 		if err != nil {
-			return unavailable(codeLimiterDown, "the rate limiter is unavailable", retryLimiter, err)
+			return apierr.Unavailable(apierr.CodeLimiterDown, "the rate limiter is unavailable", apierr.RetryLimiter, err)
 		}
 		tenant := 1
 		for i := 2; i < requests; i++ {
@@ -66,13 +69,11 @@ func handleQuota(d deps) echo.HandlerFunc {
 }
 
 // peekRateHeaders reads what buckets hold at now without spending anything
-// (one round trip, within MINTGATE_REDIS_TIMEOUT) and sets the RateLimit
+// (one round trip, within MINTGATE_REDIS_TIMEOUT: gate.Peek) and sets the RateLimit
 // headers of the scarcest, as a sign would. It returns one Result per
 // bucket; on an error it sets no header.
-func (d deps) peekRateHeaders(ctx context.Context, h http.Header, who caller, buckets []bucket.Bucket, now time.Time) ([]bucket.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.Redis.Timeout)
-	defer cancel()
-	res, err := d.gate.store.Peek(ctx, now, who.Tenant, buckets)
+func (d deps) peekRateHeaders(ctx context.Context, h http.Header, who identity.Caller, buckets []bucket.Bucket, now time.Time) ([]bucket.Result, error) {
+	res, err := d.gate.Peek(ctx, now, who.Tenant, buckets)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +92,7 @@ func (d deps) peekRateHeaders(ctx context.Context, h http.Header, who caller, bu
 			j++
 		}
 	}
-	setRateHeaders(h, d.cfg.RateLimitHeader, who, head, buckets)
+	ratelimit.SetHeaders(h, d.cfg.RateLimitHeader, who, head, buckets)
 	return res, nil
 }
 

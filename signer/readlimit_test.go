@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // redisCalls is how many commands Redis ran, by its INFO commandstats, but
@@ -54,11 +56,11 @@ func TestReadFloodsAreBoundedPerAddress(t *testing.T) {
 			switch r.status {
 			case http.StatusTooManyRequests:
 				limited++
-				if r.code() != codeTooManyReads {
+				if r.code() != apierr.CodeTooManyReads {
 					t.Fatalf("%s: 429 %s", path, r.raw)
 				}
-				if ra, err := strconv.Atoi(r.header.Get(hdrRetryAfter)); err != nil || ra < 1 {
-					t.Fatalf("%s: Retry-After %q", path, r.header.Get(hdrRetryAfter))
+				if ra, err := strconv.Atoi(r.header.Get(apierr.HeaderRetryAfter)); err != nil || ra < 1 {
+					t.Fatalf("%s: Retry-After %q", path, r.header.Get(apierr.HeaderRetryAfter))
 				}
 			case http.StatusOK, http.StatusNotFound:
 				allowed++
@@ -86,7 +88,7 @@ func TestReadFloodsAreBoundedPerAddress(t *testing.T) {
 
 	// The address is the trust model's: X-Forwarded-For from an untrusted
 	// peer names no fresh bucket.
-	r := s.do(http.MethodGet, "/uploads/quota", map[string]string{"Authorization": auth["Authorization"], hdrForwardedFor: "198.51.100.7"}, "")
+	r := s.do(http.MethodGet, "/uploads/quota", map[string]string{"Authorization": auth["Authorization"], identity.HeaderForwardedFor: "198.51.100.7"}, "")
 	if r.status != http.StatusTooManyRequests {
 		t.Errorf("X-Forwarded-For believed from an untrusted peer: %d", r.status)
 	}
@@ -103,7 +105,7 @@ func TestReadLimitFollowsTheClientIPTrustModel(t *testing.T) {
 	s := start(t, env, withoutRedisClock)
 	auth := "Bearer " + s.token("acme", "alice")
 	read := func(client string) int {
-		return s.do(http.MethodGet, "/uploads/quota", map[string]string{"Authorization": auth, hdrForwardedFor: client}, "").status
+		return s.do(http.MethodGet, "/uploads/quota", map[string]string{"Authorization": auth, identity.HeaderForwardedFor: client}, "").status
 	}
 	for i := range 5 {
 		if got := read("2001:db8:1:2::10"); got != http.StatusOK {

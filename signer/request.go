@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // Request limits. The body is two small fields; anything longer is not a
@@ -17,6 +19,12 @@ import (
 const (
 	maxBodyBytes = 4 << 10
 	maxKeyLen    = 255
+)
+
+// Header names of a sign request.
+const (
+	hdrIdempotencyKey = "Idempotency-Key"
+	hdrReplayed       = "Idempotency-Replayed"
 )
 
 // signRequest is a validated POST /uploads/sign.
@@ -50,13 +58,13 @@ type wireSign struct {
 }
 
 // decodeSignRequest validates the Idempotency-Key header value and the body.
-// Every failure is a 4xx apiError; it never panics on any input.
-func decodeSignRequest(key string, body io.Reader, p signPolicy) (signRequest, *apiError) {
+// Every failure is a 4xx apierr.Error; it never panics on any input.
+func decodeSignRequest(key string, body io.Reader, p signPolicy) (signRequest, *apierr.Error) {
 	if key == "" {
-		return signRequest{}, newError(http.StatusBadRequest, codeKeyRequired, "the %s header is required", hdrIdempotencyKey)
+		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeKeyRequired, "the %s header is required", hdrIdempotencyKey)
 	}
 	if !validIdempotencyKey(key) {
-		return signRequest{}, newError(http.StatusBadRequest, codeKeyInvalid,
+		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeKeyInvalid,
 			"%s must be 1 to %d visible ASCII characters", hdrIdempotencyKey, maxKeyLen)
 	}
 	if body == nil {
@@ -66,10 +74,10 @@ func decodeSignRequest(key string, body io.Reader, p signPolicy) (signRequest, *
 	defer bodyBuffers.Put(buf)
 	n, err := readFull(body, buf[:])
 	if err != nil {
-		return signRequest{}, newError(http.StatusBadRequest, codeInvalidRequest, "could not read the body")
+		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "could not read the body")
 	}
 	if n > maxBodyBytes {
-		return signRequest{}, newError(http.StatusRequestEntityTooLarge, codeTooLarge, "the request body is above %d bytes", maxBodyBytes)
+		return signRequest{}, apierr.New(http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, "the request body is above %d bytes", maxBodyBytes)
 	}
 	raw := buf[:n]
 
@@ -81,24 +89,24 @@ func decodeSignRequest(key string, body io.Reader, p signPolicy) (signRequest, *
 		}
 		switch {
 		case w.ContentType == nil || *w.ContentType == "":
-			return signRequest{}, newError(http.StatusBadRequest, codeInvalidRequest, "contentType is required")
+			return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentType is required")
 		case w.ContentLength == nil:
-			return signRequest{}, newError(http.StatusBadRequest, codeInvalidRequest, "contentLength is required")
+			return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentLength is required")
 		}
 		ct, cl = *w.ContentType, *w.ContentLength
 	}
 	switch {
 	case ct == "":
-		return signRequest{}, newError(http.StatusBadRequest, codeInvalidRequest, "contentType is required")
+		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentType is required")
 	case cl <= 0:
-		return signRequest{}, newError(http.StatusBadRequest, codeInvalidRequest, "contentLength must be at least 1")
+		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentLength must be at least 1")
 	}
 	if !p.contentTypes[ct] {
-		return signRequest{}, newError(http.StatusUnsupportedMediaType, codeUnsupportedType,
+		return signRequest{}, apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedType,
 			"contentType is not one this service accepts: use one of %s", p.accepted)
 	}
 	if cl > p.maxObject {
-		return signRequest{}, newError(http.StatusRequestEntityTooLarge, codeTooLarge, "contentLength is above the maximum of %d bytes", p.maxObject)
+		return signRequest{}, apierr.New(http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, "contentLength is above the maximum of %d bytes", p.maxObject)
 	}
 	return signRequest{Key: key, ContentType: ct, ContentLength: cl}, nil
 }
@@ -125,15 +133,15 @@ func readFull(r io.Reader, buf []byte) (int, error) {
 }
 
 // decodeStrict decodes raw with encoding/json into v: exactly one JSON
-// object of v's fields, no unknown ones. Every failure is a 400 apiError.
-func decodeStrict(raw []byte, v any) *apiError {
+// object of v's fields, no unknown ones. Every failure is a 400 apierr.Error.
+func decodeStrict(raw []byte, v any) *apierr.Error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return newError(http.StatusBadRequest, codeInvalidRequest, "%s", jsonProblem(err))
+		return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "%s", jsonProblem(err))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return newError(http.StatusBadRequest, codeInvalidRequest, "the body must be exactly one JSON object")
+		return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "the body must be exactly one JSON object")
 	}
 	return nil
 }
@@ -231,17 +239,17 @@ func plainString(b []byte, i int) (s []byte, next int, ok bool) {
 }
 
 // decodeJSON reads a body of at most limit bytes holding exactly one JSON
-// object of v's shape, no unknown fields. Every failure is a 4xx apiError.
-func decodeJSON(body io.Reader, limit int, v any) *apiError {
+// object of v's shape, no unknown fields. Every failure is a 4xx apierr.Error.
+func decodeJSON(body io.Reader, limit int, v any) *apierr.Error {
 	if body == nil {
 		body = http.NoBody
 	}
 	raw, err := io.ReadAll(io.LimitReader(body, int64(limit)+1))
 	if err != nil {
-		return newError(http.StatusBadRequest, codeInvalidRequest, "could not read the body")
+		return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "could not read the body")
 	}
 	if len(raw) > limit {
-		return newError(http.StatusRequestEntityTooLarge, codeTooLarge, "the request body is above %d bytes", limit)
+		return apierr.New(http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, "the request body is above %d bytes", limit)
 	}
 	return decodeStrict(raw, v)
 }

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // Every malformed or unauthorised request gets its own 4xx code, never a
@@ -48,44 +51,44 @@ func TestBadRequestsGetTheirCodes(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"missing key", good, "", pngBody, nil, 400, codeKeyRequired},
-		{"overlong key", good, strings.Repeat("k", 256), pngBody, nil, 400, codeKeyInvalid},
-		{"key with a space", good, "my key", pngBody, nil, 400, codeKeyInvalid},
-		{"key with a tab", good, "my\tkey", pngBody, nil, 400, codeKeyInvalid},
-		{"non-ASCII key", good, "ключ", pngBody, nil, 400, codeKeyInvalid},
-		{"bad JSON", good, newKey(), `{"contentType":`, nil, 400, codeInvalidRequest},
-		{"empty body", good, newKey(), ``, nil, 400, codeInvalidRequest},
-		{"not an object", good, newKey(), `["image/png",5]`, nil, 400, codeInvalidRequest},
-		{"unknown field", good, newKey(), `{"contentType":"image/png","contentLength":5,"key":"x"}`, nil, 400, codeInvalidRequest},
-		{"length as string", good, newKey(), `{"contentType":"image/png","contentLength":"5"}`, nil, 400, codeInvalidRequest},
-		{"type as number", good, newKey(), `{"contentType":7,"contentLength":5}`, nil, 400, codeInvalidRequest},
-		{"fractional length", good, newKey(), `{"contentType":"image/png","contentLength":1.5}`, nil, 400, codeInvalidRequest},
-		{"two JSON values", good, newKey(), pngBody + pngBody, nil, 400, codeInvalidRequest},
-		{"missing type", good, newKey(), `{"contentLength":5}`, nil, 400, codeInvalidRequest},
-		{"missing length", good, newKey(), `{"contentType":"image/png"}`, nil, 400, codeInvalidRequest},
-		{"size 0", good, newKey(), `{"contentType":"image/png","contentLength":0}`, nil, 400, codeInvalidRequest},
-		{"negative size", good, newKey(), `{"contentType":"image/png","contentLength":-1}`, nil, 400, codeInvalidRequest},
-		{"disallowed type", good, newKey(), `{"contentType":"text/html","contentLength":5}`, nil, 415, codeUnsupportedType},
-		{"type with parameters", good, newKey(), `{"contentType":"image/png; x=1","contentLength":5}`, nil, 415, codeUnsupportedType},
-		{"size above max", good, newKey(), `{"contentType":"image/png","contentLength":104857601}`, nil, 413, codeTooLarge},
-		{"body above 4 KiB", good, newKey(), `{"contentType":"image/png","contentLength":5}` + strings.Repeat(" ", 5000), nil, 413, codeTooLarge},
-		{"no credentials", "", newKey(), pngBody, nil, 401, codeUnauthenticated},
-		{"basic auth", "", newKey(), pngBody, []string{"Authorization", "Basic YWxpY2U6cHc="}, 401, codeUnauthenticated},
-		{"bad signature", tampered, newKey(), pngBody, nil, 401, codeUnauthenticated},
-		{"other secret", otherKey, newKey(), pngBody, nil, 401, codeUnauthenticated},
-		{"expired", claims(func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Hour).Unix() }), newKey(), pngBody, nil, 401, codeUnauthenticated},
-		{"no exp", claims(func(c jwt.MapClaims) { delete(c, "exp") }), newKey(), pngBody, nil, 401, codeUnauthenticated},
-		{"not yet valid", claims(func(c jwt.MapClaims) { c["nbf"] = now.Add(time.Hour).Unix() }), newKey(), pngBody, nil, 401, codeUnauthenticated},
-		{"alg none", none, newKey(), pngBody, nil, 401, codeUnauthenticated},
-		{"wrong issuer", claims(func(c jwt.MapClaims) { c["iss"] = "https://evil.test" }), newKey(), pngBody, nil, 401, codeUnauthenticated},
-		{"wrong audience", claims(func(c jwt.MapClaims) { c["aud"] = "someone-else" }), newKey(), pngBody, nil, 401, codeUnauthenticated},
-		{"no sub", claims(func(c jwt.MapClaims) { delete(c, "sub") }), newKey(), pngBody, nil, 401, codeUnauthenticated},
-		{"no tenant claim", claims(func(c jwt.MapClaims) { delete(c, "tenant_id") }), newKey(), pngBody, nil, 401, codeUnauthenticated},
-		{"tenant breaking the key scheme", claims(func(c jwt.MapClaims) { c["tenant_id"] = "a}:b" }), newKey(), pngBody, nil, 403, codeForbiddenTenant},
-		{"header names another tenant", good, newKey(), pngBody, []string{hdrTenant, "globex"}, 403, codeForbiddenTenant},
-		{"anonymous on a closed tenant", "", newKey(), pngBody, []string{hdrTenant, "acme"}, 403, codeForbiddenTenant},
-		{"anonymous on an unknown tenant", "", newKey(), pngBody, []string{hdrTenant, "nobody"}, 403, codeForbiddenTenant},
-		{"anonymous on an invalid tenant", "", newKey(), pngBody, []string{hdrTenant, "{t:x}"}, 403, codeForbiddenTenant},
+		{"missing key", good, "", pngBody, nil, 400, apierr.CodeKeyRequired},
+		{"overlong key", good, strings.Repeat("k", 256), pngBody, nil, 400, apierr.CodeKeyInvalid},
+		{"key with a space", good, "my key", pngBody, nil, 400, apierr.CodeKeyInvalid},
+		{"key with a tab", good, "my\tkey", pngBody, nil, 400, apierr.CodeKeyInvalid},
+		{"non-ASCII key", good, "ключ", pngBody, nil, 400, apierr.CodeKeyInvalid},
+		{"bad JSON", good, newKey(), `{"contentType":`, nil, 400, apierr.CodeInvalidRequest},
+		{"empty body", good, newKey(), ``, nil, 400, apierr.CodeInvalidRequest},
+		{"not an object", good, newKey(), `["image/png",5]`, nil, 400, apierr.CodeInvalidRequest},
+		{"unknown field", good, newKey(), `{"contentType":"image/png","contentLength":5,"key":"x"}`, nil, 400, apierr.CodeInvalidRequest},
+		{"length as string", good, newKey(), `{"contentType":"image/png","contentLength":"5"}`, nil, 400, apierr.CodeInvalidRequest},
+		{"type as number", good, newKey(), `{"contentType":7,"contentLength":5}`, nil, 400, apierr.CodeInvalidRequest},
+		{"fractional length", good, newKey(), `{"contentType":"image/png","contentLength":1.5}`, nil, 400, apierr.CodeInvalidRequest},
+		{"two JSON values", good, newKey(), pngBody + pngBody, nil, 400, apierr.CodeInvalidRequest},
+		{"missing type", good, newKey(), `{"contentLength":5}`, nil, 400, apierr.CodeInvalidRequest},
+		{"missing length", good, newKey(), `{"contentType":"image/png"}`, nil, 400, apierr.CodeInvalidRequest},
+		{"size 0", good, newKey(), `{"contentType":"image/png","contentLength":0}`, nil, 400, apierr.CodeInvalidRequest},
+		{"negative size", good, newKey(), `{"contentType":"image/png","contentLength":-1}`, nil, 400, apierr.CodeInvalidRequest},
+		{"disallowed type", good, newKey(), `{"contentType":"text/html","contentLength":5}`, nil, 415, apierr.CodeUnsupportedType},
+		{"type with parameters", good, newKey(), `{"contentType":"image/png; x=1","contentLength":5}`, nil, 415, apierr.CodeUnsupportedType},
+		{"size above max", good, newKey(), `{"contentType":"image/png","contentLength":104857601}`, nil, 413, apierr.CodeTooLarge},
+		{"body above 4 KiB", good, newKey(), `{"contentType":"image/png","contentLength":5}` + strings.Repeat(" ", 5000), nil, 413, apierr.CodeTooLarge},
+		{"no credentials", "", newKey(), pngBody, nil, 401, apierr.CodeUnauthenticated},
+		{"basic auth", "", newKey(), pngBody, []string{"Authorization", "Basic YWxpY2U6cHc="}, 401, apierr.CodeUnauthenticated},
+		{"bad signature", tampered, newKey(), pngBody, nil, 401, apierr.CodeUnauthenticated},
+		{"other secret", otherKey, newKey(), pngBody, nil, 401, apierr.CodeUnauthenticated},
+		{"expired", claims(func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Hour).Unix() }), newKey(), pngBody, nil, 401, apierr.CodeUnauthenticated},
+		{"no exp", claims(func(c jwt.MapClaims) { delete(c, "exp") }), newKey(), pngBody, nil, 401, apierr.CodeUnauthenticated},
+		{"not yet valid", claims(func(c jwt.MapClaims) { c["nbf"] = now.Add(time.Hour).Unix() }), newKey(), pngBody, nil, 401, apierr.CodeUnauthenticated},
+		{"alg none", none, newKey(), pngBody, nil, 401, apierr.CodeUnauthenticated},
+		{"wrong issuer", claims(func(c jwt.MapClaims) { c["iss"] = "https://evil.test" }), newKey(), pngBody, nil, 401, apierr.CodeUnauthenticated},
+		{"wrong audience", claims(func(c jwt.MapClaims) { c["aud"] = "someone-else" }), newKey(), pngBody, nil, 401, apierr.CodeUnauthenticated},
+		{"no sub", claims(func(c jwt.MapClaims) { delete(c, "sub") }), newKey(), pngBody, nil, 401, apierr.CodeUnauthenticated},
+		{"no tenant claim", claims(func(c jwt.MapClaims) { delete(c, "tenant_id") }), newKey(), pngBody, nil, 401, apierr.CodeUnauthenticated},
+		{"tenant breaking the key scheme", claims(func(c jwt.MapClaims) { c["tenant_id"] = "a}:b" }), newKey(), pngBody, nil, 403, apierr.CodeForbiddenTenant},
+		{"header names another tenant", good, newKey(), pngBody, []string{identity.HeaderTenant, "globex"}, 403, apierr.CodeForbiddenTenant},
+		{"anonymous on a closed tenant", "", newKey(), pngBody, []string{identity.HeaderTenant, "acme"}, 403, apierr.CodeForbiddenTenant},
+		{"anonymous on an unknown tenant", "", newKey(), pngBody, []string{identity.HeaderTenant, "nobody"}, 403, apierr.CodeForbiddenTenant},
+		{"anonymous on an invalid tenant", "", newKey(), pngBody, []string{identity.HeaderTenant, "{t:x}"}, 403, apierr.CodeForbiddenTenant},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,7 +97,7 @@ func TestBadRequestsGetTheirCodes(t *testing.T) {
 			if r.str("message") == "" {
 				t.Errorf("no message: %s", r.raw)
 			}
-			if tc.status == 401 && r.header.Get(hdrWWWAuthenticate) == "" {
+			if tc.status == 401 && r.header.Get(apierr.HeaderWWWAuthenticate) == "" {
 				t.Error("401 without WWW-Authenticate")
 			}
 		})
@@ -113,9 +116,9 @@ func TestBadRequestsGetTheirCodes(t *testing.T) {
 
 func TestRouteErrorsAreJSON(t *testing.T) {
 	s := start(t, newStack(t).env(t))
-	mustStatus(t, s.do(http.MethodGet, "/nowhere", nil, ""), http.StatusNotFound, codeNotFound)
-	mustStatus(t, s.do(http.MethodDelete, "/uploads/sign", nil, ""), http.StatusMethodNotAllowed, codeMethodNotAllowed)
-	mustStatus(t, s.do(http.MethodPut, "/healthz", nil, ""), http.StatusMethodNotAllowed, codeMethodNotAllowed)
+	mustStatus(t, s.do(http.MethodGet, "/nowhere", nil, ""), http.StatusNotFound, apierr.CodeNotFound)
+	mustStatus(t, s.do(http.MethodDelete, "/uploads/sign", nil, ""), http.StatusMethodNotAllowed, apierr.CodeMethodNotAllowed)
+	mustStatus(t, s.do(http.MethodPut, "/healthz", nil, ""), http.StatusMethodNotAllowed, apierr.CodeMethodNotAllowed)
 }
 
 var fuzzPolicy = newSignPolicy(104857600, map[string]bool{"image/png": true, "application/pdf": true})
@@ -154,8 +157,8 @@ func FuzzDecodeSignRequest(f *testing.F) {
 // its request without reading the configuration.
 func TestUnsupportedTypeListsTheAccepted(t *testing.T) {
 	_, err := decodeSignRequest("k", strings.NewReader(`{"contentType":"text/html","contentLength":5}`), fuzzPolicy)
-	if err == nil || err.Status != http.StatusUnsupportedMediaType || err.Code != codeUnsupportedType {
-		t.Fatalf("got %+v, want 415 %s", err, codeUnsupportedType)
+	if err == nil || err.Status != http.StatusUnsupportedMediaType || err.Code != apierr.CodeUnsupportedType {
+		t.Fatalf("got %+v, want 415 %s", err, apierr.CodeUnsupportedType)
 	}
 	const want = "contentType is not one this service accepts: use one of application/pdf, image/png"
 	if err.Message != want {

@@ -11,9 +11,9 @@ import (
 // (MINTGATE_OPS_ADDR) is ops.Handler: /healthz, /readyz and /metrics.
 func addRoutes(e *echo.Echo, d deps) {
 	// The reads that cost Redis a round trip and spend nothing there are
-	// limited per client address in-process (readLimiter); so is the
+	// limited per client address in-process (readlimit.Limiter); so is the
 	// limits' answer, which costs nothing, as every other public read.
-	reads := d.reads.middleware()
+	reads := d.reads.Middleware()
 	e.POST("/uploads/sign", handleSign(d))
 	e.GET("/uploads/limits", handleLimits(d.cfg), reads)
 	e.GET("/uploads/quota", handleQuota(d), reads)

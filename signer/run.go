@@ -16,6 +16,10 @@ import (
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/service"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/gate"
+	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/presign"
+	"github.com/mintgate/mintgate/signer/internal/readlimit"
 )
 
 // run starts the signer with the environment getenv reads and serves until
@@ -65,17 +69,17 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	// have drained the handlers, the canceller's last round still has Redis.
 	defer d.startGate(ctx, rdb)()
 
-	if d.ident, err = newIdentity(ctx, c, d.now); err != nil {
+	if d.ident, err = identity.New(ctx, c.Config, d.now); err != nil {
 		return err
 	}
 	if d.reads == nil {
-		d.reads = newReadLimiter(c.ReadLimit, c.ReadLimitOn, d.ident.ip)
+		d.reads = readlimit.New(c.ReadLimit, c.ReadLimitOn, d.ident.ClientIP())
 	}
-	presign, s3c, err := newPresigner(ctx, c)
+	p, s3c, err := presign.New(ctx, c.S3, c.AWS, c.URLTTL)
 	if err != nil {
 		return err
 	}
-	d.presign, d.uploads = presign, multipart.New(s3c.calls, c.S3.Bucket, multipart.PartURLsFor(s3c.public))
+	d.presign, d.uploads = p, multipart.New(s3c.Calls, c.S3.Bucket, multipart.PartURLsFor(s3c.Public))
 	if d.ledger == nil {
 		// Opened in the background: while the stream is missing or
 		// misconfigured (the operator step has not run) the signer serves,
@@ -124,16 +128,16 @@ func (d *deps) startGate(ctx context.Context, rdb redis.UniversalClient) (stop f
 	if d.cfg.Degraded {
 		share = d.cfg.DegradedShare
 	}
-	d.gate = newGate(rdb, d.cfg.Redis.Timeout, share, d.metrics, d.log)
-	d.gate.cancels = startCanceller(d.gate.cancel, d.now, d.metrics, d.log)
+	d.gate = gate.New(rdb, d.cfg.Redis.Timeout, share, d.metrics.Metrics, d.log)
+	d.gate.StartCanceller(d.now)
 	clockCtx, stopClock := context.WithCancel(ctx)
 	if !d.noRedisClock {
-		go d.gate.syncClock(clockCtx)
+		go d.gate.SyncClock(clockCtx)
 	}
 	d.checks = append(d.checks, ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	return func() {
 		stopClock()
-		d.gate.cancels.close()
+		d.gate.StopCanceller()
 	}
 }
 

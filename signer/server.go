@@ -11,6 +11,11 @@ import (
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/gate"
+	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/presign"
+	"github.com/mintgate/mintgate/signer/internal/readlimit"
 )
 
 // deps is everything the handlers use; run builds it from the
@@ -19,15 +24,15 @@ type deps struct {
 	cfg     cfg
 	log     *slog.Logger
 	now     func() time.Time
-	ident   *identity
-	gate    *gate
-	presign *presigner
+	ident   *identity.Identity
+	gate    *gate.Gate
+	presign *presign.Presigner
 	uploads *multipart.Uploads // the multipart routes' S3 calls
 	ledger  recorder
 	metrics *metrics
 	reg     *prometheus.Registry
-	checks  []ops.Check  // what /readyz pings
-	reads   *readLimiter // per-address limit of the reads that cost Redis; nil: off
+	checks  []ops.Check        // what /readyz pings
+	reads   *readlimit.Limiter // per-address limit of the reads that cost Redis; nil: off
 	live    *tiers.Live
 
 	noRedisClock bool // tests: never read Redis's clock, so Spends carry no Until and the canceller alone covers a stall
@@ -46,7 +51,7 @@ func (d deps) tiers() tiers.Set {
 func newServer(d deps) http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = errorHandler(d.log)
+	e.HTTPErrorHandler = apierr.Handler(d.log)
 	e.Use(recoverJSON(d.log))
 	addRoutes(e, d)
 	return e
@@ -63,7 +68,7 @@ func recoverJSON(log *slog.Logger) echo.MiddlewareFunc {
 						panic(p)
 					}
 					log.Error("handler panicked", "path", c.Path(), "panic", p)
-					err = &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error"}
+					err = &apierr.Error{Status: http.StatusInternalServerError, Code: apierr.CodeInternal, Message: "internal error"}
 				}
 			}()
 			return next(c)

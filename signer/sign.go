@@ -15,6 +15,10 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/gate"
+	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 // signBudget bounds the work after the decision. It runs detached from the
@@ -89,7 +93,7 @@ type charged struct {
 	policy    signPolicy
 	multipart bool
 	// issue turns an allowed decision into the 201 body.
-	issue func(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apiError)
+	issue func(ctx context.Context, a attempt, dec gate.Decision, urlID string, now time.Time) ([]byte, *apierr.Error)
 	// count adds a request to the route's outcome series.
 	count   func(outcome string)
 	nothing string // what the 503 of an unavailable limiter says was not done
@@ -97,14 +101,14 @@ type charged struct {
 
 // serveCharged authenticates, validates, decides in one script and issues
 // what route issues. An address whose replays and refusals have emptied
-// its read bucket is refused before any of that (readLimiter.admit).
+// its read bucket is refused before any of that (readlimit.Limiter.Admit).
 func (d deps) serveCharged(c echo.Context, route charged) error {
 	r := c.Request()
-	if aerr := d.reads.admit(r); aerr != nil {
+	if aerr := d.reads.Admit(r); aerr != nil {
 		route.count("too_many_requests")
 		return aerr
 	}
-	who, aerr := d.ident.authenticate(r)
+	who, aerr := d.ident.Authenticate(r)
 	if aerr != nil {
 		route.count("rejected")
 		return aerr
@@ -132,21 +136,21 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	a.ask.Nonce = urlID
 	now := d.now()
 	a.ask.Live = d.liveSlot(who, route.multipart, now)
-	dec, err := d.gate.decide(ctx, a, now)
-	if err == nil && route.multipart && dec.degraded {
+	dec, err := d.gate.Decide(ctx, a.ask, a.buckets, now)
+	if err == nil && route.multipart && dec.Degraded {
 		// A multipart grant needs its grant record in Redis for every
 		// later step: it is never issued from the in-process buckets.
-		if dec.outcome == quota.Allowed {
+		if dec.Outcome == quota.Allowed {
 			d.refund(ctx, a, dec, urlID)
 		}
 		err = errors.New("redis unavailable: multipart grants are not issued in degraded mode")
 	}
 	if err != nil {
 		route.count("limiter_unavailable")
-		return unavailable(codeLimiterDown, "the rate limiter is unavailable; "+route.nothing, retryLimiter, err)
+		return apierr.Unavailable(apierr.CodeLimiterDown, "the rate limiter is unavailable; "+route.nothing, apierr.RetryLimiter, err)
 	}
 	if done, err := d.refuse(ctx, c, &a, &dec, now); done {
-		d.reads.charge(r) // it cost Redis and spent no token
+		d.reads.Charge(r) // it cost Redis and spent no token
 		return err
 	}
 
@@ -157,7 +161,7 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	if a.spendsBytes() {
 		d.metrics.bytesGranted.WithLabelValues(who.Tenant).Add(float64(req.ContentLength))
 	}
-	setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
+	ratelimit.SetHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.Result, a.buckets)
 	return c.JSONBlob(http.StatusCreated, body)
 }
 
@@ -165,7 +169,7 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 // now takes (a multipart one if multipart); nil when the bound is off.
 // The grant holds it until its expiresAt (as issue and openMultipart
 // compute it), unless it ends before.
-func (d deps) liveSlot(who caller, multipart bool, now time.Time) *quota.Live {
+func (d deps) liveSlot(who identity.Caller, multipart bool, now time.Time) *quota.Live {
 	n := d.cfg.MaxLiveGrants
 	if n <= 0 {
 		return nil
@@ -180,10 +184,10 @@ func (d deps) liveSlot(who caller, multipart bool, now time.Time) *quota.Live {
 // neverFits is the 413 of a sign whose contentLength is above a bucket of
 // bytes' whole capacity: no refill ever makes it fit, so it is no 429 to
 // retry.
-func (a attempt) neverFits() *apiError {
+func (a attempt) neverFits() *apierr.Error {
 	for _, b := range a.buckets {
 		if b.Units > b.Limit.Capacity {
-			return newError(http.StatusRequestEntityTooLarge, codeTooLarge, "contentLength is above the %d bytes the %s quota holds", int64(b.Limit.Capacity), tierOf(a.who, b))
+			return apierr.New(http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, "contentLength is above the %d bytes the %s quota holds", int64(b.Limit.Capacity), ratelimit.TierOf(a.who, b))
 		}
 	}
 	return nil
@@ -193,9 +197,9 @@ func (a attempt) neverFits() *apiError {
 // or still in flight, a denial. It reports false, and answers nothing, for
 // an allowed decision and for a denial let through in shadow mode (see
 // shadow, which changes a and dec).
-func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *decision, now time.Time) (bool, error) {
+func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *gate.Decision, now time.Time) (bool, error) {
 	r, who := c.Request(), a.who
-	switch dec.outcome {
+	switch dec.Outcome {
 	case quota.Replay:
 		d.count("replayed")
 		h := c.Response().Header()
@@ -206,28 +210,28 @@ func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *decis
 		if _, err := d.peekRateHeaders(r.Context(), h, who, a.buckets, now); err != nil {
 			d.log.Debug("replay without RateLimit headers: reading the buckets failed", "tenant", who.Tenant, "err", err)
 		}
-		return true, c.JSONBlob(http.StatusOK, dec.body)
+		return true, c.JSONBlob(http.StatusOK, dec.Body)
 	case quota.LiveFull:
 		d.count("rate_limited")
-		d.metrics.limited.WithLabelValues(who.Tenant, scopeLiveGrants).Inc()
-		retry := max(dec.result.RetryAfter, time.Second)
-		return true, &apiError{
-			Status: http.StatusTooManyRequests, Code: codeTooMany, Scope: scopeLiveGrants,
+		d.metrics.limited.WithLabelValues(who.Tenant, ratelimit.ScopeLiveGrants).Inc()
+		retry := max(dec.Result.RetryAfter, time.Second)
+		return true, &apierr.Error{
+			Status: http.StatusTooManyRequests, Code: apierr.CodeTooMany, Scope: ratelimit.ScopeLiveGrants,
 			Message:    "you hold too many upload URLs that are neither used nor expired; use or abort one, or retry later",
-			RetryAfter: retrySeconds(retry), retry: retry,
+			RetryAfter: apierr.RetrySeconds(retry), Retry: retry,
 		}
 	case quota.Reused, quota.InProgress:
-		k := keyRefusals[dec.outcome]
+		k := keyRefusals[dec.Outcome]
 		d.count(k.count)
-		return true, newError(k.status, k.code, k.message, hdrIdempotencyKey)
+		return true, apierr.New(k.status, k.code, k.message, hdrIdempotencyKey)
 	case quota.Denied:
-		if a.hard != nil && !dec.degraded {
+		if a.hard != nil && !dec.Degraded {
 			return d.shadow(ctx, c, a, dec, now)
 		}
 		d.count("rate_limited")
-		d.metrics.limited.WithLabelValues(who.Tenant, scope(who, a.buckets, dec.result)).Inc()
-		setRateHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.result, a.buckets)
-		return true, tooMany(who, a.buckets, dec.result)
+		d.metrics.limited.WithLabelValues(who.Tenant, ratelimit.Scope(who, a.buckets, dec.Result)).Inc()
+		ratelimit.SetHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.Result, a.buckets)
+		return true, ratelimit.TooMany(who, a.buckets, dec.Result)
 	}
 	return false, nil
 }
@@ -239,8 +243,8 @@ var keyRefusals = map[quota.Outcome]struct {
 	count, code, message string
 	status               int
 }{
-	quota.Reused:     {"reused", codeKeyReused, "this %s was used for a different request", http.StatusUnprocessableEntity},
-	quota.InProgress: {"in_progress", codeInProgress, "a request with this %s is still in progress", http.StatusConflict},
+	quota.Reused:     {"reused", apierr.CodeKeyReused, "this %s was used for a different request", http.StatusUnprocessableEntity},
+	quota.InProgress: {"in_progress", apierr.CodeInProgress, "a request with this %s is still in progress", http.StatusConflict},
 }
 
 // shadow decides a denial of a shadowed tenant's sign (a.hard is set): it
@@ -251,23 +255,23 @@ var keyRefusals = map[quota.Outcome]struct {
 // charged to those buckets, and its grant credits them back if unused;
 // otherwise that decision is answered as any other (a 429 past the
 // ceiling). In degraded mode shadow mode is off: the local share decides.
-func (d deps) shadow(ctx context.Context, c echo.Context, a *attempt, dec *decision, now time.Time) (bool, error) {
-	d.metrics.shadowDenied.WithLabelValues(scope(a.who, a.buckets, dec.result)).Inc()
+func (d deps) shadow(ctx context.Context, c echo.Context, a *attempt, dec *gate.Decision, now time.Time) (bool, error) {
+	d.metrics.shadowDenied.WithLabelValues(ratelimit.Scope(a.who, a.buckets, dec.Result)).Inc()
 	hard := *a
 	hard.ask.Buckets, hard.buckets, hard.hard = a.hard, a.hard, nil
-	hd, err := d.gate.decide(ctx, hard, now)
+	hd, err := d.gate.Decide(ctx, hard.ask, hard.buckets, now)
 	if err != nil {
 		d.count("limiter_unavailable")
-		return true, unavailable(codeLimiterDown, "the rate limiter is unavailable; no URL was issued", retryLimiter, err)
+		return true, apierr.Unavailable(apierr.CodeLimiterDown, "the rate limiter is unavailable; no URL was issued", apierr.RetryLimiter, err)
 	}
-	if hd.outcome != quota.Allowed {
+	if hd.Outcome != quota.Allowed {
 		*a, *dec = hard, hd
 		return d.refuse(ctx, c, a, dec, now)
 	}
 	// The first decision's headers still describe the caller's limits; the
 	// URL is charged to the hard buckets, and its refund credits them.
 	a.ask.Buckets = a.hard
-	dec.shadow, dec.degraded = true, hd.degraded
+	dec.Shadow, dec.Degraded = true, hd.Degraded
 	return false, nil
 }
 
@@ -275,18 +279,18 @@ func (d deps) shadow(ctx context.Context, c echo.Context, a *attempt, dec *decis
 // grant and wait for the ledger's ack, then store the completed record. A
 // URL leaves only once its grant is recorded; on any failure before that
 // the token is refunded and the key freed.
-func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, now time.Time) ([]byte, *apiError) {
+func (d deps) issue(ctx context.Context, a attempt, dec gate.Decision, urlID string, now time.Time) ([]byte, *apierr.Error) {
 	who := a.who
 	key := keys.Object(who.Tenant, urlID)
 	// The URL is signed at now, in whole seconds (SigV4's dates), and lives
 	// whole seconds: it dies exactly at expiresAt.
 	expiresAt := now.UTC().Truncate(time.Second).Add(d.cfg.URLTTL.Truncate(time.Second))
 
-	up, err := d.presign.put(ctx, key, a.req.ContentType, a.req.ContentLength, d.cfg.URLTTL, now)
+	up, err := d.presign.Put(ctx, key, a.req.ContentType, a.req.ContentLength, d.cfg.URLTTL, now)
 	if err != nil {
 		d.refund(ctx, a, dec, urlID)
 		d.count("presign_unavailable")
-		return nil, unavailable(codePresignDown, "upload URLs cannot be signed right now; nothing was charged", retryPresign, err)
+		return nil, apierr.Unavailable(apierr.CodePresignDown, "upload URLs cannot be signed right now; nothing was charged", apierr.RetryPresign, err)
 	}
 	g := ledger.Grant{
 		URLID: urlID, Tenant: who.Tenant, Tier: who.Tier, Subject: who.Subject, Key: key,
@@ -295,13 +299,13 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 		// tiers the sweeper runs with.
 		Credits: a.credits(),
 		// Charged to in-process buckets only: no sweeper may credit Redis for it.
-		Degraded: dec.degraded,
-		Shadow:   dec.shadow,
+		Degraded: dec.Degraded,
+		Shadow:   dec.Shadow,
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
 		d.refund(ctx, a, dec, urlID)
 		d.count("ledger_unavailable")
-		return nil, unavailable(codeLedgerDown, "the grant ledger is unavailable; no URL was issued and nothing was charged", retryLedger, err)
+		return nil, apierr.Unavailable(apierr.CodeLedgerDown, "the grant ledger is unavailable; no URL was issued and nothing was charged", apierr.RetryLedger, err)
 	}
 
 	body := appendSignResponse(make([]byte, 0, len(up.URL)+384), api.SignResponse{
@@ -309,12 +313,12 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 		URLID: urlID, Key: key, ExpiresAt: expiresAt, ExpiresIn: int64(d.cfg.URLTTL / time.Second),
 	})
 	switch {
-	case dec.degraded:
+	case dec.Degraded:
 		// Redis was unavailable a moment ago: this URL gets no replay record
 		// and no status; its ledger record still refunds it if unused.
 		d.count("issued_degraded")
 	default:
-		if err := d.gate.finish(ctx, a, d.finished(a, urlID, body, expiresAt, d.cfg.URLTTL)); err != nil {
+		if err := d.gate.Finish(ctx, a.ask, d.finished(a, urlID, body, expiresAt, d.cfg.URLTTL)); err != nil {
 			// The URL is paid for and in the ledger, so it is still issued;
 			// only a replay of this key and its status lookup are lost.
 			d.metrics.finishFailed.Inc()
@@ -325,7 +329,7 @@ func (d deps) issue(ctx context.Context, a attempt, dec decision, urlID string, 
 	return body, nil
 }
 
-// finished is what gate.finish stores of a's grant urlID, which lives
+// finished is what gate.Finish stores of a's grant urlID, which lives
 // ttl until expiresAt: the body a replay answers and the grant record.
 func (d deps) finished(a attempt, urlID string, body []byte, expiresAt time.Time, ttl time.Duration) quota.Finished {
 	return quota.Finished{
@@ -338,8 +342,8 @@ func (d deps) finished(a attempt, urlID string, body []byte, expiresAt time.Time
 
 // refund gives back the token of a sign that issues no URL, and marks its
 // grant refunded so that the sweeper never gives it back a second time.
-func (d deps) refund(ctx context.Context, a attempt, dec decision, urlID string) {
-	if err := d.gate.undo(ctx, a, dec, urlID, d.now()); err != nil {
+func (d deps) refund(ctx context.Context, a attempt, dec gate.Decision, urlID string) {
+	if err := d.gate.Undo(ctx, a.ask, dec, urlID, d.now()); err != nil {
 		d.log.Error("refunding a sign that issued no URL failed: a token is lost until the bucket refills, and the key stays in flight until its mark expires",
 			"tenant", a.who.Tenant, "err", err)
 	}

@@ -21,6 +21,10 @@ import (
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/gate"
+	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 )
 
 func TestSequentialSignsStopAtTheUserLimit(t *testing.T) {
@@ -57,8 +61,8 @@ func TestSequentialSignsStopAtTheUserLimit(t *testing.T) {
 		}
 	}
 	retryAfter(t, r)
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
-	if r.str("scope") != scopeCaller || r.body["retryAfter"] != float64(2) || r.str("message") == "" {
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
+	if r.str("scope") != ratelimit.ScopeCaller || r.body["retryAfter"] != float64(2) || r.str("message") == "" {
 		t.Errorf("429 body %s", r.raw)
 	}
 	if _, ok := r.body["url"]; ok {
@@ -70,7 +74,7 @@ func TestSequentialSignsStopAtTheUserLimit(t *testing.T) {
 	if r := s.sign(tok, newKey(), pngBody); r.status != http.StatusCreated {
 		t.Fatalf("after refill: %d %s", r.status, r.raw)
 	}
-	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusTooManyRequests, codeTooMany)
+	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusTooManyRequests, apierr.CodeTooMany)
 }
 
 func TestConcurrentSignsSpendExactlyTheBucket(t *testing.T) {
@@ -120,7 +124,7 @@ func TestReplayReturnsTheSameBodyAndSpendsNothing(t *testing.T) {
 	}
 
 	other := `{"contentType":"image/png","contentLength":2048}`
-	mustStatus(t, s.sign(tok, key, other), http.StatusUnprocessableEntity, codeKeyReused)
+	mustStatus(t, s.sign(tok, key, other), http.StatusUnprocessableEntity, apierr.CodeKeyReused)
 	// The same key of another user is another record.
 	if r := s.sign(s.token("acme", "bob"), key, other); r.status != http.StatusCreated {
 		t.Errorf("bob with alice's key: %d %s", r.status, r.raw)
@@ -211,7 +215,7 @@ func TestIdempotencyKeysOfDifferentUsersNeverCollide(t *testing.T) {
 		t.Fatalf("alice with key x:y: %d %s; want her own 201", second.status, second.raw)
 	}
 	third := s.sign(s.token("acme", "alice"), "x:y", pngBody) // same body as the first: still not its replay
-	mustStatus(t, third, http.StatusUnprocessableEntity, codeKeyReused)
+	mustStatus(t, third, http.StatusUnprocessableEntity, apierr.CodeKeyReused)
 	if r := s.sign(s.token("acme", "alice:x"), "y", pngBody); r.status != http.StatusOK || string(r.raw) != string(first.raw) {
 		t.Errorf("alice:x's replay: %d %s", r.status, r.raw)
 	}
@@ -223,12 +227,12 @@ func TestIdempotencyKeysOfDifferentUsersNeverCollide(t *testing.T) {
 func (s *signer) holdInFlight(tenant, user, key string) attempt {
 	s.t.Helper()
 	req := signRequest{Key: key, ContentType: "image/png", ContentLength: 1024}
-	a := newAttempt(caller{Tenant: tenant, Subject: keys.UserSubject(user), Tier: tiers.User}, req, tiers.Set{}, 0)
+	a := newAttempt(identity.Caller{Tenant: tenant, Subject: keys.UserSubject(user), Tier: tiers.User}, req, tiers.Set{}, 0)
 	ctx := context.Background()
 	if err := s.rdb.HSet(ctx, a.ask.Idem, "state", "pending", "fp", a.ask.Fingerprint).Err(); err != nil {
 		s.t.Fatal(err)
 	}
-	s.rdb.PExpire(ctx, a.ask.Idem, inFlightTTL)
+	s.rdb.PExpire(ctx, a.ask.Idem, gate.InFlightTTL)
 	return a
 }
 
@@ -239,12 +243,12 @@ func TestKeyInFlightConflicts(t *testing.T) {
 	a := s.holdInFlight("acme", "alice", key)
 	ctx := context.Background()
 
-	mustStatus(t, s.sign(tok, key, pngBody), http.StatusConflict, codeInProgress)
-	mustStatus(t, s.sign(tok, key, `{"contentType":"image/png","contentLength":1}`), http.StatusUnprocessableEntity, codeKeyReused)
+	mustStatus(t, s.sign(tok, key, pngBody), http.StatusConflict, apierr.CodeInProgress)
+	mustStatus(t, s.sign(tok, key, `{"contentType":"image/png","contentLength":1}`), http.StatusUnprocessableEntity, apierr.CodeKeyReused)
 	if got := s.tokens(keys.Bucket("acme", keys.UserSubject("alice"))); got != "" {
 		t.Errorf("a conflicting request touched the bucket: t=%q", got)
 	}
-	if ttl := s.rdb.PTTL(ctx, a.ask.Idem).Val(); ttl <= 0 || ttl > inFlightTTL {
+	if ttl := s.rdb.PTTL(ctx, a.ask.Idem).Val(); ttl <= 0 || ttl > gate.InFlightTTL {
 		t.Errorf("in-flight mark TTL %v", ttl)
 	}
 }
@@ -262,8 +266,8 @@ func TestTenantLimitLeavesTheUserBucketAlone(t *testing.T) {
 	aliceBucket := keys.Bucket("acme", keys.UserSubject("alice"))
 	before := s.tokens(aliceBucket)
 	r := s.sign(alice, newKey(), pngBody)
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
-	if r.str("scope") != scopeTenant {
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
+	if r.str("scope") != ratelimit.ScopeTenant {
 		t.Errorf("scope %q, want tenant", r.str("scope"))
 	}
 	if r.header.Get("RateLimit-Limit") != "3" || r.header.Get("RateLimit-Policy") != "3;w=30" || retryAfter(t, r) != 10 {
@@ -289,8 +293,8 @@ func TestTenantTierOverride(t *testing.T) {
 	small := s.token("small", "alice")
 	s.signN(small, 2)
 	r := s.sign(small, newKey(), pngBody)
-	mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
-	if r.str("scope") != scopeCaller || r.header.Get("RateLimit-Limit") != "2" || r.header.Get("RateLimit-Policy") != "2;w=20" || retryAfter(t, r) != 10 {
+	mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
+	if r.str("scope") != ratelimit.ScopeCaller || r.header.Get("RateLimit-Limit") != "2" || r.header.Get("RateLimit-Policy") != "2;w=20" || retryAfter(t, r) != 10 {
 		t.Errorf("429 does not describe the overridden user bucket: %s %v", r.raw, r.header)
 	}
 
@@ -320,7 +324,7 @@ func TestRedisDownFailsClosedAndRecovers(t *testing.T) {
 	began := time.Now()
 	r := s.sign(tok, newKey(), pngBody)
 	took := time.Since(began)
-	mustStatus(t, r, http.StatusServiceUnavailable, codeLimiterDown)
+	mustStatus(t, r, http.StatusServiceUnavailable, apierr.CodeLimiterDown)
 	retryAfter(t, r)
 	if took >= 300*time.Millisecond {
 		t.Errorf("503 took %v; the bound is 300ms", took)
@@ -396,7 +400,7 @@ func TestClusterSignsReplaysAndLimits(t *testing.T) {
 			}
 		}
 		r := s.sign(tok, newKey(), pngBody)
-		mustStatus(t, r, http.StatusTooManyRequests, codeTooMany)
+		mustStatus(t, r, http.StatusTooManyRequests, apierr.CodeTooMany)
 		if got := s.tokens(keys.Bucket(tenant, keys.UserSubject("alice"))); got != "0.000000" {
 			t.Errorf("%s: user bucket t=%q", tenant, got)
 		}
@@ -424,7 +428,7 @@ func TestLedgerDownRefundsAndFreesTheKey(t *testing.T) {
 	st.nats.Stop()
 	key := newKey()
 	r := s.sign(tok, key, pngBody)
-	mustStatus(t, r, http.StatusServiceUnavailable, codeLedgerDown)
+	mustStatus(t, r, http.StatusServiceUnavailable, apierr.CodeLedgerDown)
 	retryAfter(t, r)
 	if _, ok := r.body["url"]; ok {
 		t.Errorf("a URL left without its ledger record: %s", r.raw)
@@ -452,7 +456,7 @@ func TestLedgerDownRefundsAndFreesTheKey(t *testing.T) {
 		if r.status == http.StatusCreated {
 			break
 		}
-		if r.code() != codeLedgerDown || time.Now().After(deadline) {
+		if r.code() != apierr.CodeLedgerDown || time.Now().After(deadline) {
 			t.Fatalf("retry with the same key once the ledger is back: %d %s", r.status, r.raw)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -642,6 +646,26 @@ func (s *signer) signAtOnce(tok string, ks []string, status int, code string) {
 	wg.Wait()
 }
 
+// cancels is what m counted, by result.
+func cancels(m *metrics) map[string]float64 {
+	out := map[string]float64{}
+	for _, r := range []string{gate.CancelRefunded, gate.CancelTombstone, gate.CancelGaveUp} {
+		out[r] = testutil.ToFloat64(m.Cancels.WithLabelValues(r))
+	}
+	return out
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // pause stalls Redis with SIGSTOP and waits until the kernel has stopped
 // it, so that no sign sent next slips through.
 func pause(t *testing.T, r *testenv.Redis) {
@@ -667,16 +691,16 @@ func settled(t *testing.T, s *signer, m *metrics, want float64) map[string]float
 	var c map[string]float64
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		c = cancels(m)
-		if c[cancelRefunded]+c[cancelTombstone]+c[cancelGaveUp] >= want {
+		if c[gate.CancelRefunded]+c[gate.CancelTombstone]+c[gate.CancelGaveUp] >= want {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("cancels %v, %v dropped, %v signs limiter_unavailable; want %v settled\n%s", c, testutil.ToFloat64(m.cancelDropped),
+			t.Fatalf("cancels %v, %v dropped, %v signs limiter_unavailable; want %v settled\n%s", c, testutil.ToFloat64(m.CancelDropped),
 				testutil.ToFloat64(m.signs.WithLabelValues("limiter_unavailable")), want, s.log)
 		}
 	}
-	if c[cancelGaveUp] != 0 || testutil.ToFloat64(m.cancelDropped) != 0 {
-		t.Errorf("cancels %v, %v dropped; want none given up or dropped\n%s", c, testutil.ToFloat64(m.cancelDropped), s.log)
+	if c[gate.CancelGaveUp] != 0 || testutil.ToFloat64(m.CancelDropped) != 0 {
+		t.Errorf("cancels %v, %v dropped; want none given up or dropped\n%s", c, testutil.ToFloat64(m.CancelDropped), s.log)
 	}
 	return c
 }
@@ -717,19 +741,19 @@ func redisStall(t *testing.T, clocked bool) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for range 2 {
-			s.signAtOnce(tok, []string{retried}, http.StatusServiceUnavailable, codeLimiterDown)
+			s.signAtOnce(tok, []string{retried}, http.StatusServiceUnavailable, apierr.CodeLimiterDown)
 		}
 	})
-	s.signAtOnce(tok, cut, http.StatusServiceUnavailable, codeLimiterDown)
+	s.signAtOnce(tok, cut, http.StatusServiceUnavailable, apierr.CodeLimiterDown)
 	wg.Wait()
 	st.redis.Resume()
 
 	c := settled(t, s, m, n+2)
 	t.Logf("cancels after the stall: %v", c)
 	switch {
-	case clocked && c[cancelRefunded] != 0:
-		t.Errorf("%v cut spends took tokens when Redis resumed, past their deadlines", c[cancelRefunded])
-	case !clocked && c[cancelRefunded] == 0:
+	case clocked && c[gate.CancelRefunded] != 0:
+		t.Errorf("%v cut spends took tokens when Redis resumed, past their deadlines", c[gate.CancelRefunded])
+	case !clocked && c[gate.CancelRefunded] == 0:
 		t.Error("no cut spend ran when Redis resumed: the test did not reproduce the stall")
 	}
 	if got := testutil.ToFloat64(m.signs.WithLabelValues("limiter_unavailable")); got != n+2 {

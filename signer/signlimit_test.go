@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 // flood is how a run of identical requests from one address was answered.
@@ -29,13 +32,13 @@ func floodFrom(t *testing.T, s *signer, n int, send func() reply, status int, co
 		switch {
 		case r.status == status && (code == "" || r.code() == code):
 			f.decided++
-		case r.status == http.StatusTooManyRequests && r.code() == codeTooManyReads:
-			if ra, err := strconv.Atoi(r.header.Get(hdrRetryAfter)); err != nil || ra < 1 || r.body["retryAfter"] != float64(ra) {
-				t.Fatalf("429 too_many_requests with Retry-After %q: %s", r.header.Get(hdrRetryAfter), r.raw)
+		case r.status == http.StatusTooManyRequests && r.code() == apierr.CodeTooManyReads:
+			if ra, err := strconv.Atoi(r.header.Get(apierr.HeaderRetryAfter)); err != nil || ra < 1 || r.body["retryAfter"] != float64(ra) {
+				t.Fatalf("429 too_many_requests with Retry-After %q: %s", r.header.Get(apierr.HeaderRetryAfter), r.raw)
 			}
 			f.limited++
 		default:
-			t.Fatalf("%d %s, want %d %s or 429 %s", r.status, r.raw, status, code, codeTooManyReads)
+			t.Fatalf("%d %s, want %d %s or 429 %s", r.status, r.raw, status, code, apierr.CodeTooManyReads)
 		}
 	}
 	f.elapsed, f.calls = time.Since(began), redisCalls(t, s)-before
@@ -64,7 +67,7 @@ func (f flood) check(t *testing.T, what string, burst, rate float64, per int64) 
 
 // from is the header naming client address ip, which the signer believes
 // from the tests' own address (addressEnv).
-func from(ip string) []string { return []string{hdrForwardedFor, ip} }
+func from(ip string) []string { return []string{identity.HeaderForwardedFor, ip} }
 
 // addressEnv is a signer's environment that believes X-Forwarded-For from
 // the tests' own address, so that each test client has its own address.
@@ -123,7 +126,7 @@ func TestRefusedSignsAreBoundedPerAddress(t *testing.T) {
 		status     int
 		setup      func(ip string) func() reply
 	}{
-		{"429 by the caller's bucket", codeTooMany, http.StatusTooManyRequests, func(ip string) func() reply {
+		{"429 by the caller's bucket", apierr.CodeTooMany, http.StatusTooManyRequests, func(ip string) func() reply {
 			tok := s.token("acme", "alice")
 			for range 2 {
 				if r := s.sign(tok, newKey(), pngBody, from(ip)...); r.status != http.StatusCreated {
@@ -132,14 +135,14 @@ func TestRefusedSignsAreBoundedPerAddress(t *testing.T) {
 			}
 			return func() reply { return s.sign(tok, newKey(), pngBody, from(ip)...) }
 		}},
-		{"422 for a reused key", codeKeyReused, http.StatusUnprocessableEntity, func(ip string) func() reply {
+		{"422 for a reused key", apierr.CodeKeyReused, http.StatusUnprocessableEntity, func(ip string) func() reply {
 			tok, key := s.token("acme", "bob"), newKey()
 			if r := s.sign(tok, key, pngBody, from(ip)...); r.status != http.StatusCreated {
 				t.Fatalf("first sign: %d %s", r.status, r.raw)
 			}
 			return func() reply { return s.sign(tok, key, `{"contentType":"image/png","contentLength":2048}`, from(ip)...) }
 		}},
-		{"409 for a key in flight", codeInProgress, http.StatusConflict, func(ip string) func() reply {
+		{"409 for a key in flight", apierr.CodeInProgress, http.StatusConflict, func(ip string) func() reply {
 			tok, key := s.token("acme", "carol"), newKey()
 			s.holdInFlight("acme", "carol", key)
 			return func() reply { return s.sign(tok, key, pngBody, from(ip)...) }
@@ -183,7 +186,7 @@ func TestFreshSignsSpendNoReadLimit(t *testing.T) {
 		switch {
 		case r.status == http.StatusOK:
 			replayed++
-		case r.status == http.StatusTooManyRequests && r.code() == codeTooManyReads:
+		case r.status == http.StatusTooManyRequests && r.code() == apierr.CodeTooManyReads:
 		default:
 			t.Fatalf("replay: %d %s", r.status, r.raw)
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // Grant statuses of GET /uploads/{urlId}.
@@ -39,22 +39,20 @@ type statusResponse struct {
 // UTC midnight or until its address changes.
 func handleStatus(d deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		who, aerr := d.ident.authenticate(c.Request())
+		who, aerr := d.ident.Authenticate(c.Request())
 		if aerr != nil {
 			return aerr
 		}
 		id := c.Param("urlId")
 		if u, err := uuid.Parse(id); err != nil || u.String() != id {
-			return newError(http.StatusBadRequest, codeInvalidRequest, "urlId must be a lower-case UUID")
+			return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "urlId must be a lower-case UUID")
 		}
-		ctx, cancel := context.WithTimeout(c.Request().Context(), d.cfg.Redis.Timeout)
-		defer cancel()
-		st, err := d.gate.store.Status(ctx, who.Tenant, id)
+		st, err := d.gate.Status(c.Request().Context(), who.Tenant, id)
 		if err != nil {
-			return unavailable(codeLimiterDown, "grant status is unavailable", retryLimiter, err)
+			return apierr.Unavailable(apierr.CodeLimiterDown, "grant status is unavailable", apierr.RetryLimiter, err)
 		}
 		if !st.Found || st.Subject != who.Subject {
-			return newError(http.StatusNotFound, codeNotFound, "no upload of yours with this urlId")
+			return apierr.New(http.StatusNotFound, apierr.CodeNotFound, "no upload of yours with this urlId")
 		}
 		at := st.ExpiresAt
 		resp := statusResponse{URLID: id, ExpiresAt: &at}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
 func TestUploadStatus(t *testing.T) {
@@ -46,18 +48,18 @@ func TestUploadStatus(t *testing.T) {
 	}
 
 	// Another tenant cannot see it; an unknown id is 404; a bad id is 400.
-	mustStatus(t, status(pendingID, map[string]string{"Authorization": "Bearer " + s.token("globex", "alice")}), http.StatusNotFound, codeNotFound)
-	mustStatus(t, status(uuid.NewString(), auth), http.StatusNotFound, codeNotFound)
-	mustStatus(t, status("not-a-uuid", auth), http.StatusBadRequest, codeInvalidRequest)
-	mustStatus(t, status(uuid.New().URN(), auth), http.StatusBadRequest, codeInvalidRequest)
-	mustStatus(t, status(pendingID, nil), http.StatusUnauthorized, codeUnauthenticated)
+	mustStatus(t, status(pendingID, map[string]string{"Authorization": "Bearer " + s.token("globex", "alice")}), http.StatusNotFound, apierr.CodeNotFound)
+	mustStatus(t, status(uuid.NewString(), auth), http.StatusNotFound, apierr.CodeNotFound)
+	mustStatus(t, status("not-a-uuid", auth), http.StatusBadRequest, apierr.CodeInvalidRequest)
+	mustStatus(t, status(uuid.New().URN(), auth), http.StatusBadRequest, apierr.CodeInvalidRequest)
+	mustStatus(t, status(pendingID, nil), http.StatusUnauthorized, apierr.CodeUnauthenticated)
 
 	// Anonymous callers see the grants they signed.
-	r := s.sign("", newKey(), pngBody, hdrTenant, "pub")
+	r := s.sign("", newKey(), pngBody, identity.HeaderTenant, "pub")
 	if r.status != http.StatusCreated {
 		t.Fatalf("anonymous sign: %d %s", r.status, r.raw)
 	}
-	if st := status(r.str("urlId"), map[string]string{hdrTenant: "pub"}); st.str("status") != statusPending {
+	if st := status(r.str("urlId"), map[string]string{identity.HeaderTenant: "pub"}); st.str("status") != statusPending {
 		t.Errorf("anonymous status: %d %s", st.status, st.raw)
 	}
 }
@@ -107,7 +109,7 @@ func TestUploadStatusIsTheSignersOnly(t *testing.T) {
 	ctx := context.Background()
 	as := func(tok string) map[string]string {
 		if tok == "" {
-			return map[string]string{hdrTenant: "pub"}
+			return map[string]string{identity.HeaderTenant: "pub"}
 		}
 		return map[string]string{"Authorization": "Bearer " + tok}
 	}
@@ -119,7 +121,7 @@ func TestUploadStatusIsTheSignersOnly(t *testing.T) {
 		t.Fatalf("alice's sign: %d %s", r.status, r.raw)
 	}
 	aliceID := r.str("urlId")
-	r = s.sign("", newKey(), pngBody, hdrTenant, "pub")
+	r = s.sign("", newKey(), pngBody, identity.HeaderTenant, "pub")
 	if r.status != http.StatusCreated {
 		t.Fatalf("anonymous sign: %d %s", r.status, r.raw)
 	}
@@ -148,7 +150,7 @@ func TestUploadStatusIsTheSignersOnly(t *testing.T) {
 				}
 				return
 			}
-			mustStatus(t, r, http.StatusNotFound, codeNotFound)
+			mustStatus(t, r, http.StatusNotFound, apierr.CodeNotFound)
 			if unknown := status(uuid.NewString(), as(tc.token)); string(unknown.raw) != string(r.raw) {
 				t.Errorf("the 404 %s differs from an unknown urlId's %s", r.raw, unknown.raw)
 			}

@@ -32,7 +32,7 @@ echo "== govulncheck"
 #   advisories name no v4 symbols, so every echo v4 user matches. They are
 #   about echo's own client-IP guess (Context.RealIP, as the rate limiter
 #   middleware's default uses it) and its proxy middleware; mintgate uses
-#   neither (signer/clientip.go reads the address by its own trust model),
+#   neither (signer/internal/identity/clientip.go reads the address by its own trust model),
 #   which the grep below keeps true. echo v5 fixes both.
 accepted="GO-2026-6872 GO-2026-6875"
 if git grep -nE '\.RealIP\(|middleware\.(Proxy|RateLimiter)' -- '*.go'; then

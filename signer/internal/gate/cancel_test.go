@@ -1,6 +1,7 @@
-package main
+package gate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,9 +39,9 @@ func redisClient(t *testing.T, addr string, timeout time.Duration) redis.Univers
 }
 
 // testGate is a signer's gate on rdb, with metrics of its own.
-func testGate(rdb redis.UniversalClient, timeout time.Duration) (*gate, *metrics) {
-	m := newMetrics(prometheus.NewRegistry())
-	return newGate(rdb, timeout, 0, m, slog.New(slog.NewTextHandler(io.Discard, nil))), m
+func testGate(rdb redis.UniversalClient, timeout time.Duration) (*Gate, *Metrics) {
+	m := NewMetrics(prometheus.NewRegistry())
+	return New(rdb, timeout, 0, m, slog.New(slog.NewTextHandler(io.Discard, nil))), m
 }
 
 // testAsk is alice's sign request with key, as newAttempt lays it out.
@@ -54,12 +57,30 @@ func testAsk(key string) quota.Ask {
 }
 
 // cancels is what m counted, by result.
-func cancels(m *metrics) map[string]float64 {
+func cancels(m *Metrics) map[string]float64 {
 	out := map[string]float64{}
-	for _, r := range []string{cancelRefunded, cancelTombstone, cancelGaveUp} {
-		out[r] = testutil.ToFloat64(m.cancels.WithLabelValues(r))
+	for _, r := range []string{CancelRefunded, CancelTombstone, CancelGaveUp} {
+		out[r] = testutil.ToFloat64(m.Cancels.WithLabelValues(r))
 	}
 	return out
+}
+
+// pause stalls Redis with SIGSTOP and waits until the kernel has stopped
+// it, so that no sign sent next slips through.
+func pause(t *testing.T, r *testenv.Redis) {
+	t.Helper()
+	r.Pause()
+	t.Cleanup(r.Resume) // a stopped server would not stop at the end
+	stat := fmt.Sprintf("/proc/%d/stat", r.PID())
+	waitUntil(t, 5*time.Second, "redis-server stopped", func() bool {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// pid (comm) state …: the state follows the last ')'.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		return len(f) > 0 && f[0] == "T"
+	})
 }
 
 func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
@@ -101,7 +122,7 @@ func TestSpendMayRun(t *testing.T) {
 	ctx := context.Background()
 	now := time.UnixMilli(1_700_000_000_000)
 	down := quota.New(redisClient(t, fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), 150*time.Millisecond))
-	_, err := down.Spend(ctx, now, testAsk("k1"), inFlightTTL)
+	_, err := down.Spend(ctx, now, testAsk("k1"), InFlightTTL)
 	if err == nil || spendMayRun(err) {
 		t.Errorf("a spend to a port nobody listens on: %v; want an error that needs no cancel", err)
 	}
@@ -113,13 +134,13 @@ func TestSpendMayRun(t *testing.T) {
 	q := quota.New(rdb)
 	// A first spend opens the connection and loads the script, as the
 	// signer's traffic did before a stall.
-	if _, err := q.Spend(ctx, now, testAsk("k0"), inFlightTTL); err != nil {
+	if _, err := q.Spend(ctx, now, testAsk("k0"), InFlightTTL); err != nil {
 		t.Fatal(err)
 	}
 	a := testAsk("k2")
 	pause(t, srv)
 	tctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
-	_, err = q.Spend(tctx, now, a, inFlightTTL)
+	_, err = q.Spend(tctx, now, a, InFlightTTL)
 	cancel()
 	if err == nil || !spendMayRun(err) {
 		t.Fatalf("a spend cut by a stall: %v; want an error that needs a cancel", err)
@@ -152,12 +173,12 @@ func TestStalledSpendIsLate(t *testing.T) {
 	}
 	now := time.Now()
 	// A first sign opens the connection and loads the script.
-	if d, err := g.decide(ctx, attempt{ask: testAsk("k0")}, now); err != nil || d.outcome != quota.Allowed {
+	if d, err := g.Decide(ctx, testAsk("k0"), nil, now); err != nil || d.Outcome != quota.Allowed {
 		t.Fatalf("first sign: %+v %v", d, err)
 	}
 	a := testAsk("k1")
 	pause(t, srv)
-	if _, err := g.decide(ctx, attempt{ask: a}, now); !errors.Is(err, bucket.ErrUnavailable) {
+	if _, err := g.Decide(ctx, a, nil, now); !errors.Is(err, bucket.ErrUnavailable) {
 		t.Fatalf("sign during the stall: %v, want unavailable", err)
 	}
 	if n := len(g.cancels.queue); n != 1 {
@@ -176,7 +197,7 @@ func TestStalledSpendIsLate(t *testing.T) {
 	if got := check.HGet(ctx, a.Buckets[0].Key, "t").Val(); got != "29.000000" {
 		t.Errorf("user bucket %q, want 29.000000 (the first sign's only)", got)
 	}
-	if late := testutil.ToFloat64(m.lateSpends); late != 0 {
+	if late := testutil.ToFloat64(m.LateSpends); late != 0 {
 		t.Errorf("%v late spends counted: only a Late reply that arrives in time counts", late)
 	}
 }
@@ -196,11 +217,11 @@ func TestLateReplyRetries(t *testing.T) {
 	}
 	g.until = func(dl time.Time) time.Time { return g.clock.Until(dl).Add(-2 * time.Second) } // as if Redis's clock ran 2 s ahead
 	a := testAsk("k1")
-	d, err := g.decide(ctx, attempt{ask: a}, time.Now())
-	if err != nil || d.outcome != quota.Allowed {
+	d, err := g.Decide(ctx, a, nil, time.Now())
+	if err != nil || d.Outcome != quota.Allowed {
 		t.Fatalf("sign: %+v %v, want allowed", d, err)
 	}
-	if late := testutil.ToFloat64(m.lateSpends); late != 1 {
+	if late := testutil.ToFloat64(m.LateSpends); late != 1 {
 		t.Errorf("%v late spends counted, want 1", late)
 	}
 }
@@ -212,7 +233,7 @@ func TestCancellerSettles(t *testing.T) {
 	g, m := testGate(redisClient(t, srv.Addr, time.Second), time.Second)
 	now := time.UnixMilli(1_700_000_000_000)
 	ran, never := testAsk("k1"), testAsk("k2")
-	if d, err := g.store.Spend(context.Background(), now, ran, inFlightTTL); err != nil || d.Outcome != quota.Allowed {
+	if d, err := g.store.Spend(context.Background(), now, ran, InFlightTTL); err != nil || d.Outcome != quota.Allowed {
 		t.Fatalf("spend: %+v %v", d, err)
 	}
 	bad := testAsk("k3")
@@ -221,10 +242,10 @@ func TestCancellerSettles(t *testing.T) {
 	for _, a := range []quota.Ask{ran, never, bad} {
 		c.add(a)
 	}
-	want := map[string]float64{cancelRefunded: 1, cancelTombstone: 1, cancelGaveUp: 1}
+	want := map[string]float64{CancelRefunded: 1, CancelTombstone: 1, CancelGaveUp: 1}
 	waitUntil(t, 5*time.Second, "three cancels settled", func() bool { return maps.Equal(cancels(m), want) })
 	c.close()
-	if d, err := g.store.Spend(context.Background(), now, never, inFlightTTL); err != nil || d.Outcome != quota.Cancelled {
+	if d, err := g.store.Spend(context.Background(), now, never, InFlightTTL); err != nil || d.Outcome != quota.Cancelled {
 		t.Errorf("the spend that never ran, run now: %+v %v; want cancelled", d, err)
 	}
 }
@@ -243,7 +264,7 @@ func TestCancellerGivesUpAtItsDeadline(t *testing.T) {
 	c.deadline, c.backoff.Min = 300*time.Millisecond, 10*time.Millisecond
 	go c.run()
 	c.add(testAsk("k1"))
-	waitUntil(t, 5*time.Second, "the cancel gives up", func() bool { return cancels(m)[cancelGaveUp] == 1 })
+	waitUntil(t, 5*time.Second, "the cancel gives up", func() bool { return cancels(m)[CancelGaveUp] == 1 })
 	c.close()
 	if tries < 2 {
 		t.Errorf("%d tries before giving up; want retries", tries)
@@ -278,7 +299,7 @@ func TestCancellerLastRoundAtShutdown(t *testing.T) {
 	}
 	srv.Resume()
 	c.close()
-	if got := cancels(m); got[cancelTombstone] != 3 || got[cancelGaveUp] != 0 {
+	if got := cancels(m); got[CancelTombstone] != 3 || got[CancelGaveUp] != 0 {
 		t.Fatalf("cancels %v; want 3 tombstones", got)
 	}
 	for _, a := range asks {
@@ -287,7 +308,7 @@ func TestCancellerLastRoundAtShutdown(t *testing.T) {
 		}
 	}
 	c.add(testAsk("k4"))
-	if got := testutil.ToFloat64(m.cancelDropped); got != 1 {
+	if got := testutil.ToFloat64(m.CancelDropped); got != 1 {
 		t.Errorf("a cancel added after close: %v dropped, want 1", got)
 	}
 }
@@ -295,7 +316,7 @@ func TestCancellerLastRoundAtShutdown(t *testing.T) {
 // TestCancellerDropsWhatItCannotHold: a full queue drops and counts; the
 // request still answers at once.
 func TestCancellerDropsWhatItCannotHold(t *testing.T) {
-	m := newMetrics(prometheus.NewRegistry())
+	m := NewMetrics(prometheus.NewRegistry())
 	c := newCanceller(func(context.Context, time.Time, quota.Ask) (bool, error) {
 		t.Error("the canceller ran")
 		return false, nil
@@ -304,7 +325,7 @@ func TestCancellerDropsWhatItCannotHold(t *testing.T) {
 	for i := range 3 {
 		c.add(testAsk(fmt.Sprintf("k%d", i)))
 	}
-	if got := testutil.ToFloat64(m.cancelDropped); got != 1 {
+	if got := testutil.ToFloat64(m.CancelDropped); got != 1 {
 		t.Errorf("%v dropped, want 1", got)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package identity
 
 import (
 	"crypto/ecdsa"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
 // tokenCacheIdentity is an identity as newIdentity builds it for a JWKS,
@@ -19,7 +21,7 @@ import (
 // will (the real JWKS client refreshes hourly, which a test cannot wait
 // for), counting its calls.
 type tokenCacheIdentity struct {
-	*identity
+	*Identity
 	mu    sync.Mutex
 	keys  map[string]*ecdsa.PublicKey
 	calls int
@@ -29,7 +31,7 @@ type tokenCacheIdentity struct {
 func newTokenCacheIdentity(t *testing.T, max int) *tokenCacheIdentity {
 	t.Helper()
 	f := &tokenCacheIdentity{keys: map[string]*ecdsa.PublicKey{}, now: time.Now()}
-	f.identity = &identity{
+	f.Identity = &Identity{
 		tenantClaim: "tenant_id",
 		now:         func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now },
 		tokens:      newTokenCache(max),
@@ -45,7 +47,7 @@ func newTokenCacheIdentity(t *testing.T, max int) *tokenCacheIdentity {
 		},
 	}
 	f.parser = jwt.NewParser(jwt.WithValidMethods([]string{"ES256"}), jwt.WithExpirationRequired(),
-		jwt.WithLeeway(jwtLeeway), jwt.WithTimeFunc(f.identity.now))
+		jwt.WithLeeway(jwtLeeway), jwt.WithTimeFunc(f.Identity.now))
 	return f
 }
 
@@ -67,10 +69,10 @@ func (f *tokenCacheIdentity) advance(d time.Duration) {
 	f.mu.Unlock()
 }
 
-func (f *tokenCacheIdentity) auth(token string) (caller, *apiError) {
+func (f *tokenCacheIdentity) auth(token string) (Caller, *apierr.Error) {
 	r := httptest.NewRequest("POST", "/uploads/sign", nil)
 	r.Header.Set("Authorization", "Bearer "+token)
-	return f.authenticate(r)
+	return f.Authenticate(r)
 }
 
 func tokenCacheKey(t *testing.T) *ecdsa.PrivateKey {
@@ -105,7 +107,7 @@ func TestTokenCache(t *testing.T) {
 		tok := tokenCacheToken(t, key, "k1", "alice", f.now.Add(time.Hour))
 		for i := range 3 {
 			who, aerr := f.auth(tok)
-			if aerr != nil || who != (caller{Tenant: "acme", Subject: "u:alice", Tier: "user"}) {
+			if aerr != nil || who != (Caller{Tenant: "acme", Subject: "u:alice", Tier: "user"}) {
 				t.Fatalf("sign %d: %+v %v", i, who, aerr)
 			}
 		}
@@ -194,7 +196,7 @@ func TestTokenCache(t *testing.T) {
 		// one key to compare later, so it is not cached.
 		f := newTokenCacheIdentity(t, 10)
 		key := tokenCacheKey(t)
-		f.identity.keyfunc = func(*jwt.Token) (any, error) {
+		f.Identity.keyfunc = func(*jwt.Token) (any, error) {
 			return jwt.VerificationKeySet{Keys: []jwt.VerificationKey{&key.PublicKey}}, nil
 		}
 		tok := tokenCacheToken(t, key, "", "alice", f.now.Add(time.Hour))

@@ -1,4 +1,9 @@
-package main
+// Package presign signs the signer's S3 URLs: a create-only PUT of an
+// exact length and type (Presigner.Put), with SigV4 written out for that
+// one request shape (sigv4.go) and checked against the SDK's signer at
+// start. New also gives the signer's S3 clients (Clients), for the
+// multipart calls. Signing is local CPU work; no request reaches S3.
+package presign
 
 import (
 	"context"
@@ -19,10 +24,11 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/mintgate/mintgate/api"
+	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/dial"
 )
 
-// presigner signs create-only PUT URLs for one bucket. Signing is local CPU
+// Presigner signs create-only PUT URLs for one bucket. Signing is local CPU
 // work with the current credentials; no request reaches S3.
 //
 // It signs without s3.PresignClient, whose per-call middleware stack
@@ -32,7 +38,7 @@ import (
 // bucket, so the SDK's own endpoint resolver decides it once, at start,
 // and each URL is then only a SigV4 signature (sigv4.go). Tests hold the
 // URLs byte for byte equal to PresignClient's.
-type presigner struct {
+type Presigner struct {
 	creds aws.CredentialsProvider // the SDK's cache: refreshes them early
 	// urlPrefix is the bucket's URL up to the object key: scheme, host and
 	// the endpoint's path ("/<bucket>/" in path style, else "/"), escaped;
@@ -53,54 +59,55 @@ type bucketEndpoint struct {
 	signingRegion string
 }
 
-// upload is a presigned PUT and the headers the uploader must send with it.
-type upload struct {
+// Upload is a presigned PUT and the headers the uploader must send with it.
+type Upload struct {
 	URL     string
 	Headers api.UploadHeaders
 }
 
-// s3Clients are the signer's two views of S3: public signs what uploaders
-// are given (MINTGATE_S3_ENDPOINT), calls makes the signer's own requests
-// (MINTGATE_S3_INTERNAL_ENDPOINT, else the same as public).
-type s3Clients struct {
-	public, calls *s3.Client
+// Clients are the signer's two views of S3: Public signs what uploaders
+// are given (MINTGATE_S3_ENDPOINT), Calls makes the signer's own requests
+// (MINTGATE_S3_INTERNAL_ENDPOINT, else the same as Public).
+type Clients struct {
+	Public, Calls *s3.Client
 }
 
-// newPresigner loads the SDK configuration: region, endpoint and path style
+// New loads the SDK configuration: region, endpoint and path style
 // from our variables; credentials from AWS_* in the environment given to
 // run, else the SDK's default chain (shared files, SSO, IMDS, IRSA …).
-// It fails when no credentials can be found, so a misconfigured signer
+// Temporary credentials are refreshed at least urlTTL early. It fails
+// when no credentials can be found, so a misconfigured signer
 // does not start.
-func newPresigner(ctx context.Context, c cfg) (*presigner, s3Clients, error) {
+func New(ctx context.Context, s config.S3, creds config.AWS, urlTTL time.Duration) (*Presigner, Clients, error) {
 	var opts []func(*awsconfig.LoadOptions) error
-	if c.S3.Region != "" {
-		opts = append(opts, awsconfig.WithRegion(c.S3.Region))
+	if s.Region != "" {
+		opts = append(opts, awsconfig.WithRegion(s.Region))
 	}
 	// A presigned URL lives only as long as the credentials that signed it:
 	// refresh temporary ones (roles, IRSA) at least one URL lifetime early,
 	// so no URL dies before its stated expiry.
 	opts = append(opts, awsconfig.WithCredentialsCacheOptions(func(o *aws.CredentialsCacheOptions) {
-		o.ExpiryWindow = c.URLTTL + time.Minute
+		o.ExpiryWindow = urlTTL + time.Minute
 	}))
-	ac, err := dial.AWS(ctx, c.AWS, opts...)
+	ac, err := dial.AWS(ctx, creds, opts...)
 	if err != nil {
-		return nil, s3Clients{}, fmt.Errorf("s3 presigner (region from MINTGATE_S3_REGION or AWS_REGION): %w", err)
+		return nil, Clients{}, fmt.Errorf("s3 presigner (region from MINTGATE_S3_REGION or AWS_REGION): %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := ac.Credentials.Retrieve(cctx); err != nil {
-		return nil, s3Clients{}, fmt.Errorf("aws credentials: %w", err)
+		return nil, Clients{}, fmt.Errorf("aws credentials: %w", err)
 	}
 	// Every URL — a single PUT's, each part's — names Endpoint, where
 	// uploaders reach S3; only the signer's own calls go to Internal.
-	cl := s3Clients{public: s3.NewFromConfig(ac, dial.S3Addressing(c.S3.Endpoint, c.S3.PathStyle))}
-	p, err := presignerFor(ctx, cl.public.Options(), c.S3.Bucket)
+	cl := Clients{Public: s3.NewFromConfig(ac, dial.S3Addressing(s.Endpoint, s.PathStyle))}
+	p, err := presignerFor(ctx, cl.Public.Options(), s.Bucket)
 	if err != nil {
-		return nil, s3Clients{}, fmt.Errorf("s3 presigner (MINTGATE_S3_BUCKET, MINTGATE_S3_ENDPOINT, MINTGATE_S3_PATH_STYLE): %w", err)
+		return nil, Clients{}, fmt.Errorf("s3 presigner (MINTGATE_S3_BUCKET, MINTGATE_S3_ENDPOINT, MINTGATE_S3_PATH_STYLE): %w", err)
 	}
-	cl.calls = cl.public
-	if c.S3.Internal != "" {
-		cl.calls = s3.NewFromConfig(ac, dial.S3Addressing(c.S3.CallEndpoint(), c.S3.PathStyle))
+	cl.Calls = cl.Public
+	if s.Internal != "" {
+		cl.Calls = s3.NewFromConfig(ac, dial.S3Addressing(s.CallEndpoint(), s.PathStyle))
 	}
 	return p, cl, nil
 }
@@ -108,7 +115,7 @@ func newPresigner(ctx context.Context, c cfg) (*presigner, s3Clients, error) {
 // presignerFor signs for bucket with an S3 client's resolved options: its
 // credentials (the SDK's cache, which refreshes them) and the endpoint its
 // rules give a PutObject to bucket.
-func presignerFor(ctx context.Context, o s3.Options, bucket string) (*presigner, error) {
+func presignerFor(ctx context.Context, o s3.Options, bucket string) (*Presigner, error) {
 	if o.Credentials == nil {
 		return nil, errors.New("no AWS credentials provider")
 	}
@@ -117,7 +124,7 @@ func presignerFor(ctx context.Context, o s3.Options, bucket string) (*presigner,
 		return nil, err
 	}
 	origin := (&url.URL{Scheme: b.scheme, Host: b.host}).String()
-	p := &presigner{
+	p := &Presigner{
 		creds:     o.Credentials,
 		urlPrefix: origin + dirPath(b.rawPath),
 		pathAt:    len(origin),
@@ -203,23 +210,23 @@ func fipsRegion(region string) string {
 	return strings.ReplaceAll(r, "-fips", "")
 }
 
-// put signs a PUT of exactly size bytes of contentType to key, valid for
+// Put signs a PUT of exactly size bytes of contentType to key, valid for
 // ttl from now, that S3 refuses (412) when the key already exists. The
 // signature covers host, if-none-match, content-length and content-type.
-func (p *presigner) put(ctx context.Context, key, contentType string, size int64, ttl time.Duration, now time.Time) (upload, error) {
+func (p *Presigner) Put(ctx context.Context, key, contentType string, size int64, ttl time.Duration, now time.Time) (Upload, error) {
 	switch {
 	case !visibleASCII(contentType):
 		// The signature covers the header as sent; only such a value is
 		// canonical as it is (validContentType admits no other).
-		return upload{}, fmt.Errorf("presign put %s: content type %q is not visible ASCII", key, contentType)
+		return Upload{}, fmt.Errorf("presign put %s: content type %q is not visible ASCII", key, contentType)
 	case size < 1:
-		return upload{}, fmt.Errorf("presign put %s: size %d: an upload has at least one byte", key, size)
+		return Upload{}, fmt.Errorf("presign put %s: size %d: an upload has at least one byte", key, size)
 	case key == "" || key[0] == '/':
-		return upload{}, fmt.Errorf("presign put %q: not an object key", key)
+		return Upload{}, fmt.Errorf("presign put %q: not an object key", key)
 	}
 	creds, err := p.creds.Retrieve(ctx)
 	if err != nil {
-		return upload{}, fmt.Errorf("presign put %s: credentials: %w", key, err)
+		return Upload{}, fmt.Errorf("presign put %s: credentials: %w", key, err)
 	}
 	var dayBuf [8]byte
 	k := p.keys.get(creds, p.scope, now.UTC().AppendFormat(dayBuf[:0], "20060102"))
@@ -229,7 +236,7 @@ func (p *presigner) put(ctx context.Context, key, contentType string, size int64
 	buf := make([]byte, 0, 2*n+len(contentType)+256)
 	buf = append(buf, p.urlPrefix...)
 	buf = appendPathEscaped(buf, key)
-	return upload{
+	return Upload{
 		URL: appendPresigned(buf, p.pathAt, p.scope, k, presignPut{
 			creds: creds, at: now, expires: ttl, contentType: contentType, size: size,
 		}),
@@ -245,7 +252,7 @@ func (p *presigner) put(ctx context.Context, key, contentType string, size int64
 // refuses an endpoint where the two differ, so a configuration the tests
 // never saw cannot issue URLs S3 refuses. It also learns the host as
 // v4.Signer signs it (the endpoint's, without a default port).
-func (p *presigner) checkAgainstSDK(ctx context.Context) error {
+func (p *Presigner) checkAgainstSDK(ctx context.Context) error {
 	creds, err := p.creds.Retrieve(ctx)
 	if err != nil {
 		return fmt.Errorf("aws credentials: %w", err)
@@ -257,7 +264,7 @@ func (p *presigner) checkAgainstSDK(ctx context.Context) error {
 		return err
 	}
 	p.scope.host = host
-	got, err := p.put(ctx, key, probe.contentType, probe.size, probe.expires, probe.at)
+	got, err := p.Put(ctx, key, probe.contentType, probe.size, probe.expires, probe.at)
 	if err != nil {
 		return err
 	}

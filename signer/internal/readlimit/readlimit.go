@@ -1,4 +1,8 @@
-package main
+// Package readlimit bounds, per client address and in-process, what costs
+// Redis without spending a token there: the public reads (Middleware) and
+// a sign's replays and refusals (Admit before its script, Charge after).
+// Its one way in is the Limiter.
+package readlimit
 
 import (
 	"net/http"
@@ -8,15 +12,17 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/identity"
 )
 
-// defaultReadLimit is MINTGATE_READ_LIMIT's default: a burst of 30 reads
+// DefaultLimit is MINTGATE_READ_LIMIT's default: a burst of 30 reads
 // per client address, 10 a second after that, per signer instance. A page
 // polling its uploads' status and its quota once a second stays far below
 // it; a flood from one address reaches Redis at 10 a second per instance.
-const defaultReadLimit = "30:10"
+const DefaultLimit = "30:10"
 
-// readLimiter bounds, per client address, the routes that cost Redis a
+// Limiter bounds, per client address, the routes that cost Redis a
 // round trip without spending anything there: GET /uploads/quota,
 // GET /uploads/{urlId} and the public port's /readyz (and GET
 // /uploads/limits, which costs nothing, as every public read). A sign is
@@ -26,8 +32,8 @@ const defaultReadLimit = "30:10"
 //
 // The same bucket bounds what a sign or a multipart create costs Redis
 // without spending a token there: a same-key replay, a refusal (429, 409,
-// 422). Those are charged to it after their script (charge), and a charged
-// route whose address owes is refused before its script (admit). A fresh
+// 422). Those are charged to it after their script (Charge), and a charged
+// route whose address owes is refused before its script (Admit). A fresh
 // sign spends nothing from it.
 //
 // The buckets are in-process (bucket.Local, the Redis script's twin), so a
@@ -45,24 +51,24 @@ const defaultReadLimit = "30:10"
 // would say "ready" for a while after Redis went away, to the probes and the
 // load balancer that take a pod out of rotation on it, while a probe polls
 // from one address at most every few seconds, far below the limit.
-type readLimiter struct {
+type Limiter struct {
 	limit   bucket.Limit
-	ip      clientIP
+	ip      identity.ClientIP
 	buckets *bucket.Local
 	now     func() time.Time
 }
 
-// newReadLimiter limits each address to l; nil when the limit is off.
-func newReadLimiter(l bucket.Limit, on bool, ip clientIP) *readLimiter {
+// New limits each address to l; nil when the limit is off.
+func New(l bucket.Limit, on bool, ip identity.ClientIP) *Limiter {
 	if !on {
 		return nil
 	}
-	return &readLimiter{limit: l, ip: ip, buckets: bucket.NewLocal(), now: time.Now}
+	return &Limiter{limit: l, ip: ip, buckets: bucket.NewLocal(), now: time.Now}
 }
 
-// middleware answers 429 too_many_requests, with Retry-After, to a read
+// Middleware answers 429 too_many_requests, with Retry-After, to a read
 // from an address whose bucket is empty. A nil limiter lets all through.
-func (rl *readLimiter) middleware() echo.MiddlewareFunc {
+func (rl *Limiter) Middleware() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		if rl == nil {
 			return next
@@ -77,13 +83,13 @@ func (rl *readLimiter) middleware() echo.MiddlewareFunc {
 	}
 }
 
-// admit is the check of a charged route (a sign, a multipart create)
+// Admit is the check of a charged route (a sign, a multipart create)
 // before its Redis script: 429 too_many_requests when r's address owes
 // its bucket, nil otherwise. It spends nothing: a fresh sign is bounded by
 // its own buckets in Redis, and is charged here only if it turns out to
-// cost Redis without spending there (see charge). A nil limiter admits
+// cost Redis without spending there (see Charge). A nil limiter admits
 // all.
-func (rl *readLimiter) admit(r *http.Request) *apiError {
+func (rl *Limiter) Admit(r *http.Request) *apierr.Error {
 	if rl == nil {
 		return nil
 	}
@@ -93,36 +99,36 @@ func (rl *readLimiter) admit(r *http.Request) *apiError {
 	return nil
 }
 
-// charge spends one read of r's address for a charged request that cost
+// Charge spends one read of r's address for a charged request that cost
 // Redis and issued nothing: a same-key replay, a 429 refusal, a key
 // reused or still in flight. Those spend no token, so only this bounds
 // them per address. It charges below zero if need be: requests admitted
 // together are all paid for, and the address waits until the debt is
 // repaid.
-func (rl *readLimiter) charge(r *http.Request) {
+func (rl *Limiter) Charge(r *http.Request) {
 	if rl != nil {
 		rl.buckets.Charge(rl.now(), 1, rl.bucket(r))
 	}
 }
 
 // bucket is r's address's bucket.
-func (rl *readLimiter) bucket(r *http.Request) bucket.Bucket {
+func (rl *Limiter) bucket(r *http.Request) bucket.Bucket {
 	return bucket.Bucket{Key: rl.key(r), Limit: rl.limit}
 }
 
 // tooManyFromAddress is the 429 too_many_requests of an address past its
 // limit, what it sent too many of named in the message.
-func tooManyFromAddress(what string, retry time.Duration) *apiError {
-	e := newError(http.StatusTooManyRequests, codeTooManyReads, "too many %s from this address; retry after %d s", what, retrySeconds(retry))
-	e.retry = retry
-	e.RetryAfter = retrySeconds(retry)
+func tooManyFromAddress(what string, retry time.Duration) *apierr.Error {
+	e := apierr.New(http.StatusTooManyRequests, apierr.CodeTooManyReads, "too many %s from this address; retry after %d s", what, apierr.RetrySeconds(retry))
+	e.Retry = retry
+	e.RetryAfter = apierr.RetrySeconds(retry)
 	return e
 }
 
 // key is the bucket of r's client address: an IPv6 caller's /64, as its
 // anonymous sign bucket, so rotating through one's own addresses buys none.
-func (rl *readLimiter) key(r *http.Request) string {
-	a := rl.ip.of(r)
+func (rl *Limiter) key(r *http.Request) string {
+	a := rl.ip.Of(r)
 	if a.Is6() && !a.Is4In6() {
 		return "read:" + netip.PrefixFrom(a.WithZone(""), 64).Masked().String()
 	}

@@ -1,36 +1,38 @@
-package main
+package identity
 
 import (
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/mintgate/mintgate/shared/auth"
 )
 
-// clientIP finds the caller's address by the configured trust model
+// ClientIP finds the caller's address by the configured trust model
 // (MINTGATE_IP_SOURCE). Only anonymous callers need it: their bucket is
 // keyed by a hash of it.
-type clientIP struct {
+type ClientIP struct {
 	source  string
 	trusted []netip.Prefix
 }
 
-// of returns the client address of r, never an error: when a header cannot
+// Of returns the client address of r, never an error: when a header cannot
 // be trusted or parsed, the nearest address we can vouch for is used, which
 // at worst puts a spoofer in a shared bucket rather than a fresh one.
-func (ip clientIP) of(r *http.Request) netip.Addr {
+func (ip ClientIP) Of(r *http.Request) netip.Addr {
 	peer := remoteAddr(r.RemoteAddr)
 	switch ip.source {
-	case ipCF:
+	case auth.IPCF:
 		if !ip.isTrusted(peer) {
 			return peer // anyone can write the header; only the edge is believed
 		}
-		if a, err := netip.ParseAddr(strings.TrimSpace(r.Header.Get(hdrCFConnectingIP))); err == nil {
+		if a, err := netip.ParseAddr(strings.TrimSpace(r.Header.Get(HeaderCFConnectingIP))); err == nil {
 			return a.Unmap()
 		}
 		return peer
-	case ipXFF:
-		return ip.fromForwardedFor(peer, r.Header.Values(hdrForwardedFor))
+	case auth.IPXFF:
+		return ip.fromForwardedFor(peer, r.Header.Values(HeaderForwardedFor))
 	default:
 		return peer
 	}
@@ -47,7 +49,7 @@ func (ip clientIP) of(r *http.Request) netip.Addr {
 // the client here at the last address a trusted proxy vouched for, the one
 // nearest the real client (TestClientIPTrustModels, "xff garbage left of
 // a trusted hop"). Every other case of that test echo answers alike.
-func (ip clientIP) fromForwardedFor(peer netip.Addr, headers []string) netip.Addr {
+func (ip ClientIP) fromForwardedFor(peer netip.Addr, headers []string) netip.Addr {
 	if !ip.isTrusted(peer) {
 		return peer
 	}
@@ -71,7 +73,7 @@ func (ip clientIP) fromForwardedFor(peer netip.Addr, headers []string) netip.Add
 	return client
 }
 
-func (ip clientIP) isTrusted(a netip.Addr) bool {
+func (ip ClientIP) isTrusted(a netip.Addr) bool {
 	for _, p := range ip.trusted {
 		if p.Contains(a) {
 			return true

@@ -1,4 +1,4 @@
-package main
+package presign
 
 import (
 	"crypto/hmac"

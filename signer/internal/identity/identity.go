@@ -1,4 +1,9 @@
-package main
+// Package identity says who calls the signer: a user named by a verified
+// JWT (HS256 or a JWKS), or an anonymous caller of a tenant that allows
+// them, known by a keyed, daily-salted hash of its client address as the
+// configured trust model finds it (ClientIP). Its one way in is
+// Identity.Authenticate; ClientIP is also the read limiter's address.
+package identity
 
 import (
 	"context"
@@ -15,13 +20,22 @@ import (
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/mintgate/mintgate/shared/auth"
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/apierr"
 )
 
-// caller is who asks for a URL: the tenant, the bucket subject within it
+// Header names identity reads.
+const (
+	HeaderTenant         = "X-Tenant-ID"      // an anonymous caller's tenant; a user's must match the token's
+	HeaderCFConnectingIP = "CF-Connecting-IP" // the client address Cloudflare vouches for (auth.IPCF)
+	HeaderForwardedFor   = "X-Forwarded-For"  // the proxies' chain (auth.IPXFF)
+)
+
+// Caller is who asks for a URL: the tenant, the bucket subject within it
 // ("u:<user>" or "a:<ip hash>") and the tier whose limit applies.
-type caller struct {
+type Caller struct {
 	Tenant  string
 	Subject string
 	Tier    string // tiers.User or tiers.Anonymous
@@ -34,10 +48,10 @@ const (
 	ipHashHexLen  = 32               // 128 bits of HMAC-SHA256, in hex
 )
 
-// identity authenticates callers: a JWT for users, or a tenant header and a
+// Identity authenticates callers: a JWT for users, or a tenant header and a
 // keyed hash of the client IP for anonymous callers of tenants that allow
 // them.
-type identity struct {
+type Identity struct {
 	keyfunc jwt.Keyfunc // nil when no JWT can be verified
 	// parser verifies with the only algs accepted (no "none", no HS/RS
 	// confusion), exp required, and the issuer and audience when
@@ -45,7 +59,7 @@ type identity struct {
 	parser      *jwt.Parser
 	tenantClaim string
 	anon        map[string]bool
-	ip          clientIP
+	ip          ClientIP
 	ipSecret    []byte
 	now         func() time.Time
 	// tokens remembers verified tokens until their exp: a caller's later
@@ -53,8 +67,8 @@ type identity struct {
 	tokens *tokenCache
 }
 
-// authenticate names the caller of r or says why it cannot.
-func (id *identity) authenticate(r *http.Request) (caller, *apiError) {
+// Authenticate names the caller of r or says why it cannot.
+func (id *Identity) Authenticate(r *http.Request) (Caller, *apierr.Error) {
 	authz := r.Header.Get("Authorization")
 	if authz == "" {
 		return id.anonymous(r)
@@ -62,34 +76,34 @@ func (id *identity) authenticate(r *http.Request) (caller, *apiError) {
 	scheme, token, _ := strings.Cut(authz, " ")
 	token = strings.TrimSpace(token)
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated, "Authorization must be a Bearer token")
+		return Caller{}, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "Authorization must be a Bearer token")
 	}
 	return id.user(r, token)
 }
 
-func (id *identity) user(r *http.Request, token string) (caller, *apiError) {
+func (id *Identity) user(r *http.Request, token string) (Caller, *apierr.Error) {
 	if id.keyfunc == nil {
-		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated, "this signer accepts no bearer tokens")
+		return Caller{}, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "this signer accepts no bearer tokens")
 	}
 	if len(token) > maxTokenBytes {
-		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated, "token too long")
+		return Caller{}, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "token too long")
 	}
 	sub, tenant, ok := id.tokens.get(token, id.now(), id.keyfunc)
 	if !ok {
-		var aerr *apiError
+		var aerr *apierr.Error
 		if sub, tenant, aerr = id.verify(token); aerr != nil {
-			return caller{}, aerr
+			return Caller{}, aerr
 		}
 	}
-	if h := r.Header.Get(hdrTenant); h != "" && h != tenant {
-		return caller{}, newError(http.StatusForbidden, codeForbiddenTenant, "%s does not match the token's tenant", hdrTenant)
+	if h := r.Header.Get(HeaderTenant); h != "" && h != tenant {
+		return Caller{}, apierr.New(http.StatusForbidden, apierr.CodeForbiddenTenant, "%s does not match the token's tenant", HeaderTenant)
 	}
-	return caller{Tenant: tenant, Subject: keys.UserSubject(sub), Tier: tiers.User}, nil
+	return Caller{Tenant: tenant, Subject: keys.UserSubject(sub), Tier: tiers.User}, nil
 }
 
 // verify checks a token's signature and claims, and remembers a token
 // that passed in id.tokens.
-func (id *identity) verify(token string) (sub, tenant string, aerr *apiError) {
+func (id *Identity) verify(token string) (sub, tenant string, aerr *apierr.Error) {
 	// MapClaims, not a typed struct: the tenant's claim is configured
 	// (MINTGATE_JWT_TENANT_CLAIM), and a struct field needs its name at
 	// compile time; a typed RegisteredClaims would save ~8 of the ~45
@@ -104,18 +118,18 @@ func (id *identity) verify(token string) (sub, tenant string, aerr *apiError) {
 	}
 	parsed, err := id.parser.ParseWithClaims(token, claims, keyOf)
 	if err != nil {
-		return "", "", newError(http.StatusUnauthorized, codeUnauthenticated, "invalid token: %s", tokenProblem(err))
+		return "", "", apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "invalid token: %s", tokenProblem(err))
 	}
 	sub, err = claims.GetSubject()
 	if err != nil || !keys.ValidUser(sub) {
-		return "", "", newError(http.StatusUnauthorized, codeUnauthenticated, "token has no valid sub claim")
+		return "", "", apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "token has no valid sub claim")
 	}
 	tenant, ok := claims[id.tenantClaim].(string)
 	if !ok {
-		return "", "", newError(http.StatusUnauthorized, codeUnauthenticated, "token has no %s claim", id.tenantClaim)
+		return "", "", apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "token has no %s claim", id.tenantClaim)
 	}
 	if !keys.ValidTenant(tenant) {
-		return "", "", newError(http.StatusForbidden, codeForbiddenTenant, "the token's tenant is not a valid tenant id")
+		return "", "", apierr.New(http.StatusForbidden, apierr.CodeForbiddenTenant, "the token's tenant is not a valid tenant id")
 	}
 	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil && comparableKey(key) {
 		// Only what the keyfunc needs to find the key again: alg and kid.
@@ -128,20 +142,20 @@ func (id *identity) verify(token string) (sub, tenant string, aerr *apiError) {
 	return sub, tenant, nil
 }
 
-func (id *identity) anonymous(r *http.Request) (caller, *apiError) {
-	tenant := r.Header.Get(hdrTenant)
+func (id *Identity) anonymous(r *http.Request) (Caller, *apierr.Error) {
+	tenant := r.Header.Get(HeaderTenant)
 	if tenant == "" {
-		return caller{}, newError(http.StatusUnauthorized, codeUnauthenticated,
-			"send a Bearer token, or %s naming a tenant open to anonymous uploads", hdrTenant)
+		return Caller{}, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated,
+			"send a Bearer token, or %s naming a tenant open to anonymous uploads", HeaderTenant)
 	}
 	if !keys.ValidTenant(tenant) || !id.anon[tenant] {
-		return caller{}, newError(http.StatusForbidden, codeForbiddenTenant, "this tenant does not accept anonymous uploads")
+		return Caller{}, apierr.New(http.StatusForbidden, apierr.CodeForbiddenTenant, "this tenant does not accept anonymous uploads")
 	}
-	hash := ipHash(id.ipSecret, id.now(), id.ip.of(r))
-	return caller{Tenant: tenant, Subject: keys.AnonSubject(hash), Tier: tiers.Anonymous}, nil
+	hash := IPHash(id.ipSecret, id.now(), id.ip.Of(r))
+	return Caller{Tenant: tenant, Subject: keys.AnonSubject(hash), Tier: tiers.Anonymous}, nil
 }
 
-// ipHash is the anonymous bucket subject: HMAC-SHA256 of the client address
+// IPHash is the anonymous bucket subject: HMAC-SHA256 of the client address
 // under a salt derived from the secret and the UTC date. Every instance
 // computes the same value, the salt changes daily, and Redis holds no IP.
 // IPv6 callers are bucketed by /64, the block one subscriber usually holds,
@@ -154,7 +168,7 @@ func (id *identity) anonymous(r *http.Request) (caller, *apiError) {
 // shared by every customer of a provider that numbers its subscribers'
 // /64s out of one /48 (mobile carriers do), throttling them together,
 // while a /48 holder would still get no more than anonymous_all allows.
-func ipHash(secret []byte, now time.Time, ip netip.Addr) string {
+func IPHash(secret []byte, now time.Time, ip netip.Addr) string {
 	day := hmac.New(sha256.New, secret)
 	day.Write([]byte("mintgate ip salt " + now.UTC().Format(time.DateOnly)))
 	m := hmac.New(sha256.New, day.Sum(nil))
@@ -188,14 +202,14 @@ func tokenProblem(err error) string {
 	return "not accepted"
 }
 
-// newIdentity builds the verifier the configuration asks for. A JWKS is
+// New builds the verifier the configuration asks for. A JWKS is
 // fetched in the background and refreshed until ctx ends; a signer whose
 // JWKS is unreachable at start still starts and answers 401 meanwhile.
-func newIdentity(ctx context.Context, c cfg, now func() time.Time) (*identity, error) {
-	id := &identity{
+func New(ctx context.Context, c auth.Config, now func() time.Time) (*Identity, error) {
+	id := &Identity{
 		tenantClaim: c.JWTTenantClaim,
 		anon:        c.AnonTenants,
-		ip:          clientIP{source: c.IPSource, trusted: c.TrustedProxies},
+		ip:          ClientIP{source: c.IPSource, trusted: c.TrustedProxies},
 		ipSecret:    c.IPHashSecret,
 		now:         now,
 		tokens:      newTokenCache(maxCachedTokens),
@@ -229,3 +243,7 @@ func newIdentity(ctx context.Context, c cfg, now func() time.Time) (*identity, e
 	id.parser = jwt.NewParser(opts...)
 	return id, nil
 }
+
+// ClientIP is how id finds a request's client address: the address an
+// anonymous caller's bucket is keyed by.
+func (id *Identity) ClientIP() ClientIP { return id.ip }

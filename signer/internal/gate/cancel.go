@@ -1,4 +1,4 @@
-package main
+package gate
 
 import (
 	"context"
@@ -45,9 +45,9 @@ var cancelBackoff = backoff.Policy{Min: 50 * time.Millisecond, Max: 2 * time.Sec
 
 // Results of a cancel, the values of mintgate_signer_cancels_total's label.
 const (
-	cancelRefunded  = "refunded"  // the Spend had run: its tokens went back
-	cancelTombstone = "tombstone" // nothing to give back: the Spend had not run (a tombstone now stops it) or took nothing
-	cancelGaveUp    = "gave_up"   // Redis did not answer before the deadline or the shutdown: a token may be lost
+	CancelRefunded  = "refunded"  // the Spend had run: its tokens went back
+	CancelTombstone = "tombstone" // nothing to give back: the Spend had not run (a tombstone now stops it) or took nothing
+	CancelGaveUp    = "gave_up"   // Redis did not answer before the deadline or the shutdown: a token may be lost
 )
 
 // canceller is one goroutine per signer with a bounded queue. One is
@@ -57,7 +57,7 @@ const (
 type canceller struct {
 	cancel  func(ctx context.Context, now time.Time, a quota.Ask) (refunded bool, err error) // one attempt, bounded by the Redis timeout
 	now     func() time.Time                                                                 // the buckets' clock
-	metrics *metrics
+	metrics *Metrics
 	log     *slog.Logger
 
 	// The constants above; tests shorten or lengthen them.
@@ -79,7 +79,7 @@ type pendingCancel struct {
 }
 
 // newCanceller returns a canceller with the signer's settings; run starts it.
-func newCanceller(cancel func(context.Context, time.Time, quota.Ask) (bool, error), now func() time.Time, m *metrics, log *slog.Logger) *canceller {
+func newCanceller(cancel func(context.Context, time.Time, quota.Ask) (bool, error), now func() time.Time, m *Metrics, log *slog.Logger) *canceller {
 	return &canceller{
 		cancel: cancel, now: now, metrics: m, log: log,
 		deadline: cancelDeadline, drain: cancelDrain, backoff: cancelBackoff,
@@ -90,11 +90,22 @@ func newCanceller(cancel func(context.Context, time.Time, quota.Ask) (bool, erro
 }
 
 // startCanceller is newCanceller, running.
-func startCanceller(cancel func(context.Context, time.Time, quota.Ask) (bool, error), now func() time.Time, m *metrics, log *slog.Logger) *canceller {
+func startCanceller(cancel func(context.Context, time.Time, quota.Ask) (bool, error), now func() time.Time, m *Metrics, log *slog.Logger) *canceller {
 	c := newCanceller(cancel, now, m, log)
 	go c.run()
 	return c
 }
+
+// StartCanceller starts g's canceller, which cancels, on the buckets'
+// clock now, the spends Decide gave up on that may still run on Redis.
+func (g *Gate) StartCanceller(now func() time.Time) {
+	g.cancels = startCanceller(g.cancel, now, g.metrics, g.log)
+}
+
+// StopCanceller stops the canceller after a last round (canceller.close):
+// call it once the handlers have drained and before the Redis client
+// closes.
+func (g *Gate) StopCanceller() { g.cancels.close() }
 
 // add queues a's cancel without waiting: a request on its way to a 503
 // must not wait on a stalled Redis a second time.
@@ -104,12 +115,12 @@ func (c *canceller) add(a quota.Ask) {
 	if !c.closed {
 		select {
 		case c.queue <- pendingCancel{ask: a, until: time.Now().Add(c.deadline)}:
-			c.metrics.cancelPending.Inc()
+			c.metrics.CancelPending.Inc()
 			return
 		default:
 		}
 	}
-	c.metrics.cancelDropped.Inc()
+	c.metrics.CancelDropped.Inc()
 }
 
 // close stops the canceller after a last round: what it holds is tried
@@ -136,7 +147,7 @@ func (c *canceller) run() {
 				c.last(p)
 				return
 			}
-			c.metrics.cancelPending.Dec()
+			c.metrics.CancelPending.Dec()
 		case <-c.stop:
 			c.last()
 			return
@@ -175,7 +186,7 @@ func (c *canceller) last(held ...pendingCancel) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.drain)
 	defer cancel()
 	once := func(p pendingCancel) {
-		defer c.metrics.cancelPending.Dec()
+		defer c.metrics.CancelPending.Dec()
 		err := ctx.Err()
 		if err == nil {
 			err = c.try(ctx, p)
@@ -203,16 +214,16 @@ func (c *canceller) try(ctx context.Context, p pendingCancel) error {
 	if err != nil {
 		return err
 	}
-	result := cancelTombstone
+	result := CancelTombstone
 	if refunded {
-		result = cancelRefunded
+		result = CancelRefunded
 	}
-	c.metrics.cancels.WithLabelValues(result).Inc()
+	c.metrics.Cancels.WithLabelValues(result).Inc()
 	return nil
 }
 
 func (c *canceller) gaveUp(p pendingCancel, err error) {
-	c.metrics.cancels.WithLabelValues(cancelGaveUp).Inc()
+	c.metrics.Cancels.WithLabelValues(CancelGaveUp).Inc()
 	c.log.Warn("cancelling a sign whose spend may have run gave up: if it ran, a token is lost until the bucket refills and the key stays in flight until its mark expires",
 		"tenant", p.ask.Tenant, "urlId", p.ask.Nonce, "err", err)
 }

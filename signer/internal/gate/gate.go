@@ -1,9 +1,13 @@
-package main
+// Package gate is the signer's Redis side: the sign decision (one Spend
+// script per sign, gathered per tenant, with the in-process buckets of
+// degraded mode and the canceller of spends cut short) and every other
+// Redis call a route makes, each a typed method that runs through one
+// wrapper (call) bounding it by MINTGATE_REDIS_TIMEOUT and observing its
+// latency. Routes never hold the quota.Store: the Gate is their one way in.
+package gate
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -13,123 +17,39 @@ import (
 
 	"github.com/mintgate/mintgate/shared/backoff"
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/keys"
-	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
 
-// inFlightTTL is how long a request's in-flight mark holds its idempotency
+// InFlightTTL is how long a request's in-flight mark holds its idempotency
 // key: longer than presigning plus the ledger's timeout, short enough that a
 // signer that died mid-request frees the key soon.
-const inFlightTTL = 30 * time.Second
+const InFlightTTL = 30 * time.Second
 
-// attempt is one sign request as the scripts see it.
-type attempt struct {
-	who     caller
-	req     signRequest
-	ask     quota.Ask
-	buckets []bucket.Bucket // the caller's tier, the tenant, and for anonymous callers anonymous_all; in shadow mode the caller's ceiling last
-	// hard are the buckets that refuse even in shadow mode: the caller's
-	// ceiling and, for an anonymous caller, anonymous_all. Nil outside
-	// shadow mode.
-	hard []bucket.Bucket
-}
-
-// newAttempt is who's sign request req under set. shadowCap above 0 puts
-// it in shadow mode: a ceiling of shadowCap times the caller's tier is
-// spent by every sign and refuses when short (keys.ShadowBucket).
-func newAttempt(who caller, req signRequest, set tiers.Set, shadowCap float64) attempt {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", who.Tenant, who.Subject, req.ContentType, req.ContentLength)
-	// tiers.Parse guarantees the caller tiers and the tenant tier exist;
-	// tiers.Set.For derives anonymous_all when it is not named.
-	buckets, _ := set.SignBuckets(who.Tenant, who.Subject, who.Tier)
-	// The tiers of bytes, when set, in the same decision: the caller's and
-	// the tenant's buckets of bytes, each spending contentLength.
-	buckets = append(buckets, set.ByteBuckets(who.Tenant, who.Subject, who.Tier, req.ContentLength)...)
-	var hard []bucket.Bucket
-	if shadowCap > 0 {
-		ceiling := bucket.Bucket{Key: keys.ShadowBucket(who.Tenant, who.Subject), Limit: shadowLimit(buckets[0].Limit, shadowCap)}
-		for _, b := range buckets {
-			if b.Key == keys.AnonBucket(who.Tenant) {
-				hard = append(hard, b)
-			}
-		}
-		hard = append(hard, ceiling)
-		buckets = append(buckets, ceiling)
-	}
-	return attempt{
-		who: who,
-		req: req,
-		ask: quota.Ask{
-			Tenant:      who.Tenant,
-			Idem:        keys.Idempotency(who.Tenant, who.Subject, req.Key),
-			Fingerprint: hex.EncodeToString(h.Sum(nil)),
-			Buckets:     buckets,
-		},
-		buckets: buckets,
-		hard:    hard,
-	}
-}
-
-// spendsBytes is whether a spends from a bucket of bytes.
-func (a attempt) spendsBytes() bool {
-	for _, b := range a.ask.Buckets {
-		if b.Units > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// credits are what a refund of the buckets a's Spend charged
-// (a.ask.Buckets) gives back: each bucket by its role, with its shape now.
-func (a attempt) credits() []ledger.Credit {
-	out := make([]ledger.Credit, len(a.ask.Buckets))
-	for i, b := range a.ask.Buckets {
-		role := ledger.BucketCaller
-		switch b.Key {
-		case keys.TenantBucket(a.who.Tenant):
-			role = ledger.BucketTenant
-		case keys.AnonBucket(a.who.Tenant):
-			role = ledger.BucketAnonymousAll
-		case keys.ShadowBucket(a.who.Tenant, a.who.Subject):
-			role = ledger.BucketShadow
-		case keys.ByteBucket(a.who.Tenant, a.who.Subject):
-			role = ledger.BucketCallerBytes
-		case keys.TenantByteBucket(a.who.Tenant):
-			role = ledger.BucketTenantBytes
-		}
-		out[i] = ledger.Credit{Bucket: role, Capacity: b.Limit.Capacity, Refill: b.Limit.Rate, TTL: b.Limit.TTL.Milliseconds(), Units: b.Units}
-	}
-	return out
-}
-
-// decision is the sign script's answer: quota's Outcome (Allowed, Denied,
+// Decision is the sign script's answer: quota's Outcome (Allowed, Denied,
 // Replay, Reused or Pending; the others are errors, see fromSpend) and what
 // goes with it.
-type decision struct {
-	outcome  quota.Outcome
-	result   bucket.Result // for allowed and denied
-	body     []byte        // for replay
-	degraded bool          // decided by the in-process buckets: Redis was unavailable
-	shadow   bool          // denied by a bucket that does not refuse in shadow mode, issued on the hard buckets alone (attempt.hard)
+type Decision struct {
+	Outcome  quota.Outcome
+	Result   bucket.Result // for allowed and denied
+	Body     []byte        // for replay
+	Degraded bool          // decided by the in-process buckets: Redis was unavailable
+	Shadow   bool          // denied by a bucket that does not refuse in shadow mode, issued on the hard buckets alone (the caller sets it)
 }
 
-// gate runs the Redis side of a sign through quota.Store, its Spends
+// Gate runs the Redis side of a sign through quota.Store, its Spends
 // gathered per tenant by a quota.Coalescer and its Finishes by a
 // quota.FinishCoalescer. With local set
 // (degraded mode) a Redis outage falls back to in-process buckets at a
 // share of the limits instead of failing closed.
-type gate struct {
+type Gate struct {
 	store    *quota.Store
 	spends   *quota.Coalescer       // the Spends of one tenant, in flight at once, share a script call
 	finishes *quota.FinishCoalescer // and so do its Finishes
 	local    *bucket.Local
 	share    float64       // of every limit, for the local buckets (MINTGATE_DEGRADED_SHARE)
 	timeout  time.Duration // MINTGATE_REDIS_TIMEOUT, for each call
-	metrics  *metrics
+	metrics  *Metrics
 	log      *slog.Logger
 	cancels  *canceller // for spends that failed here but may run on Redis (cancel.go)
 
@@ -168,9 +88,11 @@ func (s *sampler) allow(now time.Time) (int, bool) {
 // clockSync is how often the gate reads Redis's clock again.
 const clockSync = 10 * time.Second
 
-// newGate is the gate on rdb; a share above 0 turns the degraded mode on.
-func newGate(rdb redis.UniversalClient, timeout time.Duration, share float64, m *metrics, log *slog.Logger) *gate {
-	g := &gate{store: quota.New(rdb), timeout: timeout, metrics: m, log: log, rdb: rdb, resync: make(chan struct{}, 1)}
+// New is the gate on rdb, each call bounded by timeout
+// (MINTGATE_REDIS_TIMEOUT); a share above 0 turns the degraded mode on.
+// Its canceller runs from StartCanceller on.
+func New(rdb redis.UniversalClient, timeout time.Duration, share float64, m *Metrics, log *slog.Logger) *Gate {
+	g := &Gate{store: quota.New(rdb), timeout: timeout, metrics: m, log: log, rdb: rdb, resync: make(chan struct{}, 1)}
 	g.spends = quota.NewCoalescer(g.store, 0, 0)
 	g.finishes = quota.NewFinishCoalescer(g.store, 0, 0)
 	g.until = g.clock.Until
@@ -180,13 +102,14 @@ func newGate(rdb redis.UniversalClient, timeout time.Duration, share float64, m 
 	return g
 }
 
-// decide checks the idempotency record and spends one token from every
+// Decide checks the idempotency record of ask and spends from every
 // bucket of the attempt (the caller's, the tenant's, and for an anonymous
 // caller anonymous_all), all or none, in one round trip, shared with the
 // tenant's concurrent signs (quota.Coalescer). An error wraps
-// bucket.ErrUnavailable.
-func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, error) {
-	d, err := g.spend(ctx, a, now)
+// bucket.ErrUnavailable. In degraded mode a Redis outage is decided on
+// local, the attempt's buckets as the in-process buckets see them.
+func (g *Gate) Decide(ctx context.Context, ask quota.Ask, local []bucket.Bucket, now time.Time) (Decision, error) {
+	d, err := g.spend(ctx, ask, now)
 	if err != nil {
 		if spendMayRun(err) {
 			// The EVALSHA may sit in a stalled Redis and run after this
@@ -194,80 +117,80 @@ func (g *gate) decide(ctx context.Context, a attempt, now time.Time) (decision, 
 			// takes no token and holds no key (cancel.go). In degraded mode
 			// too: the local decision below is charged locally, and the
 			// Redis attempt must not charge Redis as well.
-			g.cancels.add(a.ask)
+			g.cancels.add(ask)
 		}
 		if g.local == nil {
-			return decision{}, err
+			return Decision{}, err
 		}
-		return g.degrade(a, now, err), nil
+		return g.degrade(ask.Tenant, local, now, err), nil
 	}
 	return fromSpend(d)
 }
 
 // spend runs the Spend script within the Redis call's deadline.
-func (g *gate) spend(ctx context.Context, a attempt, now time.Time) (quota.Decision, error) {
+func (g *Gate) spend(ctx context.Context, ask quota.Ask, now time.Time) (quota.Decision, error) {
 	var d quota.Decision
 	err := g.call(ctx, "sign", func(ctx context.Context) (err error) {
 		// The Spend may run only until this call gives up, by Redis's
 		// clock: one that sat in a stalled Redis and runs after the 503
 		// takes nothing. The canceller still covers the one that ran in
 		// time and whose reply was lost.
-		ask := a.ask
 		if dl, ok := ctx.Deadline(); ok {
 			ask.Until = g.until(dl)
 		}
-		d, err = g.spends.Spend(ctx, now, ask, inFlightTTL)
+		d, err = g.spends.Spend(ctx, now, ask, InFlightTTL)
 		if err == nil && d.Outcome == quota.Late {
 			// Redis answered before our deadline yet judged the Spend late
 			// by its own clock: its clock is ahead of the estimate. Nothing
 			// was spent; spend without a limit and read its clock again.
-			g.metrics.lateSpends.Inc()
+			g.metrics.LateSpends.Inc()
 			g.askResync()
 			ask.Until = time.Time{}
-			d, err = g.spends.Spend(ctx, now, ask, inFlightTTL)
+			d, err = g.spends.Spend(ctx, now, ask, InFlightTTL)
 		}
 		return err
 	})
 	return d, err
 }
 
-// degrade decides with the in-process buckets while Redis is down (err).
-func (g *gate) degrade(a attempt, now time.Time, err error) decision {
-	g.metrics.degraded.Inc()
+// degrade decides tenant's sign with the in-process buckets local while
+// Redis is down (err).
+func (g *Gate) degrade(tenant string, local []bucket.Bucket, now time.Time, err error) Decision {
+	g.metrics.Degraded.Inc()
 	if n, ok := g.degradedLog.allow(time.Now()); ok {
 		// Once per degradedLogEvery, not per sign: an outage at full
 		// load would write thousands of lines a second.
 		g.log.Warn("redis unavailable: deciding with in-process buckets; idempotency is not guaranteed",
-			"tenant", a.who.Tenant, "err", err, "degradedSignsSinceLastLine", n)
+			"tenant", tenant, "err", err, "degradedSignsSinceLastLine", n)
 	}
-	res := g.local.Take(now, 1, g.degradedBuckets(a.buckets)...)
-	dec := decision{outcome: quota.Denied, result: res, degraded: true}
+	res := g.local.Take(now, 1, g.degradedBuckets(local)...)
+	dec := Decision{Outcome: quota.Denied, Result: res, Degraded: true}
 	if res.Allowed {
-		dec.outcome = quota.Allowed
+		dec.Outcome = quota.Allowed
 	}
 	return dec
 }
 
 // fromSpend is the gate's decision for what the Spend script answered.
-func fromSpend(d quota.Decision) (decision, error) {
+func fromSpend(d quota.Decision) (Decision, error) {
 	switch d.Outcome {
 	case quota.Allowed, quota.Denied, quota.Replay, quota.Reused, quota.InProgress, quota.LiveFull:
-		return decision{outcome: d.Outcome, result: d.Result, body: d.Body}, nil
+		return Decision{Outcome: d.Outcome, Result: d.Result, Body: d.Body}, nil
 	case quota.Cancelled:
 		// Only a Spend that runs after its own request's Cancel answers
 		// this, and that request has had its 503: nobody reads this reply.
-		return decision{}, fmt.Errorf("%w: spend found its own request cancelled", bucket.ErrUnavailable)
+		return Decision{}, fmt.Errorf("%w: spend found its own request cancelled", bucket.ErrUnavailable)
 	case quota.Late:
 		// The retry without Until cannot answer this; kept for safety.
-		return decision{}, fmt.Errorf("%w: spend ran after its deadline", bucket.ErrUnavailable)
+		return Decision{}, fmt.Errorf("%w: spend ran after its deadline", bucket.ErrUnavailable)
 	}
-	return decision{}, fmt.Errorf("%w: spend decided %v", bucket.ErrUnavailable, d.Outcome)
+	return Decision{}, fmt.Errorf("%w: spend decided %v", bucket.ErrUnavailable, d.Outcome)
 }
 
-// syncClock reads Redis's clock at once, then every clockSync and when a
+// SyncClock reads Redis's clock at once, then every clockSync and when a
 // Spend came back Late, until ctx ends. Until the first read succeeds,
 // Spends run without an Until (the canceller alone covers them).
-func (g *gate) syncClock(ctx context.Context) {
+func (g *Gate) SyncClock(ctx context.Context) {
 	t := time.NewTicker(clockSync)
 	defer t.Stop()
 	synced := false
@@ -291,32 +214,32 @@ func (g *gate) syncClock(ctx context.Context) {
 	}
 }
 
-// askResync wakes syncClock without waiting.
-func (g *gate) askResync() {
+// askResync wakes SyncClock without waiting.
+func (g *Gate) askResync() {
 	select {
 	case g.resync <- struct{}{}:
 	default:
 	}
 }
 
-// undo gives back the token of an allowed decision whose URL urlID is never
+// Undo gives back the tokens of ask's allowed decision d whose URL urlID is never
 // handed out, frees its idempotency key and marks the grant refunded, in
 // one step: if the grant reached the ledger after all (an ack lost in a
 // stall), the sweeper finds the mark and gives nothing back again.
-func (g *gate) undo(ctx context.Context, a attempt, d decision, urlID string, now time.Time) error {
-	if d.degraded {
-		g.local.Take(now, -1, g.degradedBuckets(a.ask.Buckets)...)
+func (g *Gate) Undo(ctx context.Context, ask quota.Ask, d Decision, urlID string, now time.Time) error {
+	if d.Degraded {
+		g.local.Take(now, -1, g.degradedBuckets(ask.Buckets)...)
 		return nil
 	}
 	return g.call(ctx, "refund", func(ctx context.Context) error {
-		_, err := g.store.Undo(ctx, now, a.ask, urlID)
+		_, err := g.store.Undo(ctx, now, ask, urlID)
 		return err
 	})
 }
 
 // cancel runs one quota.Store.Cancel within the Redis timeout: the
 // canceller's attempt.
-func (g *gate) cancel(ctx context.Context, now time.Time, a quota.Ask) (refunded bool, err error) {
+func (g *Gate) cancel(ctx context.Context, now time.Time, a quota.Ask) (refunded bool, err error) {
 	err = g.call(ctx, "cancel", func(ctx context.Context) (err error) {
 		refunded, err = g.store.Cancel(ctx, now, a)
 		return err
@@ -333,27 +256,27 @@ const finishAttempts = 3
 // at once, and their retries should not all land together.
 var finishBackoff = backoff.Policy{Min: 50 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: 0.5}
 
-// finish stores the completed idempotency record with the 201 body and the
+// Finish stores ask's completed idempotency record with the 201 body and the
 // grant record, in one step, shared with the tenant's concurrent Finishes
 // (quota.FinishCoalescer), retrying a failed write a few times: a failed
 // call fails each Finish in it, and each caller retries its own.
-func (g *gate) finish(ctx context.Context, a attempt, f quota.Finished) error {
-	return g.tryFinish(ctx, func(ctx context.Context) error { return g.finishes.Finish(ctx, a.ask, f) })
+func (g *Gate) Finish(ctx context.Context, ask quota.Ask, f quota.Finished) error {
+	return g.tryFinish(ctx, func(ctx context.Context) error { return g.finishes.Finish(ctx, ask, f) })
 }
 
-// finishOwn is finish for a grant that is given back if the write fails (a
+// FinishOwn is Finish for a grant that is given back if the write fails (a
 // multipart create): quota.Store.FinishOwn, which makes the record done
 // only over this request's own in-flight mark, so that a try given up on
 // that runs after the undo replays nothing. Not gathered.
-func (g *gate) finishOwn(ctx context.Context, a attempt, f quota.Finished) error {
+func (g *Gate) FinishOwn(ctx context.Context, ask quota.Ask, f quota.Finished) error {
 	return g.tryFinish(ctx, func(ctx context.Context) error {
-		_, err := g.store.FinishOwn(ctx, a.ask, f)
+		_, err := g.store.FinishOwn(ctx, ask, f)
 		return err
 	})
 }
 
 // tryFinish runs write up to finishAttempts times, spaced by finishBackoff.
-func (g *gate) tryFinish(ctx context.Context, write func(context.Context) error) error {
+func (g *Gate) tryFinish(ctx context.Context, write func(context.Context) error) error {
 	var err error
 	for i := range finishAttempts {
 		if i > 0 {
@@ -373,14 +296,14 @@ func (g *gate) tryFinish(ctx context.Context, write func(context.Context) error)
 }
 
 // call runs one store operation within the Redis timeout and observes its
-// latency. The deadline also cuts short go-redis's dial retries, so an
+// latency, by name: every Redis call of the signer goes through it. The deadline also cuts short go-redis's dial retries, so an
 // unreachable Redis is a 503 within the timeout.
-func (g *gate) call(ctx context.Context, name string, op func(context.Context) error) error {
+func (g *Gate) call(ctx context.Context, name string, op func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	start := time.Now()
 	err := op(ctx)
-	g.metrics.scriptSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	g.metrics.ScriptSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -388,10 +311,16 @@ func (g *gate) call(ctx context.Context, name string, op func(context.Context) e
 }
 
 // degradedBuckets are bs shrunk to this instance's share.
-func (g *gate) degradedBuckets(bs []bucket.Bucket) []bucket.Bucket {
+func (g *Gate) degradedBuckets(bs []bucket.Bucket) []bucket.Bucket {
 	out := make([]bucket.Bucket, len(bs))
 	for i, b := range bs {
 		out[i] = bucket.Bucket{Key: b.Key, Limit: degradedLimit(b.Limit, g.share), Units: b.Units}
 	}
 	return out
 }
+
+// degradedLimit is the share of a tier each signer instance allows on its
+// own while Redis is unavailable (tiers.Share), so that instances × share
+// ≤ 1 keeps them together within the real limit (docs/production.md: the
+// HPA's maxReplicas × MINTGATE_DEGRADED_SHARE ≤ 1).
+func degradedLimit(l bucket.Limit, share float64) bucket.Limit { return tiers.Share(l, share) }

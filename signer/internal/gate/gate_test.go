@@ -1,4 +1,4 @@
-package main
+package gate
 
 import (
 	"context"
@@ -22,11 +22,11 @@ func TestGateFinishesGathered(t *testing.T) {
 	g, _ := testGate(rdb, time.Second)
 	ctx := context.Background()
 	const n = 100
-	as := make([]attempt, n)
+	as := make([]quota.Ask, n)
 	for i := range as {
-		as[i] = attempt{who: caller{Tenant: "acme", Subject: keys.UserSubject("alice")}, ask: testAsk(fmt.Sprintf("k%d", i))}
+		as[i] = testAsk(fmt.Sprintf("k%d", i))
 		if i%10 == 0 {
-			retry := as[i].ask
+			retry := as[i]
 			retry.Nonce = "n-retry"
 			if _, err := g.store.Cancel(ctx, time.Now(), retry); err != nil {
 				t.Fatal(err)
@@ -37,8 +37,8 @@ func TestGateFinishesGathered(t *testing.T) {
 	errs := make([]error, n)
 	for i := range as {
 		wg.Go(func() {
-			errs[i] = g.finish(ctx, as[i], quota.Finished{
-				URLID: fmt.Sprintf("g%d", i), Subject: as[i].who.Subject, Body: fmt.Appendf(nil, `{"i":%d}`, i), ExpiresAt: time.Now().Add(time.Minute),
+			errs[i] = g.Finish(ctx, as[i], quota.Finished{
+				URLID: fmt.Sprintf("g%d", i), Subject: keys.UserSubject("alice"), Body: fmt.Appendf(nil, `{"i":%d}`, i), ExpiresAt: time.Now().Add(time.Minute),
 				RecordTTL: time.Minute, GrantTTL: quota.GrantRecordTTL(time.Minute, 30*time.Second),
 			})
 		})
@@ -48,12 +48,12 @@ func TestGateFinishesGathered(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("finish %d: %v", i, errs[i])
 		}
-		rec := rdb.HGetAll(ctx, a.ask.Idem).Val()
+		rec := rdb.HGetAll(ctx, a.Idem).Val()
 		if rec["state"] != "done" || rec["body"] != fmt.Sprintf(`{"i":%d}`, i) {
 			t.Errorf("finish %d: %v, want done with its body", i, rec)
 		}
 		if i%10 == 0 {
-			retry := a.ask
+			retry := a
 			retry.Nonce = "n-retry"
 			if d, err := g.store.Spend(ctx, time.Now(), retry, time.Minute); err != nil || d.Outcome != quota.Replay {
 				t.Errorf("finish %d: the cancelled retry's late spend: %+v %v, want a replay", i, d, err)

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/ledger"
+	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/signer/internal/identity"
+)
+
+// attempt is one sign request as the scripts see it.
+type attempt struct {
+	who     identity.Caller
+	req     signRequest
+	ask     quota.Ask
+	buckets []bucket.Bucket // the caller's tier, the tenant, and for anonymous callers anonymous_all; in shadow mode the caller's ceiling last
+	// hard are the buckets that refuse even in shadow mode: the caller's
+	// ceiling and, for an anonymous caller, anonymous_all. Nil outside
+	// shadow mode.
+	hard []bucket.Bucket
+}
+
+// newAttempt is who's sign request req under set. shadowCap above 0 puts
+// it in shadow mode: a ceiling of shadowCap times the caller's tier is
+// spent by every sign and refuses when short (keys.ShadowBucket).
+func newAttempt(who identity.Caller, req signRequest, set tiers.Set, shadowCap float64) attempt {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", who.Tenant, who.Subject, req.ContentType, req.ContentLength)
+	// tiers.Parse guarantees the caller tiers and the tenant tier exist;
+	// tiers.Set.For derives anonymous_all when it is not named.
+	buckets, _ := set.SignBuckets(who.Tenant, who.Subject, who.Tier)
+	// The tiers of bytes, when set, in the same decision: the caller's and
+	// the tenant's buckets of bytes, each spending contentLength.
+	buckets = append(buckets, set.ByteBuckets(who.Tenant, who.Subject, who.Tier, req.ContentLength)...)
+	var hard []bucket.Bucket
+	if shadowCap > 0 {
+		ceiling := bucket.Bucket{Key: keys.ShadowBucket(who.Tenant, who.Subject), Limit: shadowLimit(buckets[0].Limit, shadowCap)}
+		for _, b := range buckets {
+			if b.Key == keys.AnonBucket(who.Tenant) {
+				hard = append(hard, b)
+			}
+		}
+		hard = append(hard, ceiling)
+		buckets = append(buckets, ceiling)
+	}
+	return attempt{
+		who: who,
+		req: req,
+		ask: quota.Ask{
+			Tenant:      who.Tenant,
+			Idem:        keys.Idempotency(who.Tenant, who.Subject, req.Key),
+			Fingerprint: hex.EncodeToString(h.Sum(nil)),
+			Buckets:     buckets,
+		},
+		buckets: buckets,
+		hard:    hard,
+	}
+}
+
+// spendsBytes is whether a spends from a bucket of bytes.
+func (a attempt) spendsBytes() bool {
+	for _, b := range a.ask.Buckets {
+		if b.Units > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// credits are what a refund of the buckets a's Spend charged
+// (a.ask.Buckets) gives back: each bucket by its role, with its shape now.
+func (a attempt) credits() []ledger.Credit {
+	out := make([]ledger.Credit, len(a.ask.Buckets))
+	for i, b := range a.ask.Buckets {
+		role := ledger.BucketCaller
+		switch b.Key {
+		case keys.TenantBucket(a.who.Tenant):
+			role = ledger.BucketTenant
+		case keys.AnonBucket(a.who.Tenant):
+			role = ledger.BucketAnonymousAll
+		case keys.ShadowBucket(a.who.Tenant, a.who.Subject):
+			role = ledger.BucketShadow
+		case keys.ByteBucket(a.who.Tenant, a.who.Subject):
+			role = ledger.BucketCallerBytes
+		case keys.TenantByteBucket(a.who.Tenant):
+			role = ledger.BucketTenantBytes
+		}
+		out[i] = ledger.Credit{Bucket: role, Capacity: b.Limit.Capacity, Refill: b.Limit.Rate, TTL: b.Limit.TTL.Milliseconds(), Units: b.Units}
+	}
+	return out
+}
