@@ -75,22 +75,5 @@ func (a attempt) spendsBytes() bool {
 // credits are what a refund of the buckets a's Spend charged
 // (a.ask.Buckets) gives back: each bucket by its role, with its shape now.
 func (a attempt) credits() []ledger.Credit {
-	out := make([]ledger.Credit, len(a.ask.Buckets))
-	for i, b := range a.ask.Buckets {
-		role := ledger.BucketCaller
-		switch b.Key {
-		case keys.TenantBucket(a.who.Tenant):
-			role = ledger.BucketTenant
-		case keys.AnonBucket(a.who.Tenant):
-			role = ledger.BucketAnonymousAll
-		case keys.ShadowBucket(a.who.Tenant, a.who.Subject):
-			role = ledger.BucketShadow
-		case keys.ByteBucket(a.who.Tenant, a.who.Subject):
-			role = ledger.BucketCallerBytes
-		case keys.TenantByteBucket(a.who.Tenant):
-			role = ledger.BucketTenantBytes
-		}
-		out[i] = ledger.Credit{Bucket: role, Capacity: b.Limit.Capacity, Refill: b.Limit.Rate, TTL: b.Limit.TTL.Milliseconds(), Units: b.Units}
-	}
-	return out
+	return ledger.CreditsOf(a.who.Tenant, a.who.Subject, a.ask.Buckets)
 }

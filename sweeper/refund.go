@@ -118,45 +118,12 @@ func (r *refunder) due(g ledger.Grant) (quota.Due, error) {
 	return quota.Due{Tenant: g.Tenant, URLID: g.URLID, Buckets: buckets}, nil
 }
 
-// credited is the buckets g's credits name, each with its shape at issue.
-// A credit names a bucket by its role, and the key follows from the
-// grant's own tenant and subject, so a grant can only ever credit its own
-// caller and its own tenant; the anonymous_all bucket only for an
-// anonymous grant, and each bucket once.
+// credited is the buckets g's credits name, each with its shape at issue
+// (ledger.Buckets: a grant only ever credits its own caller and tenant).
 func credited(g ledger.Grant) ([]bucket.Bucket, error) {
-	out := make([]bucket.Bucket, 0, len(g.Credits))
-	seen := make(map[string]bool, len(g.Credits))
-	for _, c := range g.Credits {
-		var key string
-		switch c.Bucket {
-		case ledger.BucketCaller:
-			key = keys.Bucket(g.Tenant, g.Subject)
-		case ledger.BucketTenant:
-			key = keys.TenantBucket(g.Tenant)
-		case ledger.BucketAnonymousAll:
-			if g.Tier == tiers.Anonymous {
-				key = keys.AnonBucket(g.Tenant)
-			}
-		case ledger.BucketShadow:
-			key = keys.ShadowBucket(g.Tenant, g.Subject)
-		case ledger.BucketCallerBytes:
-			key = keys.ByteBucket(g.Tenant, g.Subject)
-		case ledger.BucketTenantBytes:
-			key = keys.TenantByteBucket(g.Tenant)
-		}
-		bytes := c.Bucket == ledger.BucketCallerBytes || c.Bucket == ledger.BucketTenantBytes
-		if bytes != (c.Units > 0) {
-			return nil, fmt.Errorf("%w: grant %s credits bucket %q with %v units", ledger.ErrMalformed, g.URLID, c.Bucket, c.Units)
-		}
-		if key == "" || seen[key] {
-			return nil, fmt.Errorf("%w: grant %s credits bucket %q", ledger.ErrMalformed, g.URLID, c.Bucket)
-		}
-		seen[key] = true
-		l := bucket.Limit{Capacity: c.Capacity, Rate: c.Refill, TTL: time.Duration(c.TTL) * time.Millisecond}
-		if err := l.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: grant %s bucket %q: %w", ledger.ErrMalformed, g.URLID, c.Bucket, err)
-		}
-		out = append(out, bucket.Bucket{Key: key, Limit: l, Units: c.Units})
+	bs, err := ledger.Buckets(g.Tenant, g.Subject, g.Tier == tiers.Anonymous, g.Credits)
+	if err != nil {
+		return nil, fmt.Errorf("grant %s: %w", g.URLID, err)
 	}
-	return out, nil
+	return bs, nil
 }
