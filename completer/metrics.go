@@ -102,26 +102,37 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mintgate_completer_events_published_total",
 			Help: "Upload events, completed or rejected, the stream stored (one per upload; 0 with events off).",
 		}),
-		rejected: factory.NewCounterVec(prometheus.CounterOpts{
-			Name: "mintgate_completer_rejected_total",
-			Help: "Uploads the verification gate rejected (object moved to quarantine/, tokens kept spent), by tenant and reason: size_mismatch, type_mismatch, image_too_large, malware. One per upload.",
-		}, []string{"tenant", "reason"}),
-		scanTruncated: factory.NewCounter(prometheus.CounterOpts{
-			Name: "mintgate_completer_scan_truncated_total",
-			Help: "Objects larger than MINTGATE_SCAN_MAX_BYTES, of which clamd scanned only the first MINTGATE_SCAN_MAX_BYTES (a redelivered record counts again).",
-		}),
 		eventsDuplicate: factory.NewCounter(prometheus.CounterOpts{
 			Name: "mintgate_completer_events_duplicate_total",
 			Help: "Upload-completed events published again (after a failure between publish and marking done, or by two deliveries of one record at once), dropped by the stream as duplicates of the urlId.",
 		}),
 	}
+	gateMetrics(factory, m)
+	m.zero()
+	return m
+}
+
+// zero makes every label value of the vectors exist from the start, so a
+// series reads 0 rather than missing.
+func (m *metrics) zero() {
 	for _, r := range []string{ignoredTestEvent, ignoredNotCreated, ignoredOutside, ignoredTenant, ignoredURLID, ignoredSource, ignoredBucket, ignoredGone} {
 		m.ignored.WithLabelValues(r)
 	}
 	for _, op := range []string{opReceive, opHandle, opDelete, opExtend, opPublish, opVerify, opQuarantine, opDLQ} {
 		m.errors.WithLabelValues(op)
 	}
-	return m
+}
+
+// gateMetrics adds the verification gate's series to m.
+func gateMetrics(factory promauto.Factory, m *metrics) {
+	m.rejected = factory.NewCounterVec(prometheus.CounterOpts{
+		Name: "mintgate_completer_rejected_total",
+		Help: "Uploads the verification gate rejected (object moved to quarantine/, tokens kept spent), by tenant and reason: size_mismatch, type_mismatch, image_too_large, malware. One per upload.",
+	}, []string{"tenant", "reason"})
+	m.scanTruncated = factory.NewCounter(prometheus.CounterOpts{
+		Name: "mintgate_completer_scan_truncated_total",
+		Help: "Objects larger than MINTGATE_SCAN_MAX_BYTES, of which clamd scanned only the first MINTGATE_SCAN_MAX_BYTES (a redelivered record counts again).",
+	})
 }
 
 // Operations of mintgate_completer_errors_total.

@@ -196,7 +196,13 @@ func step(now time.Time, cost float64, owe bool, amounts []float64, buckets []Bu
 			s = i
 		}
 	}
-	s = max(s, 0) // buckets of bytes alone: the first
+	return report(tok, buckets, max(s, 0), allowed, blocked, retry), moved
+}
+
+// report is a step's Result: the headers' figures of the scarcest bucket s
+// (the first, when all are buckets of bytes) and what each bucket of bytes
+// holds, from the tokens tok each bucket holds after it.
+func report(tok []float64, buckets []Bucket, s int, allowed bool, blocked int, retry float64) Result {
 	lim := buckets[s].Limit
 	var left [MaxByteBuckets]int64
 	j := 0
@@ -215,7 +221,7 @@ func step(now time.Time, cost float64, owe bool, amounts []float64, buckets []Bu
 		RetryAfter: time.Duration(retry) * time.Second,
 		Blocked:    blocked,
 		Scarcest:   s,
-	}, moved
+	}
 }
 
 // life is how long a bucket's key must live so that it expires only once
