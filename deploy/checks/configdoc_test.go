@@ -191,7 +191,7 @@ func envReader(pkg string, fn *ast.FuncDecl) string {
 func envMethods(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	reads, calls := map[string]map[string]bool{}, map[string]map[string]bool{}
-	for _, f := range goSources(t, "shared", "shared/testenv") {
+	for _, f := range goSources(t, "shared", helperDirs...) {
 		for _, d := range f.Decls {
 			fn, ok := d.(*ast.FuncDecl)
 			if !ok {
@@ -218,6 +218,11 @@ func envMethods(t *testing.T) map[string]map[string]bool {
 	return reads
 }
 
+// helperDirs are the packages under shared/ that only the tests and the
+// bench use (starting servers, finding their binaries): what they read is
+// the local stack's, not a service's.
+var helperDirs = []string{"shared/testenv", "shared/proc"}
+
 // readByCode is, for every MINTGATE_ name in the Go sources of the services
 // and shared/ (tests and test helpers aside), the services that read it: a
 // service reads the names in its own folder and those of every reader of
@@ -226,7 +231,7 @@ func readByCode(t *testing.T) map[string][]string {
 	t.Helper()
 	envMethods := envMethods(t)
 	users := map[string][]string{}
-	for _, f := range goSources(t, "shared", "shared/testenv") {
+	for _, f := range goSources(t, "shared", helperDirs...) {
 		for name := range literalNames(f) {
 			users[name] = nil
 		}
@@ -274,7 +279,7 @@ func readByTools(t *testing.T) map[string]bool {
 			names[m[1]] = true
 		}
 	}
-	for _, dir := range []string{"shared/testenv", "deploy"} {
+	for _, dir := range append(slices.Clone(helperDirs), "deploy") {
 		for _, f := range goSources(t, dir) {
 			for name := range literalNames(f) {
 				names[name] = true
