@@ -203,19 +203,27 @@ func (c *completer) step(ctx context.Context, ev events.Event, prev string) (str
 	return "", nil // done, or rejected: nothing left to do
 }
 
+// counted counts one publish of an upload event: an error, a duplicate the
+// stream dropped, or an event stored.
+func (c *completer) counted(dup bool, err error) error {
+	switch {
+	case err != nil:
+		c.m.errors.WithLabelValues(opPublish).Inc()
+		return err
+	case dup:
+		c.m.eventsDuplicate.Inc()
+	default:
+		c.m.eventsPublished.Inc()
+	}
+	return nil
+}
+
 // publishCompleted publishes the completed event of a verified upload
 // (with events on) and marks it done.
 func (c *completer) publishCompleted(ctx context.Context, ev events.Event) (string, error) {
 	if c.events != nil {
-		dup, err := c.events.Publish(ctx, ev)
-		if err != nil {
-			c.m.errors.WithLabelValues(opPublish).Inc()
+		if err := c.counted(c.events.Publish(ctx, ev)); err != nil {
 			return "", err
-		}
-		if dup {
-			c.m.eventsDuplicate.Inc()
-		} else {
-			c.m.eventsPublished.Inc()
 		}
 	}
 	if _, _, err := c.store.Settle(ctx, ev.Tenant, ev.URLID, markerUnpublished, markerDone); err != nil {

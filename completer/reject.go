@@ -99,17 +99,11 @@ func (c *completer) reject(ctx context.Context, ev events.Event, reason string) 
 		return "", err
 	}
 	if c.events != nil {
-		dup, err := c.events.PublishRejected(ctx, events.Rejected{
+		err := c.counted(c.events.PublishRejected(ctx, events.Rejected{
 			URLID: ev.URLID, Tenant: ev.Tenant, Key: ev.Key, Size: ev.Size, Reason: reason, RejectedAt: time.Now().UTC(),
-		})
+		}))
 		if err != nil {
-			c.m.errors.WithLabelValues(opPublish).Inc()
 			return "", err
-		}
-		if dup {
-			c.m.eventsDuplicate.Inc()
-		} else {
-			c.m.eventsPublished.Inc()
 		}
 	}
 	_, moved, err := c.store.Settle(ctx, ev.Tenant, ev.URLID, quota.Rejecting(reason), quota.Rejected(reason))
