@@ -19,10 +19,13 @@ type attempt struct {
 	req     signRequest
 	ask     quota.Ask
 	buckets []bucket.Bucket // the caller's tier, the tenant, and for anonymous callers anonymous_all; in shadow mode the caller's ceiling last
+	// charged are the buckets ask.Buckets spends from, tagged with their
+	// roles: what the grant's credits name (credits).
+	charged []tiers.RoleBucket
 	// hard are the buckets that refuse even in shadow mode: the caller's
 	// ceiling and, for an anonymous caller, anonymous_all. Nil outside
 	// shadow mode.
-	hard []bucket.Bucket
+	hard []tiers.RoleBucket
 }
 
 // newAttempt is who's sign request req under set. shadowCap above 0 puts
@@ -33,21 +36,22 @@ func newAttempt(who identity.Caller, req signRequest, set tiers.Set, shadowCap f
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", who.Tenant, who.Subject, req.ContentType, req.ContentLength)
 	// tiers.Parse guarantees the caller tiers and the tenant tier exist;
 	// tiers.Set.For derives anonymous_all when it is not named.
-	buckets, _ := set.SignBuckets(who.Tenant, who.Subject, who.Tier)
+	charged, _ := set.SignBuckets(who.Tenant, who.Subject, who.Tier)
 	// The tiers of bytes, when set, in the same decision: the caller's and
 	// the tenant's buckets of bytes, each spending contentLength.
-	buckets = append(buckets, set.ByteBuckets(who.Tenant, who.Subject, who.Tier, req.ContentLength)...)
-	var hard []bucket.Bucket
+	charged = append(charged, set.ByteBuckets(who.Tenant, who.Subject, who.Tier, req.ContentLength)...)
+	var hard []tiers.RoleBucket
 	if shadowCap > 0 {
-		ceiling := bucket.Bucket{Key: keys.ShadowBucket(who.Tenant, who.Subject), Limit: shadowLimit(buckets[0].Limit, shadowCap)}
-		for _, b := range buckets {
-			if b.Key == keys.AnonBucket(who.Tenant) {
+		ceiling := tiers.RoleBucket{Role: tiers.RoleShadow, Bucket: bucket.Bucket{Key: keys.ShadowBucket(who.Tenant, who.Subject), Limit: shadowLimit(charged[0].Limit, shadowCap)}}
+		for _, b := range charged {
+			if b.Role == tiers.RoleAnonymousAll {
 				hard = append(hard, b)
 			}
 		}
 		hard = append(hard, ceiling)
-		buckets = append(buckets, ceiling)
+		charged = append(charged, ceiling)
 	}
+	buckets := tiers.Plain(charged)
 	return attempt{
 		who: who,
 		req: req,
@@ -58,6 +62,7 @@ func newAttempt(who identity.Caller, req signRequest, set tiers.Set, shadowCap f
 			Buckets:     buckets,
 		},
 		buckets: buckets,
+		charged: charged,
 		hard:    hard,
 	}
 }
@@ -75,5 +80,5 @@ func (a attempt) spendsBytes() bool {
 // credits are what a refund of the buckets a's Spend charged
 // (a.ask.Buckets) gives back: each bucket by its role, with its shape now.
 func (a attempt) credits() []ledger.Credit {
-	return ledger.CreditsOf(a.who.Tenant, a.who.Subject, a.ask.Buckets)
+	return ledger.CreditsOf(a.charged)
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mintgate/mintgate/shared/bucket"
-	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 	"github.com/mintgate/mintgate/signer/internal/ratelimit"
@@ -42,9 +42,10 @@ func handleQuota(d deps) echo.HandlerFunc {
 			return aerr
 		}
 		set := d.tiers()
-		buckets, _ := set.SignBuckets(who.Tenant, who.Subject, who.Tier)
-		requests := len(buckets)
-		buckets = append(buckets, set.ByteBuckets(who.Tenant, who.Subject, who.Tier, 1)...)
+		tagged, _ := set.SignBuckets(who.Tenant, who.Subject, who.Tier)
+		requests := len(tagged)
+		tagged = append(tagged, set.ByteBuckets(who.Tenant, who.Subject, who.Tier, 1)...)
+		buckets := tiers.Plain(tagged)
 		res, err := d.peekRateHeaders(c.Request().Context(), c.Response().Header(), who, buckets, d.now())
 		if err != nil {
 			return apierr.Unavailable(apierr.CodeLimiterDown, "the rate limiter is unavailable", apierr.RetryLimiter, err)
@@ -58,7 +59,7 @@ func handleQuota(d deps) echo.HandlerFunc {
 		out := quotaResponse{Caller: scopeOf(res[0]), Tenant: scopeOf(res[tenant])}
 		for i := requests; i < len(buckets); i++ {
 			q := scopeOf(res[i])
-			if buckets[i].Key == keys.TenantByteBucket(who.Tenant) {
+			if tagged[i].Role == tiers.RoleTenantBytes {
 				out.TenantBytes = &q
 			} else {
 				out.CallerBytes = &q

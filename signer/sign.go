@@ -15,6 +15,7 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
@@ -258,7 +259,8 @@ var keyRefusals = map[quota.Outcome]struct {
 func (d deps) shadow(ctx context.Context, c echo.Context, a *attempt, dec *gate.Decision, now time.Time) (bool, error) {
 	d.metrics.shadowDenied.WithLabelValues(ratelimit.Scope(a.who, a.buckets, dec.Result)).Inc()
 	hard := *a
-	hard.ask.Buckets, hard.buckets, hard.hard = a.hard, a.hard, nil
+	hard.ask.Buckets, hard.charged = tiers.Plain(a.hard), a.hard
+	hard.buckets, hard.hard = hard.ask.Buckets, nil
 	hd, err := d.gate.Decide(ctx, hard.ask, hard.buckets, now)
 	if err != nil {
 		d.count("limiter_unavailable")
@@ -270,7 +272,7 @@ func (d deps) shadow(ctx context.Context, c echo.Context, a *attempt, dec *gate.
 	}
 	// The first decision's headers still describe the caller's limits; the
 	// URL is charged to the hard buckets, and its refund credits them.
-	a.ask.Buckets = a.hard
+	a.ask.Buckets, a.charged = hard.ask.Buckets, hard.charged
 	dec.Shadow, dec.Degraded = true, hd.Degraded
 	return false, nil
 }

@@ -115,7 +115,7 @@ func (r *refunder) due(g ledger.Grant) (quota.Due, error) {
 	if !ok {
 		return quota.Due{}, fmt.Errorf("%w: tier %q is not configured", ledger.ErrMalformed, g.Tier)
 	}
-	return quota.Due{Tenant: g.Tenant, URLID: g.URLID, Buckets: buckets}, nil
+	return quota.Due{Tenant: g.Tenant, URLID: g.URLID, Buckets: tiers.Plain(buckets)}, nil
 }
 
 // credited is the buckets g's credits name, each with its shape at issue

@@ -6,27 +6,27 @@ import (
 
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // The one converter between what a grant was charged as the ledger keeps
 // it (Credits, by role) and as Redis does (bucket.Bucket, by key): the
-// signer writes a grant's credits from the buckets its sign spent from
-// (CreditsOf), the sweeper reads them back into the buckets its refund
-// credits (Buckets). Both read one table, roles, so the two directions
-// cannot drift.
+// signer writes a grant's credits from the buckets its sign spent from,
+// each tagged with its role by shared/tiers (CreditsOf), the sweeper reads
+// them back into the buckets its refund credits (Buckets). One table,
+// roles, says what each role's key is and what it may hold.
 
 // role is one bucket a grant may name: its key, from the grant's own
 // tenant and subject, and whether it is a bucket of bytes.
 type role struct {
-	name  string
+	name  tiers.Role
 	key   func(tenant, subject string) string
 	bytes bool
 	// anonymous: only an anonymous grant may name it.
 	anonymous bool
 }
 
-// roles are the buckets a grant may credit, the caller's first: a key
-// CreditsOf finds in none of them is the caller's tier bucket.
+// roles are the buckets a grant may credit.
 var roles = []role{
 	{name: BucketCaller, key: keys.Bucket},
 	{name: BucketTenant, key: func(tenant, _ string) string { return keys.TenantBucket(tenant) }},
@@ -36,20 +36,13 @@ var roles = []role{
 	{name: BucketTenantBytes, key: func(tenant, _ string) string { return keys.TenantByteBucket(tenant) }, bytes: true},
 }
 
-// CreditsOf is what a sign of tenant and subject that spent from bs was
-// charged, as a grant's Credits: each bucket by its role, with its shape
-// and units at issue.
-func CreditsOf(tenant, subject string, bs []bucket.Bucket) []Credit {
+// CreditsOf is what a sign that spent from bs was charged, as a grant's
+// Credits: each bucket by the role its tag names, with its shape and units
+// at issue.
+func CreditsOf(bs []tiers.RoleBucket) []Credit {
 	out := make([]Credit, len(bs))
 	for i, b := range bs {
-		name := BucketCaller
-		for _, r := range roles {
-			if r.key(tenant, subject) == b.Key {
-				name = r.name
-				break
-			}
-		}
-		out[i] = Credit{Bucket: name, Capacity: b.Limit.Capacity, Refill: b.Limit.Rate, TTL: b.Limit.TTL.Milliseconds(), Units: b.Units}
+		out[i] = Credit{Bucket: b.Role, Capacity: b.Limit.Capacity, Refill: b.Limit.Rate, TTL: b.Limit.TTL.Milliseconds(), Units: b.Units}
 	}
 	return out
 }
@@ -86,7 +79,7 @@ func Buckets(tenant, subject string, anonymous bool, credits []Credit) ([]bucket
 	return out, nil
 }
 
-func roleNamed(name string) (role, bool) {
+func roleNamed(name tiers.Role) (role, bool) {
 	for _, r := range roles {
 		if r.name == name {
 			return r, true

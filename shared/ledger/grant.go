@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 // Grant is one issued URL: what the sweeper needs to refund its token if the
@@ -54,26 +56,27 @@ type Grant struct {
 
 // Credit is one bucket a grant's sign spent from, as it was then.
 type Credit struct {
-	Bucket   string  `json:"bucket"`   // which of the grant's buckets: BucketCaller, BucketTenant, BucketAnonymousAll or BucketShadow
-	Capacity float64 `json:"capacity"` // the tier's capacity at issue, the refund's cap
-	Refill   float64 `json:"refill"`   // tokens per second at issue
-	TTL      int64   `json:"ttlMs"`    // the bucket key's idle expiry at issue, in ms
+	Bucket   tiers.Role `json:"bucket"`   // which of the grant's buckets: BucketCaller, BucketTenant, BucketAnonymousAll or BucketShadow
+	Capacity float64    `json:"capacity"` // the tier's capacity at issue, the refund's cap
+	Refill   float64    `json:"refill"`   // tokens per second at issue
+	TTL      int64      `json:"ttlMs"`    // the bucket key's idle expiry at issue, in ms
 	// Units is, for a bucket of bytes (BucketCallerBytes,
 	// BucketTenantBytes), what the sign spent there: its contentLength.
 	// Absent for a bucket of requests, which a refund gives one token.
 	Units float64 `json:"units,omitempty"`
 }
 
-// The buckets a Credit names. Each names one key of the grant's tenant and
+// The buckets a Credit names: the roles of shared/tiers, where they are
+// named once (tiers.Role). Each names one key of the grant's tenant and
 // subject (keys.Bucket, TenantBucket, AnonBucket, ShadowBucket), so a grant
 // can only ever credit its own caller's and its own tenant's buckets.
 const (
-	BucketCaller       = "caller"        // the caller's tier bucket (user or anonymous)
-	BucketTenant       = "tenant"        // the tenant's shared bucket
-	BucketAnonymousAll = "anonymous_all" // every anonymous caller's bucket of the tenant
-	BucketShadow       = "shadow"        // the caller's ceiling in shadow mode
-	BucketCallerBytes  = "caller_bytes"  // the caller's bucket of bytes (anonymous_bytes or user_bytes)
-	BucketTenantBytes  = "tenant_bytes"  // the tenant's bucket of bytes
+	BucketCaller       = tiers.RoleCaller       // the caller's tier bucket (user or anonymous)
+	BucketTenant       = tiers.RoleTenant       // the tenant's shared bucket
+	BucketAnonymousAll = tiers.RoleAnonymousAll // every anonymous caller's bucket of the tenant
+	BucketShadow       = tiers.RoleShadow       // the caller's ceiling in shadow mode
+	BucketCallerBytes  = tiers.RoleCallerBytes  // the caller's bucket of bytes (anonymous_bytes or user_bytes)
+	BucketTenantBytes  = tiers.RoleTenantBytes  // the tenant's bucket of bytes
 )
 
 // Due is when g may be refunded at the earliest: its sealed DueAt, and

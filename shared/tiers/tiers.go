@@ -204,43 +204,6 @@ func Share(l bucket.Limit, share float64) bucket.Limit {
 	return bucket.Limit{Capacity: max(1, l.Capacity*share), Rate: l.Rate * share}
 }
 
-// SignBuckets are the buckets one sign spends from, all or none, and an
-// expired grant is refunded into: the caller's tier, the tenant's, and for
-// an anonymous caller the tenant's anonymous_all, each with this tenant's
-// shape of its tier (a refund is capped by it). ok is false when tier is
-// not a configured tier.
-func (s Set) SignBuckets(tenant, subject, tier string) (bs []bucket.Bucket, ok bool) {
-	add := func(key, tier string) bool {
-		l, ok := s.For(tenant, tier)
-		bs = append(bs, bucket.Bucket{Key: key, Limit: l})
-		return ok
-	}
-	ok = add(keys.Bucket(tenant, subject), tier)
-	ok = add(keys.TenantBucket(tenant), Tenant) && ok
-	if tier == Anonymous {
-		// Every anonymous sign also spends from one bucket per tenant: an
-		// IPv6 caller has a fresh /64, and so a fresh anonymous bucket, for
-		// each of the 256 in a home /56 (65 536 in a tunnel broker's /48).
-		ok = add(keys.AnonBucket(tenant), AnonymousAll) && ok
-	}
-	return bs, ok
-}
-
-// ByteBuckets are the buckets of bytes a sign of size bytes spends from
-// besides SignBuckets, in the same decision: the caller's tier of bytes
-// and the tenant's, each only when configured (for this tenant or by
-// default), each with Units size. None when no tier of bytes is set.
-func (s Set) ByteBuckets(tenant, subject, tier string, size int64) []bucket.Bucket {
-	var bs []bucket.Bucket
-	if l, ok := s.For(tenant, BytesTierOf(tier)); ok {
-		bs = append(bs, bucket.Bucket{Key: keys.ByteBucket(tenant, subject), Limit: l, Units: float64(size)})
-	}
-	if l, ok := s.For(tenant, TenantBytes); ok {
-		bs = append(bs, bucket.Bucket{Key: keys.TenantByteBucket(tenant), Limit: l, Units: float64(size)})
-	}
-	return bs
-}
-
 // String writes the defaults in the form Parse reads, then, after a
 // space, the overrides in the form ParseTenants reads.
 func (s Set) String() string {
