@@ -48,17 +48,22 @@ type (
 		ServiceAccountName string `yaml:"serviceAccountName"`
 		SecurityContext    struct {
 			RunAsNonRoot   *bool `yaml:"runAsNonRoot"`
+			RunAsUser      *int  `yaml:"runAsUser"`
 			RunAsGroup     *int  `yaml:"runAsGroup"`
 			FSGroup        *int  `yaml:"fsGroup"`
 			SeccompProfile struct {
 				Type string
 			} `yaml:"seccompProfile"`
 		} `yaml:"securityContext"`
-		Containers []container
-		Volumes    []volume
+		InitContainers []container `yaml:"initContainers"`
+		Containers     []container
+		Volumes        []volume
 	}
 	volume struct {
-		Name   string
+		Name     string
+		EmptyDir *struct {
+			SizeLimit string `yaml:"sizeLimit"`
+		} `yaml:"emptyDir"`
 		Secret *struct {
 			SecretName  string `yaml:"secretName"`
 			DefaultMode *int   `yaml:"defaultMode"`
@@ -70,9 +75,10 @@ type (
 		} `yaml:"configMap"`
 	}
 	container struct {
-		Name  string
-		Image string
-		Ports []struct {
+		Name    string
+		Image   string
+		Command []string
+		Ports   []struct {
 			Name          string
 			ContainerPort int `yaml:"containerPort"`
 		}
@@ -98,6 +104,7 @@ type (
 		} `yaml:"volumeMounts"`
 		LivenessProbe  *probe `yaml:"livenessProbe"`
 		ReadinessProbe *probe `yaml:"readinessProbe"`
+		StartupProbe   *probe `yaml:"startupProbe"`
 		Security       struct {
 			RunAsNonRoot             *bool `yaml:"runAsNonRoot"`
 			ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
@@ -110,6 +117,9 @@ type (
 			Path string
 			Port any // a port name or number
 		} `yaml:"httpGet"`
+		TCPSocket *struct {
+			Port any
+		} `yaml:"tcpSocket"`
 	}
 	pdb struct {
 		MinAvailable   any `yaml:"minAvailable"`
@@ -134,6 +144,7 @@ type (
 	service struct {
 		Selector map[string]string
 		Ports    []struct {
+			Name       string
 			Port       int
 			TargetPort any `yaml:"targetPort"`
 		}
@@ -142,8 +153,9 @@ type (
 		Namespace          string
 		Resources          []string
 		ConfigMapGenerator []struct {
-			Name string
-			Envs []string
+			Name  string
+			Envs  []string
+			Files []string
 		} `yaml:"configMapGenerator"`
 		Images []kustomizeImage
 	}

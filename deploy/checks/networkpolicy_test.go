@@ -155,7 +155,7 @@ func (e endpoint) on(name string, port int) endpoint { e.portName, e.port = name
 // controller alone, every /metrics (the signer's ops port) from monitoring
 // alone, nothing else reaches mintgate's pods; Redis and NATS take only
 // mintgate's services (and their own peers), their monitoring only
-// monitoring.
+// monitoring; clamd takes the completer alone, on its port alone.
 func TestNetworkPolicies(t *testing.T) {
 	base := loadPolicies(t, k8sBase)
 	data := loadPolicies(t, "deploy/k8s/data")
@@ -184,6 +184,11 @@ func TestNetworkPolicies(t *testing.T) {
 			[]endpoint{ingress, prometheus, stranger, neighbour, pod("mintgate-data", "redis")}},
 		{"nats routes", data, "mintgate-data", pod("mintgate-data", "nats").on("cluster", 6222), []endpoint{pod("mintgate-data", "nats")},
 			append([]endpoint{stranger, prometheus}, mintgatePods...)},
+		// clamd has no authentication: only the completer's scans reach it.
+		{"clamd", base, "mintgate", pod("mintgate", "clamd").on("clamd", clamdPort), []endpoint{completerPod},
+			[]endpoint{signerPod, sweeperPod, ingress, prometheus, stranger, neighbour, pod("mintgate", operatorUser)}},
+		{"clamd's other ports", base, "mintgate", pod("mintgate", "clamd").on("other", 8080), nil,
+			[]endpoint{completerPod, prometheus, ingress}},
 		{"nats monitoring", data, "mintgate-data", pod("mintgate-data", "nats").on("monitor", 8222), []endpoint{prometheus},
 			append([]endpoint{stranger, ingress}, mintgatePods...)},
 	}
