@@ -452,8 +452,8 @@ func TestTerraformLeastPrivilege(t *testing.T) {
 	}
 
 	completerSt := m.statements(t, "completer")
-	if len(completerSt) != 4 {
-		t.Fatalf("completer policy: want four statements (the queue, its DLQ, incoming/, quarantine/), got %d", len(completerSt))
+	if len(completerSt) != 5 {
+		t.Fatalf("completer policy: want five statements (the queue, its DLQ, incoming/, quarantine/, the bucket), got %d", len(completerSt))
 	}
 	// On the queue: DeleteMessageBatch is authorised by sqs:DeleteMessage
 	// and ChangeMessageVisibilityBatch (extending the messages it holds
@@ -468,11 +468,16 @@ func TestTerraformLeastPrivilege(t *testing.T) {
 	}{
 		{"aws_sqs_queue.uploads.arn", []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}},
 		{"aws_sqs_queue.uploads_dlq.arn", []string{"sqs:GetQueueUrl", "sqs:GetQueueAttributes"}},
-		// The verification gate reads an upload (ranged GETs, the scan)
-		// and moves a rejected one: copy to quarantine/, delete from
-		// incoming/. Never a write into incoming/.
+		// The verification gate reads an upload (HeadObject, ranged
+		// GETs, the scan) and moves a rejected one: copy to quarantine/,
+		// delete from incoming/; a redelivery that finds it moved HEADs
+		// the quarantined copy. Never a write into incoming/, never a
+		// delete in quarantine/.
 		{`"${aws_s3_bucket.uploads.arn}/incoming/*"`, []string{"s3:GetObject", "s3:DeleteObject"}},
-		{`"${aws_s3_bucket.uploads.arn}/quarantine/*"`, []string{"s3:PutObject"}},
+		{`"${aws_s3_bucket.uploads.arn}/quarantine/*"`, []string{"s3:PutObject", "s3:GetObject"}},
+		// Only so that a missing object is a 404, which the completer
+		// reads as "gone" (S3 answers 403 to a caller that may not list).
+		{"aws_s3_bucket.uploads.arn", []string{"s3:ListBucket"}},
 	} {
 		s := completerSt[i]
 		if got := slices.Sorted(slices.Values(s.actions)); !slices.Equal(got, slices.Sorted(slices.Values(want.actions))) {

@@ -22,12 +22,25 @@
 #              sqs:GetQueueUrl and sqs:GetQueueAttributes: it finds the DLQ
 #              through the queue's RedrivePolicy and exports its depth
 #              (mintgate_completer_dlq_messages); it never reads its messages.
-#              The verification gate: s3:GetObject on <bucket>/incoming/*
-#              (ranged GETs of an object's first bytes, the scan's stream,
-#              HeadObject), and to move a rejected object, s3:PutObject on
-#              <bucket>/quarantine/* (the copy's destination; CopyObject
-#              reads the source with s3:GetObject) and s3:DeleteObject on
-#              <bucket>/incoming/*. Nothing outside those two prefixes.
+#              The verification gate (completer/verify.go): s3:GetObject
+#              on <bucket>/incoming/* (HeadObject, the ranged GET of an
+#              object's first bytes, the scan's GET of at most
+#              MINTGATE_SCAN_MAX_BYTES). The quarantine of a rejected
+#              object (completer/reject.go): CopyObject into
+#              <bucket>/quarantine/* (s3:PutObject there; it reads the
+#              source with s3:GetObject on incoming/*), then s3:DeleteObject
+#              on <bucket>/incoming/*; a redelivery whose copy finds no
+#              source (an earlier delivery moved it and died) HEADs the
+#              quarantined copy: s3:GetObject on <bucket>/quarantine/*.
+#              And s3:ListBucket on the bucket, for one reason: without
+#              it S3 answers a GET or HEAD of a missing object 403, not
+#              404, and the completer tells "gone" (an object deleted
+#              before its verdict, a quarantine already done) from an
+#              outage by that 404; on a 403 it would hold the message
+#              until the DLQ. It lists nothing itself, and it already
+#              reads every object's bytes, so the keys' names tell it
+#              nothing more. No write into incoming/, no delete in
+#              quarantine/.
 #   sweeper    s3:AbortMultipartUpload and s3:GetObject (HeadObject: tells a
 #              completed upload from an aborted one) on <bucket>/incoming/*:
 #              a multipart upload not completed by its grant's end is
@@ -152,11 +165,24 @@ data "aws_iam_policy_document" "completer" {
     resources = ["${aws_s3_bucket.uploads.arn}/incoming/*"]
   }
 
+  # PutObject: CopyObject's destination; GetObject: HeadObject of the
+  # quarantined copy when a redelivery finds the source already moved.
   statement {
-    sid       = "QuarantineRejectedUploads"
-    effect    = "Allow"
-    actions   = ["s3:PutObject"]
+    sid    = "QuarantineRejectedUploads"
+    effect = "Allow"
+    actions = [
+      "s3:PutObject",
+      "s3:GetObject",
+    ]
     resources = ["${aws_s3_bucket.uploads.arn}/quarantine/*"]
+  }
+
+  # A missing object answers 404 (NoSuchKey, NotFound), not 403.
+  statement {
+    sid       = "TellMissingObjects"
+    effect    = "Allow"
+    actions   = ["s3:ListBucket"]
+    resources = [aws_s3_bucket.uploads.arn]
   }
 }
 
