@@ -17,12 +17,18 @@ export interface Limits {
   maxPartsPerRequest: number;
   /** The media types the signer accepts (MINTGATE_CONTENT_TYPES). */
   contentTypes: string[];
+  /** Signs and multipart creates must carry a checksum (MINTGATE_REQUIRE_CHECKSUM). */
+  requireChecksum: boolean;
 }
 
 /** The body of POST /uploads/sign and POST /uploads/multipart. */
 export interface SignRequest {
   contentType: string;
   contentLength: number;
+  /** A sign: the base64 of the object's SHA-256; S3 then refuses any other bytes. */
+  checksumSHA256?: string;
+  /** A multipart create: each part is signed with its own checksum. */
+  checksumAlgorithm?: "SHA256";
 }
 
 /** The 201 (or replayed 200) body of POST /uploads/sign. */
@@ -53,7 +59,7 @@ export interface SignedPart {
   partNumber: number;
   url: string;
   method: "PUT";
-  headers: { "Content-Length": string };
+  headers: { "Content-Length": string; "x-amz-checksum-sha256"?: string };
 }
 
 /** One part S3 holds, from GET /uploads/{urlId}/parts. */
@@ -61,6 +67,8 @@ export interface ListedPart {
   partNumber: number;
   size: number;
   etag: string;
+  /** The part's SHA-256 (base64), for a checksummed grant. */
+  checksumSHA256?: string;
 }
 
 /** One part of a complete: its number and the ETag S3 answered its PUT with. */
@@ -93,6 +101,8 @@ export interface StatusResponse {
   /** Only with `rejected`. */
   reason?: RejectReason;
   expiresAt: string;
+  /** The SHA-256 (base64) a single PUT's URL was bound to. */
+  checksumSHA256?: string;
 }
 
 /** One bucket in GET /uploads/quota. */
