@@ -40,6 +40,9 @@ type MultipartResponse struct {
 	PartCount int       `json:"partCount"`
 	ExpiresAt time.Time `json:"expiresAt"`
 	ExpiresIn int64     `json:"expiresIn"`
+	// ChecksumAlgorithm is the create's checksumAlgorithm ("SHA256": each
+	// part is asked for with its checksumSHA256), absent for none.
+	ChecksumAlgorithm string `json:"checksumAlgorithm,omitempty"`
 }
 
 // LimitsResponse is the 200 body of GET /uploads/limits: what a client

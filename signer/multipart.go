@@ -137,7 +137,7 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec gate.Decision, u
 	layout := multipart.Layout{Size: a.req.ContentLength, PartSize: lim.PartSize}
 	body, _ := json.Marshal(api.MultipartResponse{ // strings and integers always encode
 		URLID: urlID, Key: key, UploadID: uploadID, PartSize: lim.PartSize, PartCount: layout.Count(),
-		ExpiresAt: expiresAt, ExpiresIn: int64(lim.TTL / time.Second),
+		ExpiresAt: expiresAt, ExpiresIn: int64(lim.TTL / time.Second), ChecksumAlgorithm: a.req.ChecksumAlgorithm,
 	})
 	rec, _ := json.Marshal(mpRecord{
 		UploadID: uploadID, Size: layout.Size, PartSize: layout.PartSize, Refund: quota.RefundRecord(now, a.ask.Buckets),

@@ -52,6 +52,8 @@ export interface MultipartGrant {
   partCount: number;
   expiresAt: string;
   expiresIn: number;
+  /** "SHA256" when the create asked for checksums: every part is then signed with its own. */
+  checksumAlgorithm?: "SHA256";
 }
 
 /** One part's presigned PUT, from POST /uploads/{urlId}/parts. */
@@ -60,6 +62,12 @@ export interface SignedPart {
   url: string;
   method: "PUT";
   headers: { "Content-Length": string; "x-amz-checksum-sha256"?: string };
+}
+
+/** A part to sign: its number, with the base64 SHA-256 of its bytes for a checksummed grant. */
+export interface PartToSign {
+  partNumber: number;
+  checksumSHA256?: string;
 }
 
 /** One part S3 holds, from GET /uploads/{urlId}/parts. */
@@ -152,7 +160,7 @@ export interface Signer {
   limits(opts?: { signal?: AbortSignal }): Promise<Limits>;
   sign(req: SignRequest, opts: { idempotencyKey: string; signal?: AbortSignal }): Promise<SignResponse>;
   createMultipart(req: SignRequest, opts: { idempotencyKey: string; signal?: AbortSignal }): Promise<MultipartGrant>;
-  signParts(urlId: string, partNumbers: number[], opts?: { signal?: AbortSignal }): Promise<SignedPart[]>;
+  signParts(urlId: string, parts: (number | PartToSign)[], opts?: { signal?: AbortSignal }): Promise<SignedPart[]>;
   listParts(urlId: string, opts?: { signal?: AbortSignal }): Promise<ListedPart[]>;
   complete(urlId: string, parts: CompletedPart[], opts?: { signal?: AbortSignal }): Promise<CompleteResponse>;
   abort(urlId: string, opts?: { signal?: AbortSignal }): Promise<void>;
