@@ -24,6 +24,9 @@ type UploadHeaders struct {
 	ContentLength string `json:"Content-Length"`
 	ContentType   string `json:"Content-Type"`
 	IfNoneMatch   string `json:"If-None-Match"`
+	// ChecksumSHA256 is the checksumSHA256 the sign asked for, when it
+	// did: a signed header, so S3 refuses any other bytes (400 BadDigest).
+	ChecksumSHA256 string `json:"x-amz-checksum-sha256,omitempty"`
 }
 
 // MultipartResponse is the 201 body of POST /uploads/multipart (and of its
@@ -37,6 +40,9 @@ type MultipartResponse struct {
 	PartCount int       `json:"partCount"`
 	ExpiresAt time.Time `json:"expiresAt"`
 	ExpiresIn int64     `json:"expiresIn"`
+	// ChecksumAlgorithm is the create's checksumAlgorithm ("SHA256": each
+	// part is asked for with its checksumSHA256), absent for none.
+	ChecksumAlgorithm string `json:"checksumAlgorithm,omitempty"`
 }
 
 // LimitsResponse is the 200 body of GET /uploads/limits: what a client
@@ -50,11 +56,23 @@ type LimitsResponse struct {
 	PartSize           int64    `json:"partSize"`
 	MaxPartsPerRequest int      `json:"maxPartsPerRequest"`
 	ContentTypes       []string `json:"contentTypes"`
+	// RequireChecksum: signs and multipart creates must carry a checksum
+	// (MINTGATE_REQUIRE_CHECKSUM; a tenant's own setting may differ).
+	RequireChecksum bool `json:"requireChecksum"`
 }
 
-// PartsRequest is the body of POST /uploads/{urlId}/parts.
+// PartsRequest is the body of POST /uploads/{urlId}/parts: PartNumbers,
+// or Parts with each part's checksum (a grant created with
+// checksumAlgorithm SHA256 takes Parts only).
 type PartsRequest struct {
-	PartNumbers []int `json:"partNumbers"`
+	PartNumbers []int          `json:"partNumbers,omitempty"`
+	Parts       []PartChecksum `json:"parts,omitempty"`
+}
+
+// PartChecksum is one part asked for with the base64 SHA-256 of its bytes.
+type PartChecksum struct {
+	PartNumber     int    `json:"partNumber"`
+	ChecksumSHA256 string `json:"checksumSHA256,omitempty"`
 }
 
 // PartsResponse is its 200 body: one presigned PUT per part asked for.
@@ -73,6 +91,9 @@ type SignedPart struct {
 // PartHeaders are the headers a part's PUT must send: its exact length.
 type PartHeaders struct {
 	ContentLength string `json:"Content-Length"`
+	// ChecksumSHA256 is the part's checksum, signed, for a checksummed
+	// grant: S3 refuses other bytes (400 BadDigest).
+	ChecksumSHA256 string `json:"x-amz-checksum-sha256,omitempty"`
 }
 
 // PartList is the 200 body of GET /uploads/{urlId}/parts: what S3 holds.
@@ -82,9 +103,10 @@ type PartList struct {
 
 // ListedPart is one uploaded part.
 type ListedPart struct {
-	PartNumber int    `json:"partNumber"`
-	Size       int64  `json:"size"`
-	ETag       string `json:"etag"`
+	PartNumber     int    `json:"partNumber"`
+	Size           int64  `json:"size"`
+	ETag           string `json:"etag"`
+	ChecksumSHA256 string `json:"checksumSHA256,omitempty"`
 }
 
 // CompleteRequest is the body of POST /uploads/{urlId}/complete: every

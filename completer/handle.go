@@ -195,10 +195,20 @@ func (c *completer) step(ctx context.Context, ev events.Event, prev string) (str
 	switch {
 	case v == quota.Unverified:
 		return c.verify(ctx, ev, prev)
+	case v == quota.Refusing && c.events != nil, prev == markerUnpublished:
+		// A verdict an earlier delivery reached: its event still names
+		// the grant's checksum.
+		shape, err := c.store.Shape(ctx, ev.Tenant, ev.URLID)
+		if err != nil {
+			return "", err
+		}
+		ev.ChecksumSHA256 = shape.ChecksumSHA256
+		if v == quota.Refusing {
+			return c.reject(ctx, ev, reason)
+		}
+		return c.publishCompleted(ctx, ev)
 	case v == quota.Refusing:
 		return c.reject(ctx, ev, reason)
-	case prev == markerUnpublished:
-		return c.publishCompleted(ctx, ev)
 	}
 	return "", nil // done, or rejected: nothing left to do
 }

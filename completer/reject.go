@@ -31,6 +31,7 @@ func (c *completer) verify(ctx context.Context, ev events.Event, prev string) (s
 		return "", err
 	}
 	ev.Size = size // what S3 holds: the events and the log say it
+	ev.ChecksumSHA256 = shape.ChecksumSHA256
 	to := markerUnpublished
 	switch {
 	case reason != "":
@@ -101,6 +102,7 @@ func (c *completer) reject(ctx context.Context, ev events.Event, reason string) 
 	if c.events != nil {
 		err := c.counted(c.events.PublishRejected(ctx, events.Rejected{
 			URLID: ev.URLID, Tenant: ev.Tenant, Key: ev.Key, Size: ev.Size, Reason: reason, RejectedAt: time.Now().UTC(),
+			ChecksumSHA256: ev.ChecksumSHA256,
 		}))
 		if err != nil {
 			return "", err

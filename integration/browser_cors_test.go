@@ -20,9 +20,10 @@ import (
 )
 
 // browserAllowOrigin sets the bucket CORS rule a page on the origins needs
-// to upload with a presigned URL from the signer: PUT only, with the two
-// signed headers a script sets (Content-Length is set by the browser and
-// never preflighted; Host is not a header a script can set). ETag is
+// to upload with a presigned URL from the signer: PUT only, with the
+// signed headers a script sets: content-type, if-none-match and, for a
+// checksum-bound URL, x-amz-checksum-sha256 (Content-Length is set by the
+// browser and never preflighted; Host is not a header a script can set). ETag is
 // exposed so a page can read it. It replaces the bucket's CORS
 // configuration. Real S3 needs the same rule on the production bucket.
 //
@@ -35,7 +36,7 @@ func browserAllowOrigin(ctx context.Context, client *s3.Client, bucket string, o
 		CORSConfiguration: &types.CORSConfiguration{CORSRules: []types.CORSRule{{
 			AllowedOrigins: origins,
 			AllowedMethods: []string{http.MethodPut},
-			AllowedHeaders: []string{"content-type", "if-none-match"},
+			AllowedHeaders: []string{"content-type", "if-none-match", "x-amz-checksum-sha256"},
 			ExposeHeaders:  []string{"ETag"},
 			MaxAgeSeconds:  aws.Int32(600),
 		}}},
@@ -128,10 +129,11 @@ func TestBrowserCORSVersityGW(t *testing.T) {
 		t.Fatalf("put bucket CORS: %v", err)
 	}
 
-	res := preflight(origin, "content-type,if-none-match")
+	// The client sends x-amz-checksum-sha256 by default (issue 30).
+	res := preflight(origin, "content-type,if-none-match,x-amz-checksum-sha256")
 	if res.StatusCode != http.StatusOK || res.Header.Get("Access-Control-Allow-Origin") != origin ||
 		!strings.Contains(res.Header.Get("Access-Control-Allow-Methods"), "PUT") ||
-		res.Header.Get("Access-Control-Allow-Headers") != "content-type, if-none-match" {
+		res.Header.Get("Access-Control-Allow-Headers") != "content-type, if-none-match, x-amz-checksum-sha256" {
 		t.Fatalf("preflight from %s: %d %v", origin, res.StatusCode, res.Header)
 	}
 	if res := preflight("http://127.0.0.1:9999", "content-type,if-none-match"); res.StatusCode != http.StatusForbidden {

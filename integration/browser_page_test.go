@@ -3,6 +3,8 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -67,20 +69,23 @@ func TestBrowserPage(t *testing.T) {
 		if s.tenant != "demo" || s.auth != "" {
 			t.Errorf("identity: X-Tenant-ID %q, Authorization %q; want demo and none", s.tenant, s.auth)
 		}
-		if wantBody := fmt.Sprintf(`{"contentType":"image/png","contentLength":%d}`, len(want)); s.body != wantBody {
+		// The client sends the file's SHA-256 by default (issue 30).
+		sum := sha256.Sum256(want)
+		checksum := base64.StdEncoding.EncodeToString(sum[:])
+		if wantBody := fmt.Sprintf(`{"contentType":"image/png","contentLength":%d,"checksumSHA256":%q}`, len(want), checksum); s.body != wantBody {
 			t.Errorf("sign body %s, want %s", s.body, wantBody)
 		}
 
 		pre, puts := fs3.requests()
 		if len(pre) != 1 || pre[0].origin != f.origin() || pre[0].method != "PUT" ||
-			pre[0].headers != "content-type,if-none-match" {
-			t.Errorf("preflights %+v; want one from %s for PUT with content-type,if-none-match", pre, f.origin())
+			pre[0].headers != "content-type,if-none-match,x-amz-checksum-sha256" {
+			t.Errorf("preflights %+v; want one from %s for PUT with content-type,if-none-match,x-amz-checksum-sha256", pre, f.origin())
 		}
 		if len(puts) != 1 || !bytes.Equal(puts[0].body, want) {
 			t.Fatalf("S3 received %d PUTs; want the file once", len(puts))
 		}
-		if p := puts[0]; p.ifNoneMatch != "*" || p.contentType != "image/png" || p.contentLength != int64(len(want)) {
-			t.Errorf("PUT headers If-None-Match %q, Content-Type %q, length %d", p.ifNoneMatch, p.contentType, p.contentLength)
+		if p := puts[0]; p.ifNoneMatch != "*" || p.contentType != "image/png" || p.contentLength != int64(len(want)) || p.checksum != checksum {
+			t.Errorf("PUT headers If-None-Match %q, Content-Type %q, x-amz-checksum-sha256 %q, length %d", p.ifNoneMatch, p.contentType, p.checksum, p.contentLength)
 		}
 	})
 
@@ -275,7 +280,7 @@ func browserLocation(t *testing.T, tab context.Context) string {
 // pageS3 is the S3 side of the fake signer: it presigns and tells whether
 // an object arrived.
 type pageS3 interface {
-	presign(t *testing.T, key, contentType string, size int64) (string, map[string]string)
+	presign(t *testing.T, key, contentType, checksum string, size int64) (string, map[string]string)
 	exists(key string) bool
 }
 
@@ -373,8 +378,9 @@ func (f *pageSigner) sign(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		ContentType   string `json:"contentType"`
-		ContentLength int64  `json:"contentLength"`
+		ContentType    string `json:"contentType"`
+		ContentLength  int64  `json:"contentLength"`
+		ChecksumSHA256 string `json:"checksumSHA256"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		w.WriteHeader(http.StatusBadRequest)
@@ -383,7 +389,7 @@ func (f *pageSigner) sign(w http.ResponseWriter, r *http.Request) {
 	}
 	urlID := uuid.NewString()
 	key := "incoming/demo/" + urlID
-	u, headers := f.s3.presign(f.t, key, req.ContentType, req.ContentLength)
+	u, headers := f.s3.presign(f.t, key, req.ContentType, req.ChecksumSHA256, req.ContentLength)
 	f.mu.Lock()
 	f.keys[urlID] = key
 	f.mu.Unlock()
@@ -439,9 +445,9 @@ type pageFakeS3 struct {
 type pagePreflight struct{ origin, method, headers string }
 
 type pagePut struct {
-	path, ifNoneMatch, contentType string
-	contentLength                  int64
-	body                           []byte
+	path, ifNoneMatch, contentType, checksum string
+	contentLength                            int64
+	body                                     []byte
 }
 
 func newPageFakeS3(t *testing.T, cors bool) *pageFakeS3 {
@@ -459,10 +465,12 @@ func (s *pageFakeS3) requests() ([]pagePreflight, []pagePut) {
 	return append([]pagePreflight(nil), s.pre...), append([]pagePut(nil), s.puts...)
 }
 
-func (s *pageFakeS3) presign(_ *testing.T, key, contentType string, size int64) (string, map[string]string) {
-	return s.srv.URL + "/uploads/" + key + "?X-Amz-Signature=fake", map[string]string{
-		"If-None-Match": "*", "Content-Type": contentType, "Content-Length": strconv.FormatInt(size, 10),
+func (s *pageFakeS3) presign(_ *testing.T, key, contentType, checksum string, size int64) (string, map[string]string) {
+	h := map[string]string{"If-None-Match": "*", "Content-Type": contentType, "Content-Length": strconv.FormatInt(size, 10)}
+	if checksum != "" {
+		h["x-amz-checksum-sha256"] = checksum
 	}
+	return s.srv.URL + "/uploads/" + key + "?X-Amz-Signature=fake", h
 }
 
 func (s *pageFakeS3) exists(key string) bool {
@@ -486,7 +494,7 @@ func (s *pageFakeS3) serve(w http.ResponseWriter, r *http.Request) {
 		p := pagePreflight{origin, r.Header.Get("Access-Control-Request-Method"), r.Header.Get("Access-Control-Request-Headers")}
 		s.pre = append(s.pre, p)
 		for _, h := range strings.Split(p.headers, ",") {
-			if h = strings.ToLower(strings.TrimSpace(h)); h != "content-type" && h != "if-none-match" {
+			if h = strings.ToLower(strings.TrimSpace(h)); h != "content-type" && h != "if-none-match" && h != "x-amz-checksum-sha256" {
 				allowed = false
 			}
 		}
@@ -500,7 +508,7 @@ func (s *pageFakeS3) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Access-Control-Max-Age", "600")
 	case http.MethodPut:
 		body, _ := io.ReadAll(r.Body)
-		p := pagePut{r.URL.Path, r.Header.Get("If-None-Match"), r.Header.Get("Content-Type"), r.ContentLength, body}
+		p := pagePut{r.URL.Path, r.Header.Get("If-None-Match"), r.Header.Get("Content-Type"), r.Header.Get("x-amz-checksum-sha256"), r.ContentLength, body}
 		s.puts = append(s.puts, p)
 		if _, ok := s.objs[p.path]; ok {
 			w.WriteHeader(http.StatusPreconditionFailed)
@@ -517,13 +525,17 @@ func (s *pageFakeS3) serve(w http.ResponseWriter, r *http.Request) {
 // pageVersityS3 presigns real URLs for a versitygw.
 type pageVersityS3 struct{ gw *browserVersityGW }
 
-func (s *pageVersityS3) presign(t *testing.T, key, contentType string, size int64) (string, map[string]string) {
+func (s *pageVersityS3) presign(t *testing.T, key, contentType, checksum string, size int64) (string, map[string]string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := s3.NewPresignClient(s.gw.Client).PresignPutObject(ctx, &s3.PutObjectInput{
+	in := &s3.PutObjectInput{
 		Bucket: aws.String(s.gw.Bucket), Key: aws.String(key),
 		ContentType: aws.String(contentType), ContentLength: aws.Int64(size), IfNoneMatch: aws.String("*"),
-	}, s3.WithPresignExpires(2*time.Minute))
+	}
+	if checksum != "" {
+		in.ChecksumSHA256 = aws.String(checksum) // a signed header, as the signer signs it
+	}
+	req, err := s3.NewPresignClient(s.gw.Client).PresignPutObject(ctx, in, s3.WithPresignExpires(2*time.Minute))
 	if err != nil {
 		t.Errorf("presign: %v", err)
 		return "", nil

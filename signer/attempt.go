@@ -34,6 +34,14 @@ type attempt struct {
 func newAttempt(who identity.Caller, req signRequest, set tiers.Set, shadowCap float64) attempt {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", who.Tenant, who.Subject, req.ContentType, req.ContentLength)
+	// A checksum is part of what was asked (a key reused with other bytes
+	// is refused); a request without one hashes as before it existed.
+	if req.Checksum != "" {
+		fmt.Fprintf(h, "\x00sha256:%s", req.Checksum)
+	}
+	if req.ChecksumAlgorithm != "" {
+		fmt.Fprintf(h, "\x00checksumAlgorithm:%s", req.ChecksumAlgorithm)
+	}
 	// tiers.Parse guarantees the caller tiers and the tenant tier exist;
 	// tiers.Set.For derives anonymous_all when it is not named.
 	charged, _ := set.SignBuckets(who.Tenant, who.Subject, who.Tier)

@@ -88,6 +88,10 @@ type cfg struct {
 	// (MINTGATE_READ_LIMIT; ReadLimitOn false: off).
 	ReadLimit   bucket.Limit
 	ReadLimitOn bool
+	// RequireChecksum refuses signs and multipart creates without a
+	// checksum (MINTGATE_REQUIRE_CHECKSUM; a tenant's requireChecksum in
+	// MINTGATE_TENANT_TIERS_FILE decides for it).
+	RequireChecksum bool
 	// PprofAddr serves net/http/pprof (MINTGATE_PPROF_ADDR; empty = off by
 	// default, loopback addresses only).
 	PprofAddr string
@@ -195,6 +199,7 @@ func operatorSettings(e *config.Env, c *cfg) {
 	c.DegradedShare = share(e, "MINTGATE_DEGRADED_SHARE", defaultDegradedShare)
 	c.RateLimitHeader = e.OneOf("MINTGATE_RATELIMIT_HEADERS", ratelimit.FormLegacy, ratelimit.FormLegacy, ratelimit.FormDraft)
 	c.DemoPage = e.OneOf("MINTGATE_DEMO_PAGE", "off", "off", "on") == "on"
+	c.RequireChecksum = e.Bool("MINTGATE_REQUIRE_CHECKSUM", false)
 	c.ReadLimit, c.ReadLimitOn = tiers.ReadShape(e, "MINTGATE_READ_LIMIT", readlimit.DefaultLimit)
 	c.PprofAddr = e.String("MINTGATE_PPROF_ADDR", "")
 	if c.PprofAddr != "" && !loopbackAddr(c.PprofAddr) {

@@ -42,6 +42,7 @@ func limitsBody(c cfg) []byte {
 		PartSize:           c.Multipart.PartSize,
 		MaxPartsPerRequest: maxPartsPerRequest,
 		ContentTypes:       types,
+		RequireChecksum:    c.RequireChecksum,
 	})
 	if err != nil {
 		panic(err) // integers and strings always marshal

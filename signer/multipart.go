@@ -20,6 +20,7 @@ import (
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/presign"
 )
 
 // Multipart grants (docs/api.md, "Multipart uploads"). A multipart grant is
@@ -58,6 +59,9 @@ type mpRecord struct {
 	// Refund is the refund record of the buckets the create charged, at
 	// their shapes then (quota.RefundRecord): what an abort gives back.
 	Refund string `json:"refund"`
+	// ChecksumAlgorithm is the create's checksumAlgorithm ("SHA256": each
+	// part is signed with its checksum), or "".
+	ChecksumAlgorithm string `json:"checksumAlgorithm,omitempty"`
 }
 
 func (r mpRecord) layout() multipart.Layout {
@@ -80,12 +84,20 @@ const (
 // sign's of the same body: one Idempotency-Key cannot be replayed as both.
 func multipartFingerprint(fp string) string { return "multipart:" + fp }
 
+// multipartPolicy is a multipart create's: a sign's, with
+// checksumAlgorithm in place of checksumSHA256.
+func multipartPolicy(maxObject int64, contentTypes map[string]bool) signPolicy {
+	p := newSignPolicy(maxObject, contentTypes)
+	p.multipart = true
+	return p
+}
+
 // handleMultipartCreate is POST /uploads/multipart: a sign's checks and
 // decision (serveCharged), then the S3 upload is created and the grant
 // recorded with its upload id before the 201.
 func handleMultipartCreate(d deps) echo.HandlerFunc {
 	route := charged{
-		policy: newSignPolicy(d.cfg.Multipart.MaxObject, d.cfg.ContentTypes), multipart: true,
+		policy: multipartPolicy(d.cfg.Multipart.MaxObject, d.cfg.ContentTypes), multipart: true,
 		issue: d.openMultipart, count: func(outcome string) { d.countMP("create", outcome) }, nothing: "no upload was created",
 	}
 	return func(c echo.Context) error { return d.serveCharged(c, route) }
@@ -99,7 +111,7 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec gate.Decision, u
 	who, lim := a.who, d.cfg.Multipart
 	key := keys.Object(who.Tenant, urlID)
 	expiresAt := now.UTC().Truncate(time.Second).Add(lim.TTL.Truncate(time.Second))
-	uploadID, err := d.uploads.Create(ctx, key, a.req.ContentType)
+	uploadID, err := d.uploads.Create(ctx, key, a.req.ContentType, a.req.ChecksumAlgorithm == checksumSHA256)
 	if err != nil {
 		d.refund(ctx, a, dec, urlID)
 		d.countMP("create", "storage_unavailable")
@@ -125,9 +137,12 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec gate.Decision, u
 	layout := multipart.Layout{Size: a.req.ContentLength, PartSize: lim.PartSize}
 	body, _ := json.Marshal(api.MultipartResponse{ // strings and integers always encode
 		URLID: urlID, Key: key, UploadID: uploadID, PartSize: lim.PartSize, PartCount: layout.Count(),
-		ExpiresAt: expiresAt, ExpiresIn: int64(lim.TTL / time.Second),
+		ExpiresAt: expiresAt, ExpiresIn: int64(lim.TTL / time.Second), ChecksumAlgorithm: a.req.ChecksumAlgorithm,
 	})
-	rec, _ := json.Marshal(mpRecord{UploadID: uploadID, Size: layout.Size, PartSize: layout.PartSize, Refund: quota.RefundRecord(now, a.ask.Buckets)})
+	rec, _ := json.Marshal(mpRecord{
+		UploadID: uploadID, Size: layout.Size, PartSize: layout.PartSize, Refund: quota.RefundRecord(now, a.ask.Buckets),
+		ChecksumAlgorithm: a.req.ChecksumAlgorithm,
+	})
 	f := d.finished(a, urlID, body, expiresAt, lim.TTL)
 	f.Multipart = string(rec)
 	if err := d.gate.FinishOwn(ctx, a.ask, f); err != nil {
@@ -206,11 +221,15 @@ func handleSignParts(d deps) echo.HandlerFunc {
 			return aerr
 		}
 		var req api.PartsRequest
-		if aerr := decodeJSON(c.Request().Body, maxBodyBytes, &req); aerr != nil {
+		if aerr := decodeJSON(c.Request().Body, maxPartsBodyBytes, &req); aerr != nil {
 			return aerr
 		}
 		l := rec.layout()
-		if aerr := checkPartNumbers(req.PartNumbers, l.Count()); aerr != nil {
+		asked, aerr := partsAsked(req, rec.ChecksumAlgorithm != "")
+		if aerr == nil {
+			aerr = checkPartNumbers(asked.numbers, l.Count())
+		}
+		if aerr != nil {
 			return aerr
 		}
 		if why := endedWhy(st); why != "" {
@@ -224,19 +243,58 @@ func handleSignParts(d deps) echo.HandlerFunc {
 			return closed("past its life")
 		}
 		key := keys.Object(who.Tenant, id)
-		out := api.PartsResponse{Parts: make([]api.SignedPart, len(req.PartNumbers))}
-		for i, n := range req.PartNumbers {
-			p, err := d.uploads.SignPart(c.Request().Context(), key, rec.UploadID, n, l.PartLen(n), ttl)
+		out := api.PartsResponse{Parts: make([]api.SignedPart, len(asked.numbers))}
+		for i, n := range asked.numbers {
+			p, err := d.uploads.SignPart(c.Request().Context(), key, rec.UploadID, n, l.PartLen(n), asked.checksums[i], ttl)
 			if err != nil {
 				d.countMP("parts", "presign_unavailable")
 				return apierr.Unavailable(apierr.CodePresignDown, "part URLs cannot be signed right now", apierr.RetryPresign, err)
 			}
 			out.Parts[i] = api.SignedPart{PartNumber: n, URL: p.URL, Method: http.MethodPut,
-				Headers: api.PartHeaders{ContentLength: strconv.FormatInt(p.ContentLength, 10)}}
+				Headers: api.PartHeaders{ContentLength: strconv.FormatInt(p.ContentLength, 10), ChecksumSHA256: asked.checksums[i]}}
 		}
 		d.countMP("parts", "signed")
 		return c.JSON(http.StatusOK, out)
 	}
+}
+
+// maxPartsBodyBytes bounds a parts request: 100 parts, each with its
+// number and a 44-character checksum.
+const maxPartsBodyBytes = 16 << 10
+
+// askedParts are the parts a parts request names, with each one's
+// checksum ("" for none).
+type askedParts struct {
+	numbers   []int
+	checksums []string
+}
+
+// partsAsked reads req: partNumbers, or parts with their checksums; a
+// checksummed grant (checksummed) takes parts, each with a valid
+// checksum, and one without takes no checksum.
+func partsAsked(req api.PartsRequest, checksummed bool) (askedParts, *apierr.Error) {
+	switch {
+	case req.PartNumbers != nil && req.Parts != nil:
+		return askedParts{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "send partNumbers or parts, not both")
+	case req.Parts == nil && checksummed:
+		return askedParts{}, apierr.New(http.StatusBadRequest, apierr.CodeChecksumRequired,
+			`this upload was created with checksumAlgorithm SHA256: ask for {"parts":[{"partNumber":n,"checksumSHA256":"…"}]}`)
+	case req.Parts == nil:
+		return askedParts{numbers: req.PartNumbers, checksums: make([]string, len(req.PartNumbers))}, nil
+	}
+	out := askedParts{numbers: make([]int, len(req.Parts)), checksums: make([]string, len(req.Parts))}
+	for i, p := range req.Parts {
+		switch {
+		case p.ChecksumSHA256 == "" && checksummed:
+			return askedParts{}, apierr.New(http.StatusBadRequest, apierr.CodeChecksumRequired, "part %d has no checksumSHA256; this upload was created with checksumAlgorithm SHA256", p.PartNumber)
+		case p.ChecksumSHA256 != "" && !checksummed:
+			return askedParts{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "this upload was created without checksumAlgorithm: its parts take no checksumSHA256")
+		case p.ChecksumSHA256 != "" && !presign.CheckSHA256(p.ChecksumSHA256):
+			return askedParts{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "part %d: checksumSHA256 must be the base64 of the part's SHA-256: 44 characters", p.PartNumber)
+		}
+		out.numbers[i], out.checksums[i] = p.PartNumber, p.ChecksumSHA256
+	}
+	return out, nil
 }
 
 // checkPartNumbers: 1 to maxPartsPerRequest distinct numbers of 1 to count.
@@ -277,7 +335,7 @@ func handleListParts(d deps) echo.HandlerFunc {
 		}
 		out := api.PartList{Parts: make([]api.ListedPart, len(parts))}
 		for i, p := range parts {
-			out.Parts[i] = api.ListedPart{PartNumber: p.Number, Size: p.Size, ETag: p.ETag}
+			out.Parts[i] = api.ListedPart{PartNumber: p.Number, Size: p.Size, ETag: p.ETag, ChecksumSHA256: p.ChecksumSHA256}
 		}
 		d.countMP("list", "listed")
 		return c.JSON(http.StatusOK, out)

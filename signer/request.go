@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/presign"
 )
 
 // Request limits. The body is two small fields; anything longer is not a
@@ -32,7 +33,19 @@ type signRequest struct {
 	Key           string // the Idempotency-Key
 	ContentType   string
 	ContentLength int64
+	// Checksum is a sign's checksumSHA256 (base64, checked), or "".
+	Checksum string
+	// ChecksumAlgorithm is a multipart create's checksumAlgorithm:
+	// "SHA256" (each part then signed with its checksum), or "".
+	ChecksumAlgorithm string
 }
+
+// checksumSHA256 is the one checksumAlgorithm a multipart create takes.
+const checksumSHA256 = "SHA256"
+
+// hasChecksum is whether req binds its upload to its bytes: a sign with
+// checksumSHA256, a multipart create with checksumAlgorithm.
+func (r signRequest) hasChecksum() bool { return r.Checksum != "" || r.ChecksumAlgorithm != "" }
 
 // signPolicy is what a request may ask for.
 type signPolicy struct {
@@ -40,6 +53,9 @@ type signPolicy struct {
 	contentTypes map[string]bool
 	// accepted lists contentTypes, sorted, for the 415's message.
 	accepted string
+	// multipart: the body is a multipart create's (checksumAlgorithm),
+	// else a sign's (checksumSHA256).
+	multipart bool
 }
 
 func newSignPolicy(maxObject int64, contentTypes map[string]bool) signPolicy {
@@ -53,8 +69,10 @@ func newSignPolicy(maxObject int64, contentTypes map[string]bool) signPolicy {
 
 // wireSign is the JSON body; pointers tell a missing field from a zero.
 type wireSign struct {
-	ContentType   *string `json:"contentType"`
-	ContentLength *int64  `json:"contentLength"`
+	ContentType       *string `json:"contentType"`
+	ContentLength     *int64  `json:"contentLength"`
+	ChecksumSHA256    *string `json:"checksumSHA256"`
+	ChecksumAlgorithm *string `json:"checksumAlgorithm"`
 }
 
 // decodeSignRequest validates the Idempotency-Key header value and the body.
@@ -81,20 +99,55 @@ func decodeSignRequest(key string, body io.Reader, p signPolicy) (signRequest, *
 	}
 	raw := buf[:n]
 
-	ct, cl, ok := parseSignFast(raw)
+	req, ok := parseSignFast(raw)
 	if !ok {
-		var w wireSign
-		if aerr := decodeStrict(bytes.Clone(raw), &w); aerr != nil {
+		var aerr *apierr.Error
+		if req, aerr = decodeSlow(raw, p); aerr != nil {
 			return signRequest{}, aerr
 		}
-		switch {
-		case w.ContentType == nil || *w.ContentType == "":
-			return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentType is required")
-		case w.ContentLength == nil:
-			return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentLength is required")
-		}
-		ct, cl = *w.ContentType, *w.ContentLength
 	}
+	if req.Checksum != "" && (p.multipart || !presign.CheckSHA256(req.Checksum)) {
+		if p.multipart {
+			return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "a multipart upload takes checksumAlgorithm, and each part's checksumSHA256 when its parts are signed")
+		}
+		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "checksumSHA256 must be the base64 of the object's SHA-256: 44 characters")
+	}
+	req.Key = key
+	return checkSignRequest(req, p)
+}
+
+// decodeSlow decodes a sign or multipart create body parseSignFast did not
+// take, with encoding/json.
+func decodeSlow(raw []byte, p signPolicy) (signRequest, *apierr.Error) {
+	var w wireSign
+	if aerr := decodeStrict(bytes.Clone(raw), &w); aerr != nil {
+		return signRequest{}, aerr
+	}
+	switch {
+	case w.ContentType == nil || *w.ContentType == "":
+		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentType is required")
+	case w.ContentLength == nil:
+		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentLength is required")
+	case w.ChecksumAlgorithm != nil && !p.multipart:
+		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "checksumAlgorithm is a multipart upload's; a sign takes checksumSHA256")
+	case w.ChecksumAlgorithm != nil && *w.ChecksumAlgorithm != checksumSHA256:
+		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "checksumAlgorithm must be %q", checksumSHA256)
+	case w.ChecksumSHA256 != nil && *w.ChecksumSHA256 == "":
+		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "checksumSHA256 must be the base64 of the object's SHA-256: 44 characters")
+	}
+	req := signRequest{ContentType: *w.ContentType, ContentLength: *w.ContentLength}
+	if w.ChecksumSHA256 != nil {
+		req.Checksum = *w.ChecksumSHA256
+	}
+	if w.ChecksumAlgorithm != nil {
+		req.ChecksumAlgorithm = *w.ChecksumAlgorithm
+	}
+	return req, nil
+}
+
+// checkSignRequest checks req's type and length against p.
+func checkSignRequest(req signRequest, p signPolicy) (signRequest, *apierr.Error) {
+	ct, cl := req.ContentType, req.ContentLength
 	switch {
 	case ct == "":
 		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentType is required")
@@ -108,7 +161,7 @@ func decodeSignRequest(key string, body io.Reader, p signPolicy) (signRequest, *
 	if cl > p.maxObject {
 		return signRequest{}, apierr.New(http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, "contentLength is above the maximum of %d bytes", p.maxObject)
 	}
-	return signRequest{Key: key, ContentType: ct, ContentLength: cl}, nil
+	return req, nil
 }
 
 // bodyBuffers hold a sign body while it is read and parsed: one byte more
@@ -147,69 +200,91 @@ func decodeStrict(raw []byte, v any) *apierr.Error {
 }
 
 // parseSignFast reads the sign body every client sends,
-// {"contentType":"…","contentLength":N} (either order, any JSON
-// whitespace), without reflection or allocations beyond the type's string.
-// Anything else — escapes in the string, another field, a repeated one, a
-// number that is not plain positive digits of at most 18, a field name in
-// another case (encoding/json matches names case-insensitively) — is not
-// ok, and decodeStrict decides it: what parseSignFast accepts, decodeStrict
-// would have decoded to the same two values (FuzzParseSignFast).
-func parseSignFast(b []byte) (ct string, cl int64, ok bool) {
+// {"contentType":"…","contentLength":N} with an optional
+// "checksumSHA256":"…" (any order, any JSON whitespace), without
+// reflection or allocations beyond the strings. Anything else — escapes in
+// a string, another field, a repeated one, a number that is not plain
+// positive digits of at most 18, a field name in another case
+// (encoding/json matches names case-insensitively) — is not ok, and
+// decodeStrict decides it: what parseSignFast accepts, decodeStrict would
+// have decoded to the same values (FuzzParseSignFast). The checksum's
+// form is checked by the caller.
+func parseSignFast(b []byte) (req signRequest, ok bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return "", 0, false
+		return signRequest{}, false
 	}
-	var haveType, haveLen bool
-	for n := 0; n < 2; n++ {
+	var haveType, haveLen, haveSum bool
+	for {
 		i = skipSpace(b, i+1)
 		name, j, ok := plainString(b, i)
 		if !ok {
-			return "", 0, false
+			return signRequest{}, false
 		}
 		i = skipSpace(b, j)
 		if i >= len(b) || b[i] != ':' {
-			return "", 0, false
+			return signRequest{}, false
 		}
 		i = skipSpace(b, i+1)
+		var v []byte
 		switch string(name) {
 		case "contentType":
 			if haveType {
-				return "", 0, false
+				return signRequest{}, false
 			}
-			var v []byte
 			if v, i, ok = plainString(b, i); !ok {
-				return "", 0, false
+				return signRequest{}, false
 			}
-			ct, haveType = string(v), true
+			req.ContentType, haveType = string(v), true
+		case "checksumSHA256":
+			if haveSum {
+				return signRequest{}, false
+			}
+			if v, i, ok = plainString(b, i); !ok {
+				return signRequest{}, false
+			}
+			req.Checksum, haveSum = string(v), true
 		case "contentLength":
 			if haveLen {
-				return "", 0, false
+				return signRequest{}, false
 			}
-			start := i
-			for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-				cl = cl*10 + int64(b[i]-'0')
-				i++
-			}
-			digits := i - start
-			if digits == 0 || digits > 18 || (b[start] == '0' && digits > 1) {
-				return "", 0, false
+			if req.ContentLength, i, ok = plainLength(b, i); !ok {
+				return signRequest{}, false
 			}
 			haveLen = true
 		default:
-			return "", 0, false
+			return signRequest{}, false
 		}
 		i = skipSpace(b, i)
 		if i >= len(b) {
-			return "", 0, false
+			return signRequest{}, false
 		}
-		if n == 0 && b[i] != ',' || n == 1 && b[i] != '}' {
-			return "", 0, false
+		if b[i] == '}' {
+			break
+		}
+		if b[i] != ',' {
+			return signRequest{}, false
 		}
 	}
-	if skipSpace(b, i+1) != len(b) {
-		return "", 0, false
+	if !haveType || !haveLen || (haveSum && req.Checksum == "") || skipSpace(b, i+1) != len(b) {
+		return signRequest{}, false
 	}
-	return ct, cl, true
+	return req, true
+}
+
+// plainLength reads plain positive digits, at most 18, at b[i], and
+// returns their value and the index after them.
+func plainLength(b []byte, i int) (n int64, next int, ok bool) {
+	start := i
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		n = n*10 + int64(b[i]-'0')
+		i++
+	}
+	digits := i - start
+	if digits == 0 || digits > 18 || (b[start] == '0' && digits > 1) {
+		return 0, 0, false
+	}
+	return n, i, true
 }
 
 // skipSpace is the index of the first byte at or after i that is not JSON

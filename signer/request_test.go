@@ -172,20 +172,26 @@ func FuzzParseSignFast(f *testing.F) {
 	for _, s := range []string{pngBody, `{"contentLength":1,"contentType":"image/webp"}`, " {\t\"contentType\" :\"a\"\n,\"contentLength\": 10 } ",
 		`{"contentType":"image/png","contentLength":05}`, `{"contentType":"a\"b","contentLength":5}`, `{"ContentType":"image/png","contentLength":5}`,
 		`{"contentType":"image/png","contentType":"x","contentLength":5}`, `{"contentType":"image/png","contentLength":999999999999999999}`,
-		`{"contentType":"image/png","contentLength":5}{}`, `{"contentType":"é","contentLength":5}`, `{"contentType":"image/png","contentLength":5.0}`} {
+		`{"contentType":"image/png","contentLength":5}{}`, `{"contentType":"é","contentLength":5}`, `{"contentType":"image/png","contentLength":5.0}`,
+		`{"contentType":"image/png","contentLength":5,"checksumSHA256":"LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ="}`,
+		`{"checksumSHA256":"x","contentType":"image/png","checksumSHA256":"y","contentLength":5}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		ct, cl, ok := parseSignFast(body)
+		req, ok := parseSignFast(body)
 		if !ok {
 			return
 		}
+		ct, cl := req.ContentType, req.ContentLength
 		var w wireSign
 		if aerr := decodeStrict(body, &w); aerr != nil {
 			t.Fatalf("fast path took %q, encoding/json refused it: %v", body, aerr.Message)
 		}
 		if w.ContentType == nil || w.ContentLength == nil || *w.ContentType != ct || *w.ContentLength != cl {
 			t.Fatalf("fast path read %q as %q, %d; encoding/json as %v, %v", body, ct, cl, w.ContentType, w.ContentLength)
+		}
+		if got := w.ChecksumSHA256; got != nil && *got != req.Checksum || got == nil && req.Checksum != "" || w.ChecksumAlgorithm != nil {
+			t.Fatalf("fast path read %q's checksum as %q; encoding/json as %v, %v", body, req.Checksum, w.ChecksumSHA256, w.ChecksumAlgorithm)
 		}
 	})
 }
@@ -204,8 +210,12 @@ func TestParseSignFast(t *testing.T) {
 		{`{"contentType":"image/png","contentLength":5}{}`, false},
 		{`{"contentType":"image/png","contentLength":5,"x":1}`, false},
 		{`{"contentType":"image/png"}`, false},
+		{`{"contentType":"image/png","contentLength":5,"checksumSHA256":"LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ="}`, true},
+		{`{"checksumSHA256":"LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=","contentLength":5,"contentType":"image/png"}`, true},
+		{`{"contentType":"image/png","contentLength":5,"checksumSHA256":"a","checksumSHA256":"b"}`, false},
+		{`{"contentType":"image/png","contentLength":5,"checksumAlgorithm":"SHA256"}`, false},
 	} {
-		if _, _, ok := parseSignFast([]byte(c.body)); ok != c.ok {
+		if _, ok := parseSignFast([]byte(c.body)); ok != c.ok {
 			t.Errorf("parseSignFast(%s) ok %v, want %v", c.body, ok, c.ok)
 		}
 	}

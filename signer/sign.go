@@ -42,6 +42,10 @@ func appendSignResponse(dst []byte, r api.SignResponse) []byte {
 	dst = appendJSONString(dst, r.Headers.ContentType)
 	dst = append(dst, `,"If-None-Match":`...)
 	dst = appendJSONString(dst, r.Headers.IfNoneMatch)
+	if r.Headers.ChecksumSHA256 != "" {
+		dst = append(dst, `,"x-amz-checksum-sha256":`...)
+		dst = appendJSONString(dst, r.Headers.ChecksumSHA256)
+	}
 	dst = append(dst, `},"urlId":`...)
 	dst = appendJSONString(dst, r.URLID)
 	dst = append(dst, `,"key":`...)
@@ -115,6 +119,9 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 		return aerr
 	}
 	req, aerr := decodeSignRequest(r.Header.Get(hdrIdempotencyKey), r.Body, route.policy)
+	if aerr == nil {
+		aerr = d.checksumRequired(who, req, route.multipart)
+	}
 	if aerr != nil {
 		route.count("rejected")
 		return aerr
@@ -164,6 +171,19 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	}
 	ratelimit.SetHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.Result, a.buckets)
 	return c.JSONBlob(http.StatusCreated, body)
+}
+
+// checksumRequired is the 400 of a sign or multipart create without a
+// checksum when who's tenant must send one (MINTGATE_REQUIRE_CHECKSUM, or
+// its requireChecksum in the tiers file).
+func (d deps) checksumRequired(who identity.Caller, req signRequest, multipart bool) *apierr.Error {
+	if req.hasChecksum() || !d.tiers().RequiresChecksum(who.Tenant, d.cfg.RequireChecksum) {
+		return nil
+	}
+	if multipart {
+		return apierr.New(http.StatusBadRequest, apierr.CodeChecksumRequired, `this tenant's uploads must be checksummed: send "checksumAlgorithm":"SHA256"`)
+	}
+	return apierr.New(http.StatusBadRequest, apierr.CodeChecksumRequired, "this tenant's uploads must be checksummed: send checksumSHA256, the base64 of the object's SHA-256")
 }
 
 // liveSlot is the MINTGATE_MAX_LIVE_GRANTS slot a grant of who issued at
@@ -288,7 +308,7 @@ func (d deps) issue(ctx context.Context, a attempt, dec gate.Decision, urlID str
 	// whole seconds: it dies exactly at expiresAt.
 	expiresAt := now.UTC().Truncate(time.Second).Add(d.cfg.URLTTL.Truncate(time.Second))
 
-	up, err := d.presign.Put(ctx, key, a.req.ContentType, a.req.ContentLength, d.cfg.URLTTL, now)
+	up, err := d.presign.PutChecksum(ctx, key, a.req.ContentType, a.req.Checksum, a.req.ContentLength, d.cfg.URLTTL, now)
 	if err != nil {
 		d.refund(ctx, a, dec, urlID)
 		d.count("presign_unavailable")
@@ -339,6 +359,8 @@ func (d deps) finished(a attempt, urlID string, body []byte, expiresAt time.Time
 		RecordTTL: ttl, GrantTTL: quota.GrantRecordTTL(ttl, d.cfg.SweepGrace),
 		// What the completer's verification gate checks the object against.
 		ContentType: a.req.ContentType, ContentLength: a.req.ContentLength,
+		// What the object's SHA-256 is, for its status and its events.
+		ChecksumSHA256: a.req.Checksum,
 	}
 }
 

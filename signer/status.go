@@ -27,6 +27,9 @@ type statusResponse struct {
 	Status    string     `json:"status"`
 	Reason    string     `json:"reason,omitempty"` // of a rejected upload: size_mismatch, type_mismatch, image_too_large, malware
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// ChecksumSHA256 is the SHA-256 (base64) the grant's URL was bound to:
+	// S3 refused any other bytes, so a completed upload's object has it.
+	ChecksumSHA256 string `json:"checksumSHA256,omitempty"`
 }
 
 // handleStatus is GET /uploads/{urlId}: the state of one of the caller's
@@ -55,7 +58,7 @@ func handleStatus(d deps) echo.HandlerFunc {
 			return apierr.New(http.StatusNotFound, apierr.CodeNotFound, "no upload of yours with this urlId")
 		}
 		at := st.ExpiresAt
-		resp := statusResponse{URLID: id, ExpiresAt: &at}
+		resp := statusResponse{URLID: id, ExpiresAt: &at, ChecksumSHA256: st.ChecksumSHA256}
 		switch {
 		case st.Done:
 			resp.Status, resp.Reason = doneStatus(st.DoneValue)

@@ -51,12 +51,12 @@ func (m *mpStack) grant() (ledger.Grant, types.CompletedPart) {
 	id := uuid.NewString()
 	g := newGrant(id, tiers.User, "u:alice", time.Now())
 	g.Key = keys.Object(tenant, id)
-	uploadID, err := m.uploads.Create(context.Background(), g.Key, "video/mp4")
+	uploadID, err := m.uploads.Create(context.Background(), g.Key, "video/mp4", false)
 	if err != nil {
 		m.t.Fatal(err)
 	}
 	g.UploadID = uploadID
-	p, err := m.uploads.SignPart(context.Background(), g.Key, uploadID, 1, 1000, time.Minute)
+	p, err := m.uploads.SignPart(context.Background(), g.Key, uploadID, 1, 1000, "", time.Minute)
 	if err != nil {
 		m.t.Fatal(err)
 	}

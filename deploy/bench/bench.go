@@ -223,8 +223,11 @@ func (b *bench) sideBySide(ctx context.Context, srv servers, rp *report) (string
 	always := &measurement{name: "**signer end to end, ledger `sync_interval: always`**", load: httpCallers, dur: b.plan.httpDur,
 		do: allocs.around(srv.always, b.client, closed(c, sign(b.client, srv.always.base, toks))), warmed: allocs.reset}
 	lazy := &measurement{name: "signer end to end, ledger lazily synced", load: httpCallers, dur: b.plan.httpDur, do: closed(c, sign(b.client, srv.lazy.base, toks))}
+	// The same signer and load, each sign with checksumSHA256 (issue 30).
+	withSum := &measurement{name: "signer end to end, sign with checksumSHA256, ledger `sync_interval: always`", load: httpCallers, dur: b.plan.httpDur,
+		do: closed(c, signSum(b.client, srv.always.base, toks))}
 
-	ms := []*measurement{get, allowOne, allowMany, dec, coal, echoRow, always, lazy}
+	ms := []*measurement{get, allowOne, allowMany, dec, coal, echoRow, always, withSum, lazy}
 	if err := b.rounds(ctx, "side by side", ms...); err != nil {
 		return "", err
 	}
@@ -239,6 +242,7 @@ func (b *bench) sideBySide(ctx context.Context, srv servers, rp *report) (string
 	redisCPU, perRound := cpuOf(always, "redis")
 	rp.headline = append(rp.headline, bar{what: "of it, Redis's CPU per sign", issue: 22,
 		value: redisCPU, spread: perRound, want: "≤ 35 µs", unit: " µs", pass: redisCPU > 0 && redisCPU <= 35})
+	checksumBars(always, withSum, rp)
 
 	r, per := ratio(always, lazy)
 	rp.bars = append(rp.bars, bar{what: "signer (ledger sync always) ÷ signer (lazy ledger)", issue: 8, value: r, spread: per, want: "≥ 0.8×", unit: "×", pass: r >= 0.8})
@@ -382,4 +386,27 @@ func closed(callers int, o op) func(context.Context, time.Duration) result {
 // open is an open-loop row at rate per second.
 func open(rate float64, o op) func(context.Context, time.Duration) result {
 	return func(ctx context.Context, d time.Duration) result { return openLoop(ctx, rate, d, o) }
+}
+
+// checksumBars sets a sign with checksumSHA256 beside a plain one: the CPU
+// per sign of the servers a sign runs on, each with its spread, and their
+// ratio run by run (the two rows run interleaved in the same rounds).
+func checksumBars(plain, withSum *measurement, rp *report) {
+	procs := []string{"signer-always", "redis", "nats-always"}
+	p, pPer := cpuOf(plain, procs...)
+	s, sPer := cpuOf(withSum, procs...)
+	rp.headline = append(rp.headline, bar{what: "CPU per sign with checksumSHA256, signer + Redis + nats-server (durable ledger)", issue: 30,
+		value: s, spread: sPer, want: "—", unit: " µs", info: true})
+	var per []float64
+	for i := range min(len(pPer), len(sPer)) {
+		if pPer[i] > 0 {
+			per = append(per, sPer[i]/pPer[i])
+		}
+	}
+	r := 0.0
+	if p > 0 {
+		r = s / p
+	}
+	rp.headline = append(rp.headline, bar{what: "CPU per sign with checksumSHA256 ÷ without (same servers, same rounds)", issue: 30,
+		value: r, spread: per, want: "≤ 1.05×", unit: "×", pass: r > 0 && r <= 1.05})
 }

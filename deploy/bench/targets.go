@@ -244,6 +244,11 @@ func record(led *ledger.Client) op {
 // signBody is the request every sign sends.
 const signBody = `{"contentType":"image/png","contentLength":1024}`
 
+// signBodySum is the same sign bound to its bytes' SHA-256 (issue 30): the
+// URL then signs x-amz-checksum-sha256 too. No PUT follows, so any valid
+// checksum does.
+const signBodySum = `{"contentType":"image/png","contentLength":1024,"checksumSHA256":"LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ="}`
+
 // signKeys makes every Idempotency-Key of the run distinct.
 var signKeys atomic.Int64
 
@@ -274,7 +279,12 @@ func tokens(prefix string, n, tenants int) []string {
 // limiter_unavailable"), so the status split says what failed. The body
 // is read to the end so the connection is kept alive.
 func post(ctx context.Context, client *http.Client, url, tok, key string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(signBody))
+	return postBody(ctx, client, url, signBody, tok, key)
+}
+
+// postBody is post with body as the sign request.
+func postBody(ctx context.Context, client *http.Client, url, body, tok, key string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		return "", err
 	}
@@ -307,6 +317,14 @@ func sign(client *http.Client, base string, toks []string) op {
 	url := base + "/uploads/sign"
 	return func(ctx context.Context, i int) (string, error) {
 		return post(ctx, client, url, toks[i%len(toks)], newKey())
+	}
+}
+
+// signSum is sign with checksumSHA256 in every request.
+func signSum(client *http.Client, base string, toks []string) op {
+	url := base + "/uploads/sign"
+	return func(ctx context.Context, i int) (string, error) {
+		return postBody(ctx, client, url, signBodySum, toks[i%len(toks)], newKey())
 	}
 }
 

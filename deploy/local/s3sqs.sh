@@ -32,7 +32,7 @@ JSON
   s3curl -X PUT "http://127.0.0.1:$p_s3/$bucket" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' >/dev/null
   local cors=$stack/cors.xml
   cat >"$cors" <<XML
-<CORSConfiguration><CORSRule><AllowedOrigin>http://127.0.0.1:$p_signer</AllowedOrigin><AllowedOrigin>http://localhost:$p_signer</AllowedOrigin><AllowedMethod>PUT</AllowedMethod><AllowedHeader>content-type</AllowedHeader><AllowedHeader>if-none-match</AllowedHeader><ExposeHeader>ETag</ExposeHeader><MaxAgeSeconds>600</MaxAgeSeconds></CORSRule></CORSConfiguration>
+<CORSConfiguration><CORSRule><AllowedOrigin>http://127.0.0.1:$p_signer</AllowedOrigin><AllowedOrigin>http://localhost:$p_signer</AllowedOrigin><AllowedMethod>PUT</AllowedMethod><AllowedHeader>content-type</AllowedHeader><AllowedHeader>if-none-match</AllowedHeader><AllowedHeader>x-amz-checksum-sha256</AllowedHeader><ExposeHeader>ETag</ExposeHeader><MaxAgeSeconds>600</MaxAgeSeconds></CORSRule></CORSConfiguration>
 XML
   # Both hashes are required, and ?cors= (not ?cors): curl signs the bare form wrongly.
   s3curl -X PUT "http://127.0.0.1:$p_s3/$bucket?cors=" \

@@ -64,7 +64,7 @@ cat >"$tmp/cors.json" <<JSON
   "CORSRules": [{
     "AllowedOrigins": ["http://localhost:*", "http://127.0.0.1:*"],
     "AllowedMethods": ["PUT"],
-    "AllowedHeaders": ["content-type", "if-none-match"],
+    "AllowedHeaders": ["content-type", "if-none-match", "x-amz-checksum-sha256"],
     "ExposeHeaders": ["ETag"],
     "MaxAgeSeconds": 600
   }]

@@ -81,7 +81,7 @@ resource "aws_s3_bucket_cors_configuration" "uploads" {
   cors_rule {
     allowed_origins = var.cors_allowed_origins
     allowed_methods = ["PUT"]
-    allowed_headers = ["content-type", "if-none-match"]
+    allowed_headers = ["content-type", "if-none-match", "x-amz-checksum-sha256"]
     expose_headers  = ["ETag"]
     max_age_seconds = 600
   }

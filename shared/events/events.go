@@ -57,6 +57,10 @@ type Event struct {
 	Size        int64     `json:"size"`
 	ETag        string    `json:"etag"`
 	CompletedAt time.Time `json:"completedAt"`
+	// ChecksumSHA256 is the SHA-256 (base64) the grant's URL was bound to,
+	// which S3 checked the bytes against; absent for none and for a
+	// multipart upload (S3's checksum of one is no SHA-256 of the object).
+	ChecksumSHA256 string `json:"checksumSHA256,omitempty"`
 }
 
 // Subject is the subject of a tenant's events.
@@ -75,6 +79,8 @@ type Rejected struct {
 	Size       int64     `json:"size"`
 	Reason     string    `json:"reason"`
 	RejectedAt time.Time `json:"rejectedAt"`
+	// ChecksumSHA256 is as in Event.
+	ChecksumSHA256 string `json:"checksumSHA256,omitempty"`
 }
 
 // RejectedSubject is the subject of a tenant's upload-rejected events.

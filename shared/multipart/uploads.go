@@ -66,13 +66,22 @@ type Part struct {
 	Number int    `json:"partNumber"`
 	Size   int64  `json:"size"`
 	ETag   string `json:"etag"`
+	// ChecksumSHA256 is the part's SHA-256 (base64) as S3 holds it, for
+	// an upload created with SHA256 checksums.
+	ChecksumSHA256 string `json:"checksumSHA256,omitempty"`
 }
 
-// Create starts a multipart upload of key and returns its upload id.
-func (u *Uploads) Create(ctx context.Context, key, contentType string) (string, error) {
-	out, err := u.s3.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+// Create starts a multipart upload of key and returns its upload id. With
+// sha256 set every part must carry its SHA-256 (SignPart signs it) and S3
+// refuses a part of other bytes.
+func (u *Uploads) Create(ctx context.Context, key, contentType string, sha256 bool) (string, error) {
+	in := &s3.CreateMultipartUploadInput{
 		Bucket: aws.String(u.bucket), Key: aws.String(key), ContentType: aws.String(contentType),
-	})
+	}
+	if sha256 {
+		in.ChecksumAlgorithm = types.ChecksumAlgorithmSha256
+	}
+	out, err := u.s3.CreateMultipartUpload(ctx, in)
 	if err != nil {
 		return "", classify("create multipart upload", err)
 	}
@@ -90,13 +99,19 @@ type SignedPart struct {
 
 // SignPart presigns the PUT of part n of upload id of key, for exactly
 // size bytes (Content-Length is signed: S3 refuses any other body
-// length), valid for ttl, on the public endpoint (PartURLsFor). It is
-// local work: no request reaches S3.
-func (u *Uploads) SignPart(ctx context.Context, key, id string, n int, size int64, ttl time.Duration) (SignedPart, error) {
-	req, err := u.presign.PresignUploadPart(ctx, &s3.UploadPartInput{
+// length), valid for ttl, on the public endpoint (PartURLsFor). With
+// checksum (the base64 SHA-256 of the part) x-amz-checksum-sha256 is a
+// signed header too: S3 refuses other bytes. It is local work: no request
+// reaches S3.
+func (u *Uploads) SignPart(ctx context.Context, key, id string, n int, size int64, checksum string, ttl time.Duration) (SignedPart, error) {
+	in := &s3.UploadPartInput{
 		Bucket: aws.String(u.bucket), Key: aws.String(key), UploadId: aws.String(id),
 		PartNumber: aws.Int32(int32(n)), ContentLength: aws.Int64(size),
-	}, s3.WithPresignExpires(ttl))
+	}
+	if checksum != "" {
+		in.ChecksumSHA256 = aws.String(checksum)
+	}
+	req, err := u.presign.PresignUploadPart(ctx, in, s3.WithPresignExpires(ttl))
 	if err != nil {
 		return SignedPart{}, fmt.Errorf("%w: presign part %d of %s: %w", ErrUnavailable, n, key, err)
 	}
@@ -113,7 +128,7 @@ func (u *Uploads) List(ctx context.Context, key, id string) ([]Part, error) {
 			return nil, classify("list parts", err)
 		}
 		for _, sp := range page.Parts {
-			parts = append(parts, Part{Number: int(aws.ToInt32(sp.PartNumber)), Size: aws.ToInt64(sp.Size), ETag: aws.ToString(sp.ETag)})
+			parts = append(parts, Part{Number: int(aws.ToInt32(sp.PartNumber)), Size: aws.ToInt64(sp.Size), ETag: aws.ToString(sp.ETag), ChecksumSHA256: aws.ToString(sp.ChecksumSHA256)})
 		}
 	}
 	slices.SortFunc(parts, func(a, b Part) int { return a.Number - b.Number })
@@ -193,6 +208,10 @@ func checkParts(listed, parts []Part, size int64) ([]types.CompletedPart, error)
 		}
 		total += got.Size
 		out[i] = types.CompletedPart{PartNumber: aws.Int32(int32(p.Number)), ETag: aws.String(got.ETag)}
+		if got.ChecksumSHA256 != "" {
+			// A checksummed upload's complete names each part's, as S3 holds it.
+			out[i].ChecksumSHA256 = aws.String(got.ChecksumSHA256)
+		}
 	}
 	if total != size {
 		return nil, fmt.Errorf("%w: the parts hold %d bytes, %d were declared", ErrSizeMismatch, total, size)

@@ -50,7 +50,7 @@ func newUploads(t *testing.T) *multipart.Uploads {
 func start(t *testing.T, u *multipart.Uploads) upload {
 	t.Helper()
 	key := "incoming/acme/" + uuid.NewString()
-	id, err := u.Create(context.Background(), key, "video/mp4")
+	id, err := u.Create(context.Background(), key, "video/mp4", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func start(t *testing.T, u *multipart.Uploads) upload {
 // the part as a complete names it.
 func (up upload) put(n int, size int64) multipart.Part {
 	up.t.Helper()
-	p, err := up.u.SignPart(context.Background(), up.key, up.id, n, size, 60e9)
+	p, err := up.u.SignPart(context.Background(), up.key, up.id, n, size, "", 60e9)
 	if err != nil {
 		up.t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestEndAborts(t *testing.T) {
 func TestSignPartSignsTheLength(t *testing.T) {
 	u := newUploads(t)
 	up := start(t, u)
-	p, err := u.SignPart(context.Background(), up.key, up.id, 1, 1000, 60e9)
+	p, err := u.SignPart(context.Background(), up.key, up.id, 1, 1000, "", 60e9)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,10 @@ type Finished struct {
 	// written before they existed lacks both (GrantShape.Known false).
 	ContentType   string
 	ContentLength int64
+	// ChecksumSHA256 is the base64 SHA-256 a single PUT's URL was bound
+	// to, kept in the grant record's field "checksumSHA256" (for its
+	// status and its events); empty for none and for a multipart grant.
+	ChecksumSHA256 string
 }
 
 // Finishing is one Finish of a batch: Store.Finish's arguments.
@@ -121,6 +125,9 @@ func grantFields(f Finished) []any {
 	}
 	if f.Multipart != "" {
 		fields = append(fields, "multipart", f.Multipart)
+	}
+	if f.ChecksumSHA256 != "" {
+		fields = append(fields, "checksumSHA256", f.ChecksumSHA256)
 	}
 	return fields
 }

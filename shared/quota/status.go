@@ -19,7 +19,9 @@ type Status struct {
 	ExpiresAt time.Time // from the grant record, in UTC
 	Subject   string    // from the grant record
 	Multipart string    // from the grant record: Finished.Multipart
-	Found     bool      // the grant record exists
+	// ChecksumSHA256 is from the grant record: Finished.ChecksumSHA256.
+	ChecksumSHA256 string
+	Found          bool // the grant record exists
 }
 
 func status(done, refunded bool, expiresAt, subject, multipart string) Status {
@@ -39,7 +41,7 @@ func (s *Store) Status(ctx context.Context, tenant, urlID string) (Status, error
 	pipe := s.rdb.Pipeline()
 	done := pipe.Get(ctx, keys.Done(tenant, urlID))
 	refunded := pipe.Exists(ctx, keys.Refunded(tenant, urlID))
-	rec := pipe.HMGet(ctx, keys.Grant(tenant, urlID), "expiresAt", "subject", "multipart")
+	rec := pipe.HMGet(ctx, keys.Grant(tenant, urlID), "expiresAt", "subject", "multipart", "checksumSHA256")
 	// A done marker that is absent is GET's redis.Nil, which Exec reports
 	// as its first error: each command's own error decides.
 	_, _ = pipe.Exec(ctx)
@@ -53,6 +55,7 @@ func (s *Store) Status(ctx context.Context, tenant, urlID string) (Status, error
 	mp, _ := rec.Val()[2].(string)
 	st := status(done.Err() == nil, refunded.Val() > 0, expiresAt, subject, mp)
 	st.DoneValue = done.Val()
+	st.ChecksumSHA256, _ = rec.Val()[3].(string)
 	return st, nil
 }
 

@@ -108,6 +108,9 @@ func (s *Store) Settle(ctx context.Context, tenant, urlID, from, to string) (hel
 type GrantShape struct {
 	ContentType   string
 	ContentLength int64
+	// ChecksumSHA256 is the SHA-256 (base64) the grant's URL was bound
+	// to, or "" (none, a multipart grant, or an older record).
+	ChecksumSHA256 string
 	// Known: the record exists and names both. A record written before
 	// they were kept, or gone (its TTL passed, or a degraded sign wrote
 	// none), leaves it false.
@@ -119,7 +122,7 @@ func (s *Store) Shape(ctx context.Context, tenant, urlID string) (GrantShape, er
 	if err := checkGrant(tenant, urlID); err != nil {
 		return GrantShape{}, err
 	}
-	vals, err := s.rdb.HMGet(ctx, keys.Grant(tenant, urlID), "contentType", "contentLength").Result()
+	vals, err := s.rdb.HMGet(ctx, keys.Grant(tenant, urlID), "contentType", "contentLength", "checksumSHA256").Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return GrantShape{}, unavailable("shape", err)
 	}
@@ -129,5 +132,6 @@ func (s *Store) Shape(ctx context.Context, tenant, urlID string) (GrantShape, er
 	if ct == "" || err != nil || n < 0 {
 		return GrantShape{}, nil
 	}
-	return GrantShape{ContentType: ct, ContentLength: n, Known: true}, nil
+	sum, _ := vals[2].(string)
+	return GrantShape{ContentType: ct, ContentLength: n, ChecksumSHA256: sum, Known: true}, nil
 }

@@ -97,7 +97,11 @@ func (l *Live) reload() (changed bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", l.path, err)
 	}
-	set := Set{Default: l.base.Default, Tenants: maps.Clone(l.base.Tenants)}
+	checksum, err := parseRequireChecksum(b)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", l.path, err)
+	}
+	set := Set{Default: l.base.Default, Tenants: maps.Clone(l.base.Tenants), Checksum: checksum}
 	if set.Tenants == nil {
 		set.Tenants = map[string]Table{}
 	}
@@ -129,6 +133,9 @@ func ParseFile(b []byte, defaults Table) (map[string]Table, error) {
 		}
 		t := Table{}
 		for name, spec := range tiers {
+			if name == RequireChecksum {
+				continue // not a tier: parseRequireChecksum's
+			}
 			if _, ok := defaults[name]; !ok && name != AnonymousAll && !bytesTier(name) {
 				return nil, fmt.Errorf("tenant %q: unknown tier %q", tenant, name)
 			}

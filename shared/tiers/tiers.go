@@ -179,6 +179,9 @@ type Set struct {
 	Default Table
 	// Tenants holds, per tenant id, only the tiers that tenant overrides.
 	Tenants map[string]Table
+	// Checksum holds the tenants whose requireChecksum the file sets
+	// (RequiresChecksum).
+	Checksum map[string]bool
 }
 
 // For is the tenant's limit for tier: its override, else the default. It

@@ -17,12 +17,18 @@ export interface Limits {
   maxPartsPerRequest: number;
   /** The media types the signer accepts (MINTGATE_CONTENT_TYPES). */
   contentTypes: string[];
+  /** Signs and multipart creates must carry a checksum (MINTGATE_REQUIRE_CHECKSUM). */
+  requireChecksum: boolean;
 }
 
 /** The body of POST /uploads/sign and POST /uploads/multipart. */
 export interface SignRequest {
   contentType: string;
   contentLength: number;
+  /** A sign: the base64 of the object's SHA-256; S3 then refuses any other bytes. */
+  checksumSHA256?: string;
+  /** A multipart create: each part is signed with its own checksum. */
+  checksumAlgorithm?: "SHA256";
 }
 
 /** The 201 (or replayed 200) body of POST /uploads/sign. */
@@ -46,6 +52,8 @@ export interface MultipartGrant {
   partCount: number;
   expiresAt: string;
   expiresIn: number;
+  /** "SHA256" when the create asked for checksums: every part is then signed with its own. */
+  checksumAlgorithm?: "SHA256";
 }
 
 /** One part's presigned PUT, from POST /uploads/{urlId}/parts. */
@@ -53,7 +61,13 @@ export interface SignedPart {
   partNumber: number;
   url: string;
   method: "PUT";
-  headers: { "Content-Length": string };
+  headers: { "Content-Length": string; "x-amz-checksum-sha256"?: string };
+}
+
+/** A part to sign: its number, with the base64 SHA-256 of its bytes for a checksummed grant. */
+export interface PartToSign {
+  partNumber: number;
+  checksumSHA256?: string;
 }
 
 /** One part S3 holds, from GET /uploads/{urlId}/parts. */
@@ -61,6 +75,8 @@ export interface ListedPart {
   partNumber: number;
   size: number;
   etag: string;
+  /** The part's SHA-256 (base64), for a checksummed grant. */
+  checksumSHA256?: string;
 }
 
 /** One part of a complete: its number and the ETag S3 answered its PUT with. */
@@ -93,6 +109,8 @@ export interface StatusResponse {
   /** Only with `rejected`. */
   reason?: RejectReason;
   expiresAt: string;
+  /** The SHA-256 (base64) a single PUT's URL was bound to. */
+  checksumSHA256?: string;
 }
 
 /** One bucket in GET /uploads/quota. */
@@ -142,7 +160,7 @@ export interface Signer {
   limits(opts?: { signal?: AbortSignal }): Promise<Limits>;
   sign(req: SignRequest, opts: { idempotencyKey: string; signal?: AbortSignal }): Promise<SignResponse>;
   createMultipart(req: SignRequest, opts: { idempotencyKey: string; signal?: AbortSignal }): Promise<MultipartGrant>;
-  signParts(urlId: string, partNumbers: number[], opts?: { signal?: AbortSignal }): Promise<SignedPart[]>;
+  signParts(urlId: string, parts: (number | PartToSign)[], opts?: { signal?: AbortSignal }): Promise<SignedPart[]>;
   listParts(urlId: string, opts?: { signal?: AbortSignal }): Promise<ListedPart[]>;
   complete(urlId: string, parts: CompletedPart[], opts?: { signal?: AbortSignal }): Promise<CompleteResponse>;
   abort(urlId: string, opts?: { signal?: AbortSignal }): Promise<void>;

@@ -9,6 +9,7 @@ import type {
   Limits,
   ListedPart,
   MultipartGrant,
+  PartToSign,
   QuotaResponse,
   SignedPart,
   Signer,
@@ -140,12 +141,16 @@ export class Client implements Signer {
     return (await this.call<MultipartGrant>("POST", "/uploads/multipart", { body: req, ...opts })).body;
   }
 
-  /** POST /uploads/{urlId}/parts: a presigned PUT per part number (at most Limits.maxPartsPerRequest). Free. */
-  async signParts(urlId: string, partNumbers: number[], opts: { signal?: AbortSignal } = {}): Promise<SignedPart[]> {
-    const a = await this.call<{ parts: SignedPart[] }>("POST", `/uploads/${enc(urlId)}/parts`, {
-      body: { partNumbers },
-      signal: opts.signal,
-    });
+  /**
+   * POST /uploads/{urlId}/parts: a presigned PUT per part (at most
+   * Limits.maxPartsPerRequest), each a part number or, for a checksummed
+   * grant, a part with its checksumSHA256. Free.
+   */
+  async signParts(urlId: string, parts: (number | PartToSign)[], opts: { signal?: AbortSignal } = {}): Promise<SignedPart[]> {
+    const body = parts.every((p) => typeof p === "number")
+      ? { partNumbers: parts }
+      : { parts: parts.map((p) => (typeof p === "number" ? { partNumber: p } : p)) };
+    const a = await this.call<{ parts: SignedPart[] }>("POST", `/uploads/${enc(urlId)}/parts`, { body, signal: opts.signal });
     return a.body.parts;
   }
 

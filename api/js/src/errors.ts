@@ -6,7 +6,7 @@ import type { MultipartGrant } from "./api.js";
 export class MintgateError extends Error {
   /** The HTTP status, or 0 when no answer came. */
   readonly status: number;
-  /** The stable error code (docs/api.md#errors), or "network_error", "url_expired", "etag_hidden", "upload_failed". */
+  /** The stable error code (docs/api.md#errors), or "network_error", "url_expired", "etag_hidden", "checksum_mismatch", "upload_failed". */
   readonly code: string;
   /** On a 429 of a sign: which bucket was short. */
   readonly scope: string | undefined;

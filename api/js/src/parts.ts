@@ -1,7 +1,8 @@
 // Part URLs of one multipart grant, signed in batches and re-signed (free)
 // before they expire.
 
-import type { MultipartGrant, SignedPart, Signer } from "./api.js";
+import type { MultipartGrant, PartToSign, SignedPart, Signer } from "./api.js";
+import type { PartChecksums } from "./checksum.js";
 
 /** A signed part and when its URL stops working, on the signer's clock (ms). */
 interface Entry {
@@ -43,11 +44,14 @@ export class PartURLs {
   readonly #pending = new Map<number, Promise<void>>();
   /** Parts that need no URL any more. */
   readonly #done = new Set<number>();
+  /** A checksummed grant's parts' checksums: each part is signed with its own. */
+  readonly #sums: PartChecksums | undefined;
 
-  constructor(client: Pick<Signer, "serverNow" | "signParts">, grant: MultipartGrant, batch: number) {
+  constructor(client: Pick<Signer, "serverNow" | "signParts">, grant: MultipartGrant, batch: number, checksums?: PartChecksums) {
     this.#client = client;
     this.#grant = grant;
     this.#batch = Math.max(1, batch);
+    this.#sums = checksums;
   }
 
   /** markDone says part n is uploaded: no URL is signed for it again. */
@@ -84,9 +88,12 @@ export class PartURLs {
     for (let n = first + 1; n <= this.#grant.partCount && numbers.length < this.#batch; n++) {
       const e = this.#entries.get(n);
       if (this.#done.has(n) || this.#pending.has(n) || (e && e.expires - now > e.margin * 4)) continue;
+      // A checksummed part joins the batch once it is hashed: the
+      // signer signs each part with its checksum.
+      if (this.#sums && this.#sums.known(n) === undefined) continue;
       numbers.push(n);
     }
-    const p = this.#client.signParts(this.#grant.urlId, numbers, { signal }).then((parts) => {
+    const p = this.#ask(numbers).then((ask) => this.#client.signParts(this.#grant.urlId, ask, { signal })).then((parts) => {
       const now = this.#client.serverNow();
       for (const part of parts) {
         const expires = expiryOf(part.url, now + 60_000);
@@ -99,5 +106,12 @@ export class PartURLs {
     settled.catch(() => {});
     for (const n of numbers) this.#pending.set(n, settled);
     return settled;
+  }
+
+  /** ask is what to sign of numbers: the numbers, or each with its checksum. */
+  async #ask(numbers: number[]): Promise<(number | PartToSign)[]> {
+    const sums = this.#sums;
+    if (!sums) return numbers;
+    return Promise.all(numbers.map(async (n) => ({ partNumber: n, checksumSHA256: await sums.get(n) })));
   }
 }

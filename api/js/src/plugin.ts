@@ -74,9 +74,11 @@ export interface MintgateOptions {
   /** How many parts of one file go up at once (default 4). */
   concurrency?: number;
   /**
-   * SHA-256 checksums of every object and part, signed by the signer so S3
-   * refuses other bytes. Off (false, the default) until the signer accepts
-   * "checksumSHA256" (SPEC §9); "sha256" is refused until then.
+   * "sha256" (the default): SHA-256 checksums of every object and part,
+   * computed in the page (WebCrypto) and signed by the signer, so S3
+   * refuses other bytes (the file fails with "checksum_mismatch"). false
+   * turns them off (a signer that requires them answers 400
+   * "checksum_required").
    */
   checksum?: "sha256" | false;
   /** Told every wait of a Retry-After or backoff, e.g. for a countdown. */
@@ -136,9 +138,6 @@ export class Mintgate {
     this.#uppy = uppy as UppyCore;
     this.opts = opts;
     this.id = opts.id ?? "Mintgate";
-    if (opts.checksum === "sha256") {
-      throw new Error("mintgate: checksum 'sha256' waits for the signer to accept checksumSHA256 (SPEC §9); leave it off for now");
-    }
     this.client = opts.client ?? new Client({
       baseUrl: opts.endpoint ?? "",
       ...(opts.getToken ? { token: () => this.#getToken(), onUnauthorized: () => void (this.#token = undefined) } : {}),
@@ -258,6 +257,7 @@ export class Mintgate {
       this.client.upload(data, {
         contentType: file.type || data.type || "application/octet-stream",
         signal,
+        checksum: this.opts.checksum ?? "sha256",
         idempotencyKey: s.idempotencyKey,
         ...(s.grant ? { resume: s.grant } : {}),
         onSign: (g) => this.#save(file.id, (state = { ...s, urlId: g.urlId, key: g.key, multipart: false })),

@@ -1,7 +1,8 @@
 // One upload, start to end: a single presigned PUT up to the signer's
 // limit, a multipart upload above it.
 
-import type { CompletedPart, MultipartGrant, SignResponse, Signer } from "./api.js";
+import type { CompletedPart, MultipartGrant, SignRequest, SignResponse, Signer } from "./api.js";
+import { PartChecksums, sha256Base64 } from "./checksum.js";
 import { MintgateError, newIdempotencyKey } from "./errors.js";
 import { PartURLs } from "./parts.js";
 import { type PutAnswer, TransportError, isExpired } from "./put.js";
@@ -33,6 +34,15 @@ export interface UploadOptions {
   resume?: MultipartGrant;
   /** Force multipart (true) or a single PUT (false); default: multipart above Limits.maxObjectBytes. */
   multipart?: boolean;
+  /**
+   * "sha256" (the default): the file's SHA-256 (each part's, for a
+   * multipart upload) is computed with WebCrypto and signed into its URL,
+   * so S3 refuses any other bytes (the upload fails with
+   * "checksum_mismatch") and a stolen URL is useless for other content.
+   * false: no checksum (unless the signer requires one: 400
+   * "checksum_required"). A single PUT's file is read whole to hash it.
+   */
+  checksum?: "sha256" | false;
 }
 
 /** What an upload ends with. */
@@ -55,13 +65,17 @@ export async function upload(client: Signer, file: Blob, opts: UploadOptions = {
     partBatch = limits.maxPartsPerRequest;
   }
   const idempotencyKey = opts.idempotencyKey ?? newIdempotencyKey();
-  const req = { contentType, contentLength: file.size };
+  const checksum = (opts.checksum ?? "sha256") === "sha256";
+  const req: SignRequest = { contentType, contentLength: file.size };
   if (!multipart) {
+    if (checksum) req.checksumSHA256 = await sha256Base64(file);
+    throwIfAborted(opts.signal);
     const grant = await client.sign(req, { idempotencyKey, signal: opts.signal });
     opts.onSign?.(grant);
     await putSingle(client, grant, file, opts);
     return { urlId: grant.urlId, key: grant.key, size: file.size, multipart: false };
   }
+  if (checksum) req.checksumAlgorithm = "SHA256";
   const grant = opts.resume ?? (await client.createMultipart(req, { idempotencyKey, signal: opts.signal }));
   opts.onGrant?.(grant);
   try {
@@ -105,6 +119,7 @@ async function putSingle(client: Signer, grant: SignResponse, file: Blob, opts: 
     if (answer && isExpired(answer)) {
       throw new MintgateError(403, "url_expired", "the upload URL expired before S3 took the file; its token comes back after the grace");
     }
+    if (answer && isBadDigest(answer)) throw checksumMismatch(answer, "the file");
     if (answer && (answer.status < 500 || failures >= client.retries)) {
       throw new MintgateError(answer.status, "upload_failed", `S3 refused the PUT: ${answer.status} ${answer.body.slice(0, 200)}`);
     }
@@ -124,7 +139,10 @@ async function uploadParts(client: Signer, grant: MultipartGrant, file: Blob, ba
   }
   const sizeOf = (n: number) => (n < count ? grant.partSize : file.size - (count - 1) * grant.partSize);
   const etags = new Map<number, string>();
-  const urls = new PartURLs(client, grant, batch);
+  // A checksummed grant signs each part with its SHA-256, hashed ahead of
+  // the uploads (one part at a time) so that part URLs still go in batches.
+  const sums = grant.checksumAlgorithm === "SHA256" ? new PartChecksums(file, grant.partSize) : undefined;
+  const urls = new PartURLs(client, grant, batch, sums);
   if (opts.resume) {
     for (const p of await client.listParts(grant.urlId, { signal: opts.signal })) {
       if (p.partNumber >= 1 && p.partNumber <= count && p.size === sizeOf(p.partNumber)) {
@@ -147,6 +165,7 @@ async function uploadParts(client: Signer, grant: MultipartGrant, file: Blob, ba
   const stop = new AbortController();
   const onAbort = () => stop.abort(abortError(opts.signal));
   opts.signal?.addEventListener("abort", onAbort, { once: true });
+  sums?.prefetch(todo, stop.signal).catch(() => {}); // a part whose hashing failed fails in its own worker
   const worker = async () => {
     for (let n = todo.shift(); n !== undefined; n = todo.shift()) {
       const start = (n - 1) * grant.partSize;
@@ -201,6 +220,7 @@ async function uploadPart(
       onSent(body.size, true);
       return answer.etag;
     }
+    if (answer && isBadDigest(answer)) throw checksumMismatch(answer, `part ${n}`);
     if (answer?.status === 403) urls.forget(n);
     else if (answer && answer.status < 500 && answer.status !== 429) {
       throw new MintgateError(answer.status, "upload_failed", `S3 refused part ${n}: ${answer.status} ${answer.body.slice(0, 200)}`);
@@ -211,4 +231,14 @@ async function uploadPart(
     onSent(0, false);
     await sleep(backoffDelay(failures, client.backoff, client.random), signal);
   }
+}
+
+/** isBadDigest: S3 refused the bytes, whose SHA-256 is not the one signed. */
+function isBadDigest(answer: PutAnswer): boolean {
+  return answer.status === 400 && /BadDigest|checksum/i.test(answer.body);
+}
+
+function checksumMismatch(answer: PutAnswer, what: string): MintgateError {
+  return new MintgateError(answer.status, "checksum_mismatch",
+    `S3 refused ${what}: its bytes are not those whose SHA-256 was signed (they changed since they were hashed): ${answer.body.slice(0, 200)}`);
 }

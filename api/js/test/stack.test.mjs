@@ -202,3 +202,53 @@ test("an upload left by a failure resumes from the parts S3 holds", { skip }, as
   assert.equal((await c.waitForStatus(got.urlId, { timeoutMs: 30000 })).status, "completed");
   landed(got.key, 16 * MiB);
 });
+
+/** A fetch that PUTs other bytes (as many) than the client hashed and signed, for the PUTs swap picks. */
+function swapper(swap) {
+  const sent = [];
+  const f = async (url, init = {}) => {
+    const u = new URL(String(url));
+    sent.push({ method: init.method ?? "GET", url: u, headers: new Headers(init.headers), body: init.body });
+    if (init.method === "PUT" && swap(u)) {
+      init = { ...init, body: new Blob([randomBytes(init.body.size)]) };
+    }
+    return fetch(url, init);
+  };
+  return { fetch: f, sent };
+}
+
+test("a PUT of other bytes than the checksum signed is refused by S3: the upload fails, never completes", { skip }, async () => {
+  const rec = swapper(() => true);
+  const c = userClient({ fetch: rec.fetch });
+  let grant;
+  await assert.rejects(c.upload(file(MiB), { onSign: (g) => (grant = g) }), (err) => err instanceof MintgateError && err.code === "checksum_mismatch");
+  const sign = rec.sent.find((r) => r.url.pathname === "/uploads/sign");
+  assert.ok(sign, "signed");
+  assert.match(grant.headers["x-amz-checksum-sha256"], /^[A-Za-z0-9+/]{43}=$/);
+  assert.match(grant.url, /X-Amz-SignedHeaders=[^&]*x-amz-checksum-sha256/);
+  const put = rec.sent.find((r) => r.method === "PUT");
+  assert.equal(put.headers.get("x-amz-checksum-sha256"), grant.headers["x-amz-checksum-sha256"]);
+  const s = await c.status(grant.urlId);
+  assert.notEqual(s.status, "completed");
+  assert.notEqual(s.status, "verifying");
+});
+
+test("a part of other bytes than its checksum is refused: the multipart upload fails, the right parts complete", { skip }, async () => {
+  let swapping = true;
+  const swapped = swapper((u) => swapping && u.searchParams.get("partNumber") === "2");
+  const c = userClient({ fetch: swapped.fetch, retries: 0 });
+  const f = file(11 * MiB);
+  let grant;
+  await assert.rejects(c.upload(f, { onGrant: (g) => (grant = g) }), (err) => err instanceof MintgateError && err.code === "checksum_mismatch");
+  assert.equal(grant.checksumAlgorithm, "SHA256");
+  for (const p of await c.listParts(grant.urlId)) {
+    assert.notEqual(p.partNumber, 2, "S3 holds no part of the other bytes");
+    assert.match(p.checksumSHA256, /^[A-Za-z0-9+/]{43}=$/);
+  }
+  // The same file, its bytes unchanged, resumes on the same grant and completes.
+  swapping = false;
+  const got = await c.upload(f, { resume: grant });
+  assert.equal(got.urlId, grant.urlId);
+  assert.equal((await c.waitForStatus(got.urlId, { timeoutMs: 30000 })).status, "completed");
+  landed(got.key, 11 * MiB);
+});

@@ -69,3 +69,40 @@ test("a 429 is waited out for its Retry-After with the same Idempotency-Key", as
   assert.equal(waits[0].scope, "caller");
   assert.ok(Date.now() - started >= 1000, "retried before Retry-After");
 });
+
+test("an upload signs the file's SHA-256 by default, and a PUT S3 refuses as BadDigest fails as checksum_mismatch", async () => {
+  const { createHash } = await import("node:crypto");
+  const body = new Blob([new Uint8Array(1000).fill(7)], { type: "image/png" });
+  const want = createHash("sha256").update(new Uint8Array(1000).fill(7)).digest("base64");
+  const signed = [];
+  const putHeaders = [];
+  const fake = async (url, init = {}) => {
+    const u = new URL(String(url));
+    if (init.method === "PUT") {
+      const h = new Headers(init.headers);
+      putHeaders.push(h);
+      if (!h.has("x-amz-checksum-sha256")) return new Response("", { status: 200 });
+      return new Response("<Error><Code>BadDigest</Code><Message>The sha256 you specified did not match the calculated checksum.</Message></Error>", { status: 400 });
+    }
+    if (u.pathname === "/uploads/sign") {
+      const req = JSON.parse(init.body);
+      signed.push(req);
+      const headers = { "Content-Length": "1000", "Content-Type": "image/png", "If-None-Match": "*" };
+      if (req.checksumSHA256) headers["x-amz-checksum-sha256"] = req.checksumSHA256;
+      return new Response(JSON.stringify({
+        url: "http://s3.local/b/k?X-Amz-Date=20261201T120000Z&X-Amz-Expires=120", method: "PUT", headers,
+        urlId: "u", key: "incoming/t/u", expiresAt: "2026-12-01T12:02:00Z", expiresIn: 120,
+      }), { status: 201, headers: { "Content-Type": "application/json" } });
+    }
+    throw new Error(`unexpected ${init.method} ${u}`);
+  };
+  const c = new Client({ baseUrl: "http://signer.local", fetch: fake, tenant: "t", retries: 0 });
+  await assert.rejects(c.upload(body, { multipart: false }), (err) => err.code === "checksum_mismatch" && err.status === 400);
+  assert.equal(signed[0].checksumSHA256, want);
+  assert.equal(putHeaders[0].get("x-amz-checksum-sha256"), want);
+
+  signed.length = 0;
+  const got = await c.upload(body, { multipart: false, checksum: false });
+  assert.equal(got.urlId, "u");
+  assert.equal(signed[0].checksumSHA256, undefined, "checksum: false sends none");
+});

@@ -38,6 +38,7 @@ const (
 	CodeStorageDown      = "storage_unavailable" // S3 did not answer a multipart call
 	CodeGrantClosed      = "grant_closed"        // a multipart grant completed, aborted or past its life
 	CodeSizeMismatch     = "size_mismatch"       // a complete whose parts do not add up to contentLength
+	CodeChecksumRequired = "checksum_required"   // a sign or create without a checksum where one is required, a part without its checksumSHA256
 	CodeNotAbortable     = "not_abortable"       // DELETE of a single PUT's grant, or of a completed upload
 	CodeNotFound         = "not_found"
 	CodeMethodNotAllowed = "method_not_allowed"

@@ -7,6 +7,8 @@ package presign
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -214,7 +216,16 @@ func fipsRegion(region string) string {
 // ttl from now, that S3 refuses (412) when the key already exists. The
 // signature covers host, if-none-match, content-length and content-type.
 func (p *Presigner) Put(ctx context.Context, key, contentType string, size int64, ttl time.Duration, now time.Time) (Upload, error) {
+	return p.PutChecksum(ctx, key, contentType, "", size, ttl, now)
+}
+
+// PutChecksum is Put bound to the body's bytes when checksum (the base64
+// of its SHA-256, as CheckSHA256 admits) is set: x-amz-checksum-sha256 is
+// then a signed header, and S3 refuses any other body (400 BadDigest).
+func (p *Presigner) PutChecksum(ctx context.Context, key, contentType, checksum string, size int64, ttl time.Duration, now time.Time) (Upload, error) {
 	switch {
+	case checksum != "" && !CheckSHA256(checksum):
+		return Upload{}, fmt.Errorf("presign put %s: %q is not the base64 of a SHA-256", key, checksum)
 	case !visibleASCII(contentType):
 		// The signature covers the header as sent; only such a value is
 		// canonical as it is (validContentType admits no other).
@@ -233,46 +244,64 @@ func (p *Presigner) Put(ctx context.Context, key, contentType string, size int64
 	// One buffer for the URL and, behind it, the canonical request (the
 	// URL's path and query again, and the headers) and the string to sign.
 	n := len(p.urlPrefix) + 3*len(key) + presignedLen(k)
-	buf := make([]byte, 0, 2*n+len(contentType)+256)
+	buf := make([]byte, 0, 2*n+len(contentType)+2*len(checksum)+256)
 	buf = append(buf, p.urlPrefix...)
 	buf = appendPathEscaped(buf, key)
 	return Upload{
 		URL: appendPresigned(buf, p.pathAt, p.scope, k, presignPut{
-			creds: creds, at: now, expires: ttl, contentType: contentType, size: size,
+			creds: creds, at: now, expires: ttl, contentType: contentType, size: size, checksum: checksum,
 		}),
 		Headers: api.UploadHeaders{
-			ContentLength: strconv.FormatInt(size, 10),
-			ContentType:   contentType,
-			IfNoneMatch:   "*",
+			ContentLength:  strconv.FormatInt(size, 10),
+			ContentType:    contentType,
+			IfNoneMatch:    "*",
+			ChecksumSHA256: checksum,
 		},
 	}, nil
 }
 
-// checkAgainstSDK signs a probe URL both here and with v4.Signer, and
-// refuses an endpoint where the two differ, so a configuration the tests
-// never saw cannot issue URLs S3 refuses. It also learns the host as
-// v4.Signer signs it (the endpoint's, without a default port).
+// CheckSHA256 is whether s is the standard base64 of a SHA-256 digest:
+// 44 characters, canonical, decoding to 32 bytes.
+func CheckSHA256(s string) bool {
+	if len(s) != 44 {
+		return false
+	}
+	var d [33]byte
+	n, err := base64.StdEncoding.Strict().Decode(d[:], []byte(s))
+	return err == nil && n == sha256.Size
+}
+
+// checkAgainstSDK signs probe URLs, without and with a checksum, both
+// here and with v4.Signer, and refuses an endpoint where the two differ,
+// so a configuration the tests never saw cannot issue URLs S3 refuses. It
+// also learns the host as v4.Signer signs it (the endpoint's, without a
+// default port).
 func (p *Presigner) checkAgainstSDK(ctx context.Context) error {
 	creds, err := p.creds.Retrieve(ctx)
 	if err != nil {
 		return fmt.Errorf("aws credentials: %w", err)
 	}
-	probe := presignPut{creds: creds, at: time.Now(), expires: 2 * time.Minute, contentType: "image/png", size: 5}
 	const key = "incoming/self-check/0f8fad5b-d9cb-469f-a165-70867728950e"
-	want, host, err := p.endpoint.presignWithSDK(ctx, key, probe)
-	if err != nil {
-		return err
-	}
-	p.scope.host = host
-	got, err := p.Put(ctx, key, probe.contentType, probe.size, probe.expires, probe.at)
-	if err != nil {
-		return err
-	}
-	if got.URL != want {
-		return fmt.Errorf("this endpoint's URLs are not signed as the AWS SDK signs them (please report):\n  ours: %s\n  sdk:  %s", got.URL, want)
+	for _, sum := range []string{"", probeChecksum} {
+		probe := presignPut{creds: creds, at: time.Now(), expires: 2 * time.Minute, contentType: "image/png", size: 5, checksum: sum}
+		want, host, err := p.endpoint.presignWithSDK(ctx, key, probe)
+		if err != nil {
+			return err
+		}
+		p.scope.host = host
+		got, err := p.PutChecksum(ctx, key, probe.contentType, probe.checksum, probe.size, probe.expires, probe.at)
+		if err != nil {
+			return err
+		}
+		if got.URL != want {
+			return fmt.Errorf("this endpoint's URLs are not signed as the AWS SDK signs them (please report):\n  ours: %s\n  sdk:  %s", got.URL, want)
+		}
 	}
 	return nil
 }
+
+// probeChecksum is the SHA-256 of "hello", base64: the start check's.
+const probeChecksum = "LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ="
 
 // presignWithSDK is the URL v4.Signer.PresignHTTP makes of the request
 // PutObject's serializer builds for r to key, and the host it signed.
@@ -289,6 +318,11 @@ func (b bucketEndpoint) presignWithSDK(ctx context.Context, key string, r presig
 		Host:          b.host,
 		Header:        http.Header{"Content-Type": {r.contentType}, "If-None-Match": {"*"}},
 		ContentLength: r.size,
+	}
+	if r.checksum != "" {
+		// PutObject's serializer sets it as a header; v4.Signer keeps
+		// x-amz-checksum-* there (it hoists other x-amz-* into the query).
+		req.Header.Set("X-Amz-Checksum-Sha256", r.checksum)
 	}
 	// Set up as the S3 client's own signer: the canonical path is the
 	// escaped path as sent, never escaped a second time.

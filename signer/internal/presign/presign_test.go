@@ -2,6 +2,8 @@ package presign
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"maps"
 	"net/http"
 	"net/url"
@@ -146,6 +148,7 @@ func TestPresignedURLIsTheSDKsByteForByte(t *testing.T) {
 				}
 			}
 			check("first sign")
+			checkSum(t, ctx, sdk, ours, tc.bucket, key)
 			check("again, with the cached signing key")
 			creds.c = aws.Credentials{AccessKeyID: "AKIDROTATED", SecretAccessKey: "rotated-secret", SessionToken: tc.token}
 			check("after the credentials rotated")
@@ -174,6 +177,72 @@ func TestPresignedURLIsTheSDKsByteForByte(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkSum: a checksum-bound URL is PresignClient's for a PutObject with
+// ChecksumSHA256, the checksum a signed header (not in the query, where S3
+// ignores it), and the headers the uploader is told to send are the
+// signed ones.
+func checkSum(t *testing.T, ctx context.Context, sdk *s3.PresignClient, ours *Presigner, bucket, key string) {
+	t.Helper()
+	const sum = "LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ="
+	want, err := sdk.PresignPutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(bucket), Key: aws.String(key), ChecksumSHA256: aws.String(sum),
+		ContentType: aws.String("image/png"), ContentLength: aws.Int64(5), IfNoneMatch: aws.String("*"),
+	}, s3.WithPresignExpires(120*time.Second))
+	if err != nil {
+		t.Fatalf("PresignClient with a checksum: %v", err)
+	}
+	at, err := time.Parse("20060102T150405Z", mustParse(t, want.URL).Query().Get("X-Amz-Date"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := ours.PutChecksum(ctx, key, "image/png", sum, 5, 120*time.Second, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.URL != want.URL {
+		t.Fatalf("checksum URL differs from PresignClient's\n ours: %s\n sdk:  %s", up.URL, want.URL)
+	}
+	q := mustParse(t, up.URL).Query()
+	if got := q.Get("X-Amz-SignedHeaders"); got != "content-length;content-type;host;if-none-match;x-amz-checksum-sha256" {
+		t.Errorf("X-Amz-SignedHeaders %q", got)
+	}
+	for k := range q {
+		if strings.HasPrefix(strings.ToLower(k), "x-amz-checksum") {
+			t.Errorf("the checksum is in the query (%s), where S3 ignores it", k)
+		}
+	}
+	signed := http.Header{
+		"Content-Length":        {up.Headers.ContentLength},
+		"Content-Type":          {up.Headers.ContentType},
+		"If-None-Match":         {up.Headers.IfNoneMatch},
+		"X-Amz-Checksum-Sha256": {up.Headers.ChecksumSHA256},
+		"Host":                  {want.SignedHeader.Get("Host")},
+	}
+	if !maps.EqualFunc(signed, want.SignedHeader, slices.Equal) {
+		t.Errorf("signed headers %v, the SDK signed %v", signed, want.SignedHeader)
+	}
+}
+
+// A checksum that is not the base64 of 32 bytes is never signed.
+func TestPutChecksumRefusesWhatIsNoSHA256(t *testing.T) {
+	client := s3.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: &rotatingCreds{c: aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "s"}}})
+	p, err := presignerFor(context.Background(), client.Options(), "uploads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sum := range []string{
+		"LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ",   // 43
+		"LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCR=",  // not canonical
+		"LPJNul-wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=",  // URL alphabet
+		"LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ==", // 45
+		"LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOL\nCQ=",
+	} {
+		if _, err := p.PutChecksum(context.Background(), "incoming/acme/x", "image/png", sum, 5, time.Minute, time.Now()); err == nil {
+			t.Errorf("%q signed", sum)
+		}
 	}
 }
 
@@ -281,6 +350,20 @@ func FuzzPresignMatchesV4Signer(f *testing.F) {
 			if up.URL != want {
 				t.Fatalf("URL differs from v4.Signer's\n ours: %s\n sdk:  %s", up.URL, want)
 			}
+			// The same bound to the bytes of key.
+			sum := sha256.Sum256([]byte(key))
+			r.checksum = base64.StdEncoding.EncodeToString(sum[:])
+			up, err = p.PutChecksum(ctx, key, contentType, r.checksum, size, r.expires, r.at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want, _, err = p.endpoint.presignWithSDK(ctx, key, r); err != nil {
+				t.Fatal(err)
+			}
+			if up.URL != want {
+				t.Fatalf("checksum URL differs from v4.Signer's\n ours: %s\n sdk:  %s", up.URL, want)
+			}
+			r.checksum = ""
 		}
 	})
 }

@@ -15,8 +15,9 @@ import (
 
 // SigV4 query-string signing ("presigning") of mintgate's one request
 // shape: a PUT whose signed headers are content-length, content-type, host
-// and if-none-match, with an unsigned payload and the query PutObject's
-// presign carries. It is the algorithm of
+// and if-none-match (and x-amz-checksum-sha256 when the grant is bound to
+// its bytes), with an unsigned payload and the query PutObject's presign
+// carries. It is the algorithm of
 // https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html
 // written out for that shape: v4.Signer.PresignHTTP is generic (it clones
 // the request, parses and re-encodes the query, maps, sorts and joins the
@@ -31,6 +32,9 @@ const (
 	sigv4Date      = "20060102T150405Z"
 	// signedHeaderList is X-Amz-SignedHeaders: sorted, lower case.
 	signedHeaderList = "content-length;content-type;host;if-none-match"
+	// checksumHeader is signed as a header, never hoisted into the query:
+	// S3 verifies the body against it only there.
+	checksumHeader = "x-amz-checksum-sha256"
 	// unsignedPayload is the payload hash of every presigned S3 request:
 	// the body is not known when the URL is signed.
 	unsignedPayload = "UNSIGNED-PAYLOAD"
@@ -51,6 +55,9 @@ type presignPut struct {
 	expires     time.Duration
 	contentType string // visible ASCII: canonical as it is
 	size        int64
+	// checksum is the base64 SHA-256 the body must have (signed as
+	// x-amz-checksum-sha256), or "": base64 is canonical as it is.
+	checksum string
 }
 
 // signingKeys holds what the current credentials sign with on the current
@@ -126,7 +133,11 @@ func appendPresigned(dst []byte, pathAt int, s sigv4Scope, k *signingKey, r pres
 	dst = append(dst, "&X-Amz-Expires="...)
 	dst = strconv.AppendInt(dst, int64(r.expires/time.Second), 10)
 	dst = append(dst, k.tokenParam...)
-	dst = append(dst, "&X-Amz-SignedHeaders=content-length%3Bcontent-type%3Bhost%3Bif-none-match&x-id=PutObject"...)
+	dst = append(dst, "&X-Amz-SignedHeaders=content-length%3Bcontent-type%3Bhost%3Bif-none-match"...)
+	if r.checksum != "" {
+		dst = append(dst, "%3B"+checksumHeader...)
+	}
+	dst = append(dst, "&x-id=PutObject"...)
 	end := len(dst)
 
 	// The canonical request.
@@ -140,7 +151,13 @@ func appendPresigned(dst []byte, pathAt int, s sigv4Scope, k *signingKey, r pres
 	dst = append(dst, r.contentType...)
 	dst = append(dst, "\nhost:"...)
 	dst = append(dst, s.host...)
-	dst = append(dst, "\nif-none-match:*\n\n"+signedHeaderList+"\n"+unsignedPayload...)
+	if r.checksum == "" {
+		dst = append(dst, "\nif-none-match:*\n\n"+signedHeaderList+"\n"+unsignedPayload...)
+	} else {
+		dst = append(dst, "\nif-none-match:*\n"+checksumHeader+":"...)
+		dst = append(dst, r.checksum...)
+		dst = append(dst, "\n\n"+signedHeaderList+";"+checksumHeader+"\n"+unsignedPayload...)
+	}
 	canonical := sha256.Sum256(dst[end:])
 
 	// The string to sign.
