@@ -28,35 +28,7 @@ func TestNATSAuthorizationLetsTheWebhooksWork(t *testing.T) {
 	defer cancel()
 	operatorStep(t, s)
 
-	// A receiver: tenant "acme" fails its first try, "dead" every try
-	// until healed.
-	var tries, delivered atomic.Int64
-	var healed atomic.Bool
-	mux := http.NewServeMux()
-	mux.HandleFunc("/acme", func(w http.ResponseWriter, r *http.Request) {
-		if tries.Add(1) == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		delivered.Add(1)
-		w.WriteHeader(http.StatusNoContent)
-	})
-	mux.HandleFunc("/dead", func(w http.ResponseWriter, r *http.Request) {
-		if !healed.Load() {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		delivered.Add(1)
-		w.WriteHeader(http.StatusNoContent)
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	base := "http://" + ln.Addr().String()
+	base, delivered, healed := startFlakyReceiver(t)
 
 	secret, err := webhook.ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	if err != nil {
@@ -127,4 +99,38 @@ func waitFor(ctx context.Context, t *testing.T, s shippedNATS, what string, cond
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// startFlakyReceiver is an HTTP endpoint on loopback: tenant "acme"'s path
+// fails its first try, "dead"'s every try until healed. It counts the
+// requests it accepted.
+func startFlakyReceiver(t *testing.T) (base string, delivered *atomic.Int64, healed *atomic.Bool) {
+	t.Helper()
+	var tries atomic.Int64
+	delivered, healed = new(atomic.Int64), new(atomic.Bool)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/acme", func(w http.ResponseWriter, r *http.Request) {
+		if tries.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		delivered.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("/dead", func(w http.ResponseWriter, r *http.Request) {
+		if !healed.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		delivered.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String(), delivered, healed
 }
