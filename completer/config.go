@@ -7,6 +7,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/webhook"
 )
 
 // maxVisibility is the longest visibility timeout SQS accepts.
@@ -49,6 +50,12 @@ type cfg struct {
 	// Verify is the verification gate: the size check always; the content
 	// checks (type, pixels, scan) unless MINTGATE_VERIFY=off.
 	Verify verifyConfig
+
+	// Webhooks is the webhook deliveries' configuration (webhooks.go);
+	// TiersFile is MINTGATE_TENANT_TIERS_FILE, which may name tenants' own
+	// endpoints.
+	Webhooks  webhook.Config
+	TiersFile string
 }
 
 // verifyConfig is the verification gate's configuration.
@@ -92,6 +99,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	}
 	c.Bucket = c.S3.Bucket
 	c.Verify = loadVerify(e)
+	loadWebhooks(e, getenv, &c)
 	if getenv("MINTGATE_NATS_URL") != "" {
 		c.NATS, c.Events = e.NATS(), true
 	}

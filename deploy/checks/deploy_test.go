@@ -490,8 +490,8 @@ func TestNATSAuthorizationFile(t *testing.T) {
 		}
 		if service == operatorUser {
 			for _, subject := range regexp.MustCompile(`"([^"]+)"`).FindAllStringSubmatch(pub, -1) {
-				if !regexp.MustCompile(`^\$JS\.API\.STREAM\.(INFO|CREATE|UPDATE)\.MINTGATE_(GRANTS|UPLOADS)$`).MatchString(subject[1]) {
-					t.Errorf("the operator step may publish %s: it needs only STREAM.INFO, CREATE and UPDATE of the two streams", subject[1])
+				if !regexp.MustCompile(`^\$JS\.API\.STREAM\.(INFO|CREATE|UPDATE)\.MINTGATE_(GRANTS|UPLOADS|WEBHOOKS)$`).MatchString(subject[1]) {
+					t.Errorf("the operator step may publish %s: it needs only STREAM.INFO, CREATE and UPDATE of the three streams", subject[1])
 				}
 			}
 		}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the browser side: the client package (api/js, TypeScript compiled
-# to api/js/dist) and the signer's demo page (signer/demo/web, bundled with
-# Uppy into signer/demo/static/dist, which the signer embeds). npm installs
+# to api/js/dist), the signer's demo page (signer/demo/web, bundled with
+# Uppy into signer/demo/static/dist, which the signer embeds) and the
+# webhook receiver of the tests and the local stack (deploy/webhook-receiver,
+# verifying with the standardwebhooks npm library). npm installs
 # the pinned packages of each lock file once (again when a lock file
 # changes), with its cache in $MINTGATE_TOOLS/npm. Run before building the
 # signer: make up and make test do.
@@ -25,6 +27,7 @@ npm_ci() {
 
 npm_ci "$root/api/js"
 npm_ci "$root/signer/demo/web"
+npm_ci "$root/deploy/webhook-receiver"
 log "compile api/js"
 (cd "$root/api/js" && node node_modules/typescript/bin/tsc -p tsconfig.json)
 log "bundle the demo page"

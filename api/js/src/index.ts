@@ -11,6 +11,16 @@ export { PartURLs, expiryOf } from "./parts.js";
 export { type Put, type PutAnswer, TransportError, fetchPut, xhrPut } from "./put.js";
 export { type Progress, type UploadOptions, type UploadResult, upload } from "./upload.js";
 export type { Backoff } from "./wait.js";
+export {
+  type UploadCompletedData,
+  type UploadRejectedData,
+  type VerifyWebhookOptions,
+  type WebhookEvent,
+  type WebhookFailure,
+  type WebhookHeaders,
+  WebhookVerificationError,
+  verifyWebhook,
+} from "./webhook.js";
 
 /**
  * Client calls the signer (every route, each call retried: client.ts) and
