@@ -22,6 +22,7 @@ var jsSchemas = map[string][]string{
 	"SignResponse":     {"SignResponse"},
 	"MultipartGrant":   {"MultipartCreateResponse"},
 	"SignedPart":       {"PartsResponse/parts/[]"},
+	"PartToSign":       {"PartsRequest/parts/[]"},
 	"ListedPart":       {"PartList/parts/[]"},
 	"CompletedPart":    {"CompleteRequest/parts/[]"},
 	"CompleteResponse": {"CompleteResponse"},

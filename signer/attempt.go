@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/keys"
@@ -37,10 +38,10 @@ func newAttempt(who identity.Caller, req signRequest, set tiers.Set, shadowCap f
 	// A checksum is part of what was asked (a key reused with other bytes
 	// is refused); a request without one hashes as before it existed.
 	if req.Checksum != "" {
-		fmt.Fprintf(h, "\x00sha256:%s", req.Checksum)
+		io.WriteString(h, "\x00sha256:"+req.Checksum) // hash.Hash never fails
 	}
 	if req.ChecksumAlgorithm != "" {
-		fmt.Fprintf(h, "\x00checksumAlgorithm:%s", req.ChecksumAlgorithm)
+		io.WriteString(h, "\x00checksumAlgorithm:"+req.ChecksumAlgorithm)
 	}
 	// tiers.Parse guarantees the caller tiers and the tenant tier exist;
 	// tiers.Set.For derives anonymous_all when it is not named.

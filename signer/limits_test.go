@@ -65,13 +65,13 @@ func TestUploadLimitsFollowTheConfiguration(t *testing.T) {
 	if err := json.Unmarshal(first, &fields); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"maxObjectBytes", "maxMultipartBytes", "partSize", "maxPartsPerRequest", "contentTypes"} {
+	for _, f := range []string{"maxObjectBytes", "maxMultipartBytes", "partSize", "maxPartsPerRequest", "contentTypes", "requireChecksum"} {
 		if _, ok := fields[f]; !ok {
 			t.Errorf("%s lacks %s", first, f)
 		}
 	}
-	if len(fields) != 5 {
-		t.Errorf("%s: %d fields, want 5", first, len(fields))
+	if len(fields) != 6 {
+		t.Errorf("%s: %d fields, want 6", first, len(fields))
 	}
 
 	// A sign takes what the limits say, and no more.

@@ -291,6 +291,18 @@ func BenchmarkPresign(b *testing.B) {
 			}
 		}
 	})
+	b.Run("direct, checksum", func(b *testing.B) {
+		p, err := presignerFor(ctx, client.Options(), "uploads")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for range b.N {
+			if _, err := p.PutChecksum(ctx, key, "image/png", probeChecksum, 5, 120*time.Second, time.Now()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("PresignClient", func(b *testing.B) {
 		sdk := s3.NewPresignClient(client)
 		b.ReportAllocs()
