@@ -434,19 +434,26 @@ func TestTerraformLeastPrivilege(t *testing.T) {
 	// create, parts and complete), then what multipart needs besides:
 	// list its parts, abort it, and HeadObject (s3:GetObject) to tell a
 	// completed upload from an aborted one. The sweeper: abort and
-	// HeadObject. All on incoming/* only.
+	// HeadObject. All on incoming/* only, but for s3:ListBucket on the
+	// bucket: without it S3 answers the HeadObject of a missing object
+	// 403, and the multipart closer could never tell an aborted upload.
 	incoming := []string{`"${aws_s3_bucket.uploads.arn}/incoming/*"`}
-	for role, want := range map[string][][]string{
-		"signer":  {{"s3:PutObject"}, {"s3:AbortMultipartUpload", "s3:GetObject", "s3:ListMultipartUploadParts"}},
-		"sweeper": {{"s3:AbortMultipartUpload", "s3:GetObject"}},
+	bucketOnly := []string{"aws_s3_bucket.uploads.arn"}
+	type grant struct{ actions, resources []string }
+	for role, want := range map[string][]grant{
+		"signer": {{[]string{"s3:PutObject"}, incoming},
+			{[]string{"s3:AbortMultipartUpload", "s3:GetObject", "s3:ListMultipartUploadParts"}, incoming},
+			{[]string{"s3:ListBucket"}, bucketOnly}},
+		"sweeper": {{[]string{"s3:AbortMultipartUpload", "s3:GetObject"}, incoming},
+			{[]string{"s3:ListBucket"}, bucketOnly}},
 	} {
 		st := m.statements(t, role)
 		if len(st) != len(want) {
 			t.Fatalf("%s policy: want %d statements, got %d", role, len(want), len(st))
 		}
 		for i, s := range st {
-			if got := slices.Sorted(slices.Values(s.actions)); s.effect != "Allow" || !slices.Equal(got, want[i]) || !slices.Equal(s.resources, incoming) {
-				t.Errorf("%s policy statement %d: %+v, want exactly %v on the bucket's incoming/*", role, i, s, want[i])
+			if got := slices.Sorted(slices.Values(s.actions)); s.effect != "Allow" || !slices.Equal(got, want[i].actions) || !slices.Equal(s.resources, want[i].resources) {
+				t.Errorf("%s policy statement %d: %+v, want exactly %v on %v", role, i, s, want[i].actions, want[i].resources)
 			}
 		}
 	}

@@ -10,6 +10,13 @@
 #              s3:ListMultipartUploadParts (listing the parts, and checking
 #              them before a complete) and s3:GetObject (HeadObject: tells a
 #              completed upload from an aborted one). It signs only PUTs.
+#              And s3:ListBucket on the bucket, as the completer and the
+#              sweeper have it: without it S3 answers the HeadObject of a
+#              missing object 403, not 404, and the multipart closer
+#              (shared/multipart) could never tell an aborted upload from
+#              an outage, so a DELETE or sweep interrupted after S3's
+#              abort would never settle. Its presigned URLs are PUTs only,
+#              so no URL can list.
 #   completer  sqs:ReceiveMessage, sqs:DeleteMessage (which also authorises
 #              DeleteMessageBatch), sqs:ChangeMessageVisibility (which also
 #              authorises ChangeMessageVisibilityBatch: while Redis is down
@@ -44,7 +51,8 @@
 #   sweeper    s3:AbortMultipartUpload and s3:GetObject (HeadObject: tells a
 #              completed upload from an aborted one) on <bucket>/incoming/*:
 #              a multipart upload not completed by its grant's end is
-#              aborted before its tokens go back.
+#              aborted before its tokens go back; s3:ListBucket on the
+#              bucket, for the 404 of a missing object (as the signer).
 
 locals {
   oidc_issuer = trimprefix(var.eks_oidc_issuer, "https://")
@@ -93,6 +101,15 @@ data "aws_iam_policy_document" "signer" {
       "s3:GetObject",
     ]
     resources = ["${aws_s3_bucket.uploads.arn}/incoming/*"]
+  }
+
+  # A missing object answers 404 (NoSuchKey, NotFound), not 403: the
+  # multipart closer's HeadObject tells an aborted upload by that 404.
+  statement {
+    sid       = "TellMissingObjects"
+    effect    = "Allow"
+    actions   = ["s3:ListBucket"]
+    resources = [aws_s3_bucket.uploads.arn]
   }
 }
 
@@ -231,6 +248,15 @@ data "aws_iam_policy_document" "sweeper" {
       "s3:GetObject",
     ]
     resources = ["${aws_s3_bucket.uploads.arn}/incoming/*"]
+  }
+
+  # A missing object answers 404 (NoSuchKey, NotFound), not 403: the
+  # multipart closer's HeadObject tells an aborted upload by that 404.
+  statement {
+    sid       = "TellMissingObjects"
+    effect    = "Allow"
+    actions   = ["s3:ListBucket"]
+    resources = [aws_s3_bucket.uploads.arn]
   }
 }
 
