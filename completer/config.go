@@ -7,6 +7,8 @@ import (
 
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/shared/webhook"
 )
 
 // maxVisibility is the longest visibility timeout SQS accepts.
@@ -49,6 +51,11 @@ type cfg struct {
 	// Verify is the verification gate: the size check always; the content
 	// checks (type, pixels, scan) unless MINTGATE_VERIFY=off.
 	Verify verifyConfig
+
+	// Webhooks is the webhook deliveries' configuration (webhooks.go);
+	// Limits the tenant tiers file that may name tenants' own endpoints.
+	Webhooks webhook.Config
+	Limits   tiers.Limits
 }
 
 // verifyConfig is the verification gate's configuration.
@@ -92,6 +99,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	}
 	c.Bucket = c.S3.Bucket
 	c.Verify = loadVerify(e)
+	loadWebhooks(e, getenv, &c)
 	if getenv("MINTGATE_NATS_URL") != "" {
 		c.NATS, c.Events = e.NATS(), true
 	}

@@ -83,12 +83,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		// clamd: more than the 30 s a batch of Redis writes gets.
 		cons.batchTimeout = verifyBatchTimeout
 	}
+	hooks, err := startWebhooks(ctx, c, reg, log)
+	if err != nil {
+		return err
+	}
+	defer hooks.close()
 	// The DLQ's depth is only watched: its own goroutine, never in the
 	// receivers' way, stopped with them.
 	dlq := &dlqWatcher{q: q, queueURL: c.QueueURL, m: m, log: log}
 	log.Info("completer starting", "config", c.String(), "receivers", c.Receivers)
-	err = work(ctx, log, ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: c.HTTPAddr, Handler: ops.Handler(reg, checks...)},
-		func(ctx context.Context) { cons.run(ctx, c.Receivers) }, dlq.run)
+	err = work(ctx, log, ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: c.HTTPAddr, Handler: ops.Handler(reg, append(checks, hooks.checks...)...)},
+		append(hooks.workers, func(ctx context.Context) { cons.run(ctx, c.Receivers) }, dlq.run)...)
 	log.Info("completer stopped")
 	return err
 }

@@ -92,6 +92,14 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		d.ledger = led
 		d.checks = append(d.checks, ops.Check{Name: "nats", Ping: led.Ping})
 	}
+	if len(c.AdminToken) > 0 && d.hooks == nil {
+		hooks, closeHooks, err := dialWebhooks(c)
+		if err != nil {
+			return err
+		}
+		defer closeHooks()
+		d.hooks = hooks
+	}
 	return ops.ServeAll(ctx, log,
 		ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: c.HTTPAddr, Handler: newServer(d)},
 		// /metrics names tenants, and /admin/* will change buckets: neither

@@ -11,6 +11,7 @@ import (
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/shared/webhook"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
@@ -34,6 +35,7 @@ type deps struct {
 	checks  []ops.Check        // what /readyz pings
 	reads   *readlimit.Limiter // per-address limit of the reads that cost Redis; nil: off
 	live    *tiers.Live
+	hooks   *webhook.Failed // the admin routes' failed webhooks; nil without the admin API
 
 	noRedisClock bool // tests: never read Redis's clock, so Spends carry no Until and the canceller alone covers a stall
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/webhook"
 )
 
 // rewrite replaces each old with its new in text, failing the test when
@@ -129,6 +130,9 @@ func operatorStep(t *testing.T, s shippedNATS) {
 	}
 	if _, err := events.EnsureStream(ctx, js, 15*time.Minute, 0); err != nil {
 		t.Fatalf("the operator step, upload events: %v; the server refused %q", err, s.violations(t))
+	}
+	if _, err := webhook.EnsureStream(ctx, js, 0); err != nil {
+		t.Fatalf("the operator step, webhooks: %v; the server refused %q", err, s.violations(t))
 	}
 }
 

@@ -1,12 +1,13 @@
 // Command streams is the operator step that creates and updates mintgate's
-// JetStream streams: MINTGATE_GRANTS (the grant ledger, shared/ledger) and
-// MINTGATE_UPLOADS (upload-completed events, shared/events). The services
+// JetStream streams: MINTGATE_GRANTS (the grant ledger, shared/ledger),
+// MINTGATE_UPLOADS (upload events, shared/events) and MINTGATE_WEBHOOKS
+// (webhook retries and failed deliveries, shared/webhook). The services
 // only read them: their NATS users may not create, update or delete a
 // stream (deploy/nats/authorization.conf), and a service that finds its
 // stream missing or misconfigured stays unready until this has run.
 //
 // It connects as the operator's own NATS user (MINTGATE_NATS_CREDS holds
-// the "streams" seed), ensures both streams and exits; a second run
+// the "streams" seed), ensures the three streams and exits; a second run
 // changes nothing. make up, docker-compose.yml and the k8s Job
 // deploy/k8s/base/streams.yaml run it before the services start; on an
 // upgrade run it before rolling them (docs/production.md).
@@ -15,7 +16,7 @@
 // (docs/configuration.md): MINTGATE_URL_TTL and MINTGATE_SWEEP_GRACE bound
 // the ledger's MINTGATE_LEDGER_MAX_AGE from below, MINTGATE_DONE_TTL is the
 // events' de-duplication window, MINTGATE_STREAM_REPLICAS the replicas of
-// both. Settings left unset keep what the existing streams have.
+// all three. Settings left unset keep what the existing streams have.
 package main
 
 import (
@@ -32,6 +33,7 @@ import (
 	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/service"
+	"github.com/mintgate/mintgate/shared/webhook"
 )
 
 func main() { service.Main("streams", run) }
@@ -79,7 +81,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	return s, e.Err()
 }
 
-// run ensures both streams, logging what they are, and returns.
+// run ensures the three streams, logging what they are, and returns.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if err := service.Flags("streams", args, stdout, nil); err != nil {
 		return err
@@ -126,6 +128,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	log.Info("stream ready", "stream", stream.Config.Name, "replicas", stream.Config.Replicas,
 		"maxAge", stream.Config.MaxAge.String(), "duplicates", stream.Config.Duplicates.String())
+	hooks, err := webhook.EnsureStream(ctx, js, s.Replicas)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", webhook.Stream, err)
+	}
+	log.Info("stream ready", "stream", hooks.Config.Name, "replicas", hooks.Config.Replicas,
+		"maxAge", hooks.Config.MaxAge.String(), "schedules", hooks.Config.AllowMsgSchedules)
 	return nil
 }
 

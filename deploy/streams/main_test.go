@@ -9,9 +9,10 @@ import (
 	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/webhook"
 )
 
-// TestRunCreatesThenKeepsTheStreams: the operator step creates both
+// TestRunCreatesThenKeepsTheStreams: the operator step creates the three
 // streams shaped by the services' variables, a second run changes
 // nothing, and a ledger then opens on them.
 func TestRunCreatesThenKeepsTheStreams(t *testing.T) {
@@ -60,6 +61,9 @@ func TestRunCreatesThenKeepsTheStreams(t *testing.T) {
 	}
 	if _, err := events.Open(short, js, 20*time.Minute); err != nil {
 		t.Errorf("the completer's Open after the operator step: %v", err)
+	}
+	if _, err := webhook.StreamInfo(short, js); err != nil {
+		t.Errorf("the webhooks' stream after the operator step: %v", err)
 	}
 }
 

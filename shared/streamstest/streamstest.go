@@ -14,13 +14,14 @@ import (
 
 	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/ledger"
+	"github.com/mintgate/mintgate/shared/webhook"
 )
 
 // DoneTTL is the events' de-duplication window Ensure gives
 // MINTGATE_UPLOADS: the completer's default MINTGATE_DONE_TTL.
 const DoneTTL = 15 * time.Minute
 
-// Ensure creates or updates both streams on url with the defaults, as the
+// Ensure creates or updates the three streams (grants, uploads, webhooks) on url with the defaults, as the
 // operator step does; opts are connection options (credentials, TLS).
 func Ensure(tb testing.TB, url string, opts ...nats.Option) {
 	tb.Helper()
@@ -29,6 +30,9 @@ func Ensure(tb testing.TB, url string, opts ...nats.Option) {
 	defer cancel()
 	js := connect(tb, url, opts...)
 	if _, err := events.EnsureStream(ctx, js, DoneTTL, 0); err != nil {
+		tb.Fatalf("the operator step: %v", err)
+	}
+	if _, err := webhook.EnsureStream(ctx, js, 0); err != nil {
 		tb.Fatalf("the operator step: %v", err)
 	}
 }

@@ -97,7 +97,11 @@ func (l *Live) reload() (changed bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", l.path, err)
 	}
-	set := Set{Default: l.base.Default, Tenants: maps.Clone(l.base.Tenants)}
+	hooks, err := ParseWebhooks(b)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", l.path, err)
+	}
+	set := Set{Default: l.base.Default, Tenants: maps.Clone(l.base.Tenants), Webhooks: hooks}
 	if set.Tenants == nil {
 		set.Tenants = map[string]Table{}
 	}
@@ -116,19 +120,24 @@ func (l *Live) reload() (changed bool, err error) {
 // ParseFile reads MINTGATE_TENANT_TIERS_FILE's content: a JSON
 // object (or the same in YAML) of tenant → tier → "<capacity>:<refill>",
 // refill as in MINTGATE_TIERS, e.g. {"acme":{"user":"60:1","tenant":"1200:20"}}.
-// Tiers are those of defaults and anonymous_all.
+// Tiers are those of defaults and anonymous_all. A tenant's "webhook"
+// entry is read by ParseWebhooks (webhook.go) and skipped here.
 func ParseFile(b []byte, defaults Table) (map[string]Table, error) {
-	var raw map[string]map[string]string
-	if err := yaml.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("want an object of tenant → tier → \"capacity:refill\": %w", err)
+	raw, err := parseRaw(b)
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[string]Table, len(raw))
-	for tenant, tiers := range raw {
-		if !keys.ValidTenant(tenant) {
-			return nil, fmt.Errorf("%q is not a tenant id ([A-Za-z0-9_-]{1,64})", tenant)
-		}
+	for tenant, entries := range raw {
 		t := Table{}
-		for name, spec := range tiers {
+		for name, node := range entries {
+			if name == webhookEntry {
+				continue
+			}
+			var spec string
+			if err := node.Decode(&spec); err != nil {
+				return nil, fmt.Errorf("tenant %q: tier %q: want \"capacity:refill\"", tenant, name)
+			}
 			if _, ok := defaults[name]; !ok && name != AnonymousAll && !bytesTier(name) {
 				return nil, fmt.Errorf("tenant %q: unknown tier %q", tenant, name)
 			}
@@ -141,6 +150,21 @@ func ParseFile(b []byte, defaults Table) (map[string]Table, error) {
 		out[tenant] = t
 	}
 	return out, nil
+}
+
+// parseRaw reads the file as tenant → entry name → value, each tenant id
+// checked.
+func parseRaw(b []byte) (map[string]map[string]yaml.Node, error) {
+	var raw map[string]map[string]yaml.Node
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("want an object of tenant → tier → \"capacity:refill\": %w", err)
+	}
+	for tenant := range raw {
+		if !keys.ValidTenant(tenant) {
+			return nil, fmt.Errorf("%q is not a tenant id ([A-Za-z0-9_-]{1,64})", tenant)
+		}
+	}
+	return raw, nil
 }
 
 // WatchAndLog starts l's watch of MINTGATE_TENANT_TIERS_FILE until ctx

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/bucket"
 	"github.com/mintgate/mintgate/shared/keys"
+	"github.com/mintgate/mintgate/shared/webhook"
 )
 
 // The tiers every service expects in MINTGATE_TIERS.
@@ -179,6 +180,9 @@ type Set struct {
 	Default Table
 	// Tenants holds, per tenant id, only the tiers that tenant overrides.
 	Tenants map[string]Table
+	// Webhooks holds, per tenant id, the endpoint of its upload events
+	// when MINTGATE_TENANT_TIERS_FILE names one (ParseWebhooks).
+	Webhooks map[string]webhook.Endpoint
 }
 
 // For is the tenant's limit for tier: its override, else the default. It

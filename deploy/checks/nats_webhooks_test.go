@@ -1,0 +1,130 @@
+package checks_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mintgate/mintgate/shared/events"
+	"github.com/mintgate/mintgate/shared/webhook"
+)
+
+// TestNATSAuthorizationLetsTheWebhooksWork runs the webhooks' own code
+// against the shipped authorization, each end as its user: the
+// completer's deliverer creates its two durables, delivers a first try,
+// schedules a retry that fires and delivers, stores a delivery that
+// failed every try and counts the failed ones; the signer's admin store
+// lists it and redelivers it. The server reports no permission violation.
+func TestNATSAuthorizationLetsTheWebhooksWork(t *testing.T) {
+	s := startShippedNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	operatorStep(t, s)
+
+	// A receiver: tenant "acme" fails its first try, "dead" every try
+	// until healed.
+	var tries, delivered atomic.Int64
+	var healed atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("/acme", func(w http.ResponseWriter, r *http.Request) {
+		if tries.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		delivered.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("/dead", func(w http.ResponseWriter, r *http.Request) {
+		if !healed.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		delivered.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	base := "http://" + ln.Addr().String()
+
+	secret, err := webhook.ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := webhook.Config{Retries: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, Timeout: 5 * time.Second, AllowPrivate: true}
+	nc, _ := s.connect(t, completer)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := webhook.NewDeliverer(js, cfg, func(tenant string) (webhook.Endpoint, bool) {
+		return webhook.Endpoint{URL: base + "/" + tenant, Secret: secret}, true
+	}, webhook.NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+	dctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { d.Run(dctx); close(done) }()
+	defer func() { stop(); <-done }()
+	if err := d.Ping(ctx); err != nil {
+		t.Fatalf("completer's readiness check: %v; the server refused %q", err, s.violations(t))
+	}
+
+	pub, err := events.Open(ctx, js, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the durables exist before the events
+	for _, tenant := range []string{"acme", "dead"} {
+		ev := events.Event{URLID: "0b9e6f0e-7f6c-4d3a-9a51-3c1f2a9d8e7" + tenant[:1], Tenant: tenant, Key: "k", Size: 1, CompletedAt: time.Now()}
+		if _, err := pub.Publish(ctx, ev); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	waitFor(ctx, t, s, "the retry delivered", func() bool { return delivered.Load() == 1 })
+
+	sn, _ := s.connect(t, signer)
+	sjs, err := jetstream.New(sn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := webhook.NewFailed(sjs)
+	var list []webhook.Delivery
+	waitFor(ctx, t, s, "the dead endpoint's delivery listed as failed", func() bool {
+		list, err = failed.List(ctx)
+		return err == nil && len(list) == 1
+	})
+	if n, err := webhook.NewFailed(js).Count(ctx); err != nil || n != 1 {
+		t.Errorf("completer counts %d failed (%v), want 1", n, err)
+	}
+	healed.Store(true)
+	if _, err := failed.Redeliver(ctx, list[0].ID); err != nil {
+		t.Fatalf("signer redelivers: %v; the server refused %q", err, s.violations(t))
+	}
+	waitFor(ctx, t, s, "the redelivery delivered", func() bool { return delivered.Load() == 2 })
+	if v := s.violations(t); len(v) > 0 {
+		t.Errorf("the webhooks' own calls were refused: %q\n(add the subjects to deploy/nats/authorization.conf if the code needs them)", v)
+	}
+}
+
+// waitFor polls cond until it holds, failing with the server's refusals
+// when ctx ends first.
+func waitFor(ctx context.Context, t *testing.T, s shippedNATS, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting: %s; the server refused %q", what, s.violations(t))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

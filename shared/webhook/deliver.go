@@ -1,0 +1,335 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/config"
+)
+
+// perEndpoint bounds the tries in flight to one endpoint (URL): a slow or
+// dead one holds at most this many, and every other endpoint's deliveries
+// go on.
+const perEndpoint = 8
+
+// inFlight bounds the tries in flight in all.
+const inFlight = 256
+
+// busyWait is how soon a delivery whose endpoint is saturated is tried
+// again (with jitter), without counting a try.
+const busyWait = time.Second
+
+// Deliverer delivers the upload events: a durable consumer ("webhooks")
+// of MINTGATE_UPLOADS takes each event's first try, another of
+// MINTGATE_WEBHOOKS the retries. A failed try is scheduled again in
+// MINTGATE_WEBHOOKS (Nats-Schedule) before the message it came from is
+// acked; after the last try the delivery is stored as failed. Nothing
+// waits in memory: a process killed at any line leaves every delivery in
+// JetStream, tried again (with the same webhook-id) after a restart.
+type Deliverer struct {
+	js       jetstream.JetStream
+	cfg      Config
+	endpoint func(tenant string) (Endpoint, bool)
+	post     *poster
+	m        *Metrics
+	log      *slog.Logger
+	// since is where the events' durable starts when it is first created:
+	// events older than the first start are not delivered.
+	since time.Time
+
+	mu   sync.Mutex
+	busy map[string]int // tries in flight per endpoint URL
+	all  chan struct{}
+	wg   sync.WaitGroup
+}
+
+// NewDeliverer delivers on js with cfg to the endpoint of each tenant
+// (endpoint: the tenant's own, else cfg.Default; false: no webhook for
+// that tenant, its events are passed over), counting in m.
+func NewDeliverer(js jetstream.JetStream, cfg Config, endpoint func(string) (Endpoint, bool), m *Metrics, log *slog.Logger) *Deliverer {
+	return &Deliverer{js: js, cfg: cfg, endpoint: endpoint, post: newPoster(cfg.Timeout, cfg.AllowPrivate), m: m, log: log,
+		since: time.Now(), busy: map[string]int{}, all: make(chan struct{}, inFlight)}
+}
+
+// Ping checks the stream of retries as the deliveries need it (for
+// /readyz: a dead receiver never makes the completer unready).
+func (d *Deliverer) Ping(ctx context.Context) error {
+	_, err := StreamInfo(ctx, d.js)
+	return err
+}
+
+// Run consumes both durables until ctx ends, then waits for the tries in
+// flight. While a stream or consumer cannot be opened it logs why and
+// tries again.
+func (d *Deliverer) Run(ctx context.Context) {
+	go d.watchFailed(ctx)
+	var stops []jetstream.ConsumeContext
+	for _, open := range []func(context.Context) (jetstream.Consumer, error){d.openEvents, d.openRetries} {
+		c, err := openRetrying(ctx, d.log, open)
+		if err != nil {
+			break // ctx ended
+		}
+		cc, err := c.Consume(func(msg jetstream.Msg) { d.dispatch(ctx, msg) }, jetstream.PullMaxMessages(64),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				if ctx.Err() == nil {
+					d.log.Warn("webhooks: consume", "err", err)
+				}
+			}))
+		if err != nil {
+			d.log.Error("webhooks: consume", "err", err)
+			continue
+		}
+		stops = append(stops, cc)
+	}
+	<-ctx.Done()
+	for _, cc := range stops {
+		cc.Stop()
+	}
+	d.wg.Wait()
+}
+
+// openRetrying calls open until it works or ctx ends.
+func openRetrying(ctx context.Context, log *slog.Logger, open func(context.Context) (jetstream.Consumer, error)) (jetstream.Consumer, error) {
+	wait := 250 * time.Millisecond
+	for {
+		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c, err := open(octx)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		log.Error("webhooks: cannot open a consumer yet; retrying", "err", err, "retryIn", wait)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 15*time.Second)
+	}
+}
+
+// ackWait is how long a message may be in a try before JetStream gives
+// it again: a try's timeout, twice, and a margin.
+func (d *Deliverer) ackWait() time.Duration { return 2*d.cfg.Timeout + 30*time.Second }
+
+// openEvents is the durable of the events' first tries. Created, it
+// starts at the first start's time; found, it is used as it is (a
+// consumer's start cannot change).
+func (d *Deliverer) openEvents(ctx context.Context) (jetstream.Consumer, error) {
+	c, err := d.js.Consumer(ctx, eventsStream, Durable)
+	if err == nil || !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return c, err
+	}
+	return d.js.CreateConsumer(ctx, eventsStream, jetstream.ConsumerConfig{
+		Durable:        Durable,
+		Description:    "mintgate webhooks: the first try of each upload event",
+		FilterSubjects: eventSubjects,
+		DeliverPolicy:  jetstream.DeliverByStartTimePolicy,
+		OptStartTime:   &d.since,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        d.ackWait(),
+		MaxAckPending:  2 * inFlight,
+	})
+}
+
+// openRetries is the durable of the retries.
+func (d *Deliverer) openRetries(ctx context.Context) (jetstream.Consumer, error) {
+	if _, err := StreamInfo(ctx, d.js); err != nil {
+		return nil, err
+	}
+	c, err := d.js.Consumer(ctx, Stream, Durable)
+	if err == nil || !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return c, err
+	}
+	return d.js.CreateConsumer(ctx, Stream, jetstream.ConsumerConfig{
+		Durable:       Durable,
+		Description:   "mintgate webhooks: retries and redeliveries",
+		FilterSubject: DuePrefix + ">",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       d.ackWait(),
+		MaxAckPending: 2 * inFlight,
+	})
+}
+
+// dispatch runs msg's try in a goroutine of its own, once one of the
+// inFlight slots is free.
+func (d *Deliverer) dispatch(ctx context.Context, msg jetstream.Msg) {
+	select {
+	case d.all <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	d.wg.Go(func() {
+		defer func() { <-d.all }()
+		d.handle(ctx, msg)
+	})
+}
+
+// handle is one message: a first try or a retry.
+func (d *Deliverer) handle(ctx context.Context, msg jetstream.Msg) {
+	del, err := d.parse(msg)
+	if err != nil {
+		d.log.Error("webhooks: a message no delivery can come of; dropped", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	ep, ok := d.endpoint(del.Tenant)
+	if !ok {
+		_ = msg.Ack() // no webhook for this tenant (any more)
+		return
+	}
+	if !d.acquire(ep.URL) {
+		// Saturated: tried again shortly, no try counted, the consumer free.
+		d.settle(ctx, msg, del, "busy", d.schedule(ctx, del, jitter(busyWait)))
+		return
+	}
+	t := d.try(ctx, ep, del)
+	d.release(ep.URL)
+	if ctx.Err() != nil {
+		return // shutting down: JetStream gives it again
+	}
+	del.Attempts++
+	del.URL, del.LastStatus, del.LastError = config.RedactURL(ep.URL), t.Status, ""
+	switch {
+	case t.delivered():
+		d.settle(ctx, msg, del, "delivered", nil)
+	case del.Attempts <= len(d.cfg.Retries):
+		del.LastError = t.Err.Error()
+		d.settle(ctx, msg, del, "retry", d.schedule(ctx, del, jitter(d.cfg.Retries[del.Attempts-1])))
+	default:
+		del.LastError = t.Err.Error()
+		d.settle(ctx, msg, del, "failed", d.fail(ctx, del))
+	}
+}
+
+// settle acks msg once what comes next is stored (err nil), and counts
+// the outcome; else msg is given again later, and nothing is lost.
+func (d *Deliverer) settle(ctx context.Context, msg jetstream.Msg, del Delivery, outcome string, err error) {
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("webhooks: cannot store the next step; the delivery is tried again later",
+				"webhookId", del.ID, "tenant", del.Tenant, "err", err)
+			_ = msg.NakWithDelay(5 * time.Second)
+		}
+		return
+	}
+	if err := msg.Ack(); err != nil {
+		d.log.Warn("webhooks: ack", "webhookId", del.ID, "err", err)
+	}
+	d.m.deliveries.WithLabelValues(del.Tenant, outcome).Inc()
+	switch outcome {
+	case "failed":
+		d.log.Error("webhooks: delivery failed every try; kept as failed (GET /admin/webhooks/failed)",
+			"webhookId", del.ID, "tenant", del.Tenant, "url", del.URL, "attempts", del.Attempts, "err", del.LastError)
+		d.refreshFailed(ctx)
+	case "retry":
+		d.log.Info("webhooks: try failed; scheduled again", "webhookId", del.ID, "tenant", del.Tenant,
+			"attempt", del.Attempts, "status", del.LastStatus, "err", del.LastError)
+	}
+}
+
+// try is one POST of del to ep, timed.
+func (d *Deliverer) try(ctx context.Context, ep Endpoint, del Delivery) try {
+	body, err := del.Body()
+	if err != nil {
+		return try{Err: err}
+	}
+	if err := CheckURL(ep.URL, d.cfg.AllowPrivate); err != nil {
+		return try{Err: err}
+	}
+	start := time.Now()
+	t := d.post.post(ctx, ep, del.ID, start, body)
+	d.m.seconds.Observe(time.Since(start).Seconds())
+	return t
+}
+
+// parse reads a message of either stream.
+func (d *Deliverer) parse(msg jetstream.Msg) (Delivery, error) {
+	md, err := msg.Metadata()
+	if err == nil && md.Stream == Stream {
+		return parseDelivery(msg.Data())
+	}
+	return FromEvent(msg)
+}
+
+// acquire takes one of url's slots, or reports that all are taken.
+func (d *Deliverer) acquire(url string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.busy[url] >= perEndpoint {
+		return false
+	}
+	d.busy[url]++
+	return true
+}
+
+func (d *Deliverer) release(url string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.busy[url]--; d.busy[url] <= 0 {
+		delete(d.busy, url)
+	}
+}
+
+// jitter is wait give or take a fifth, at random.
+func jitter(wait time.Duration) time.Duration {
+	return time.Duration(float64(wait) * (0.8 + 0.4*rand.Float64()))
+}
+
+// publishTimeout bounds one publish to MINTGATE_WEBHOOKS.
+const publishTimeout = 5 * time.Second
+
+// schedule stores del to be tried again after wait: a scheduled message
+// on its own subject, which fires on its due subject.
+func (d *Deliverer) schedule(ctx context.Context, del Delivery, wait time.Duration) error {
+	msg, err := deliveryMsg(SchedSubject(del.Tenant, del.ID), del)
+	if err != nil {
+		return err
+	}
+	msg.Header.Set(jetstream.ScheduleHeader, ScheduleAt(time.Now().Add(wait)))
+	msg.Header.Set(jetstream.ScheduleTargetHeader, DueSubject(del.Tenant, del.ID))
+	return publish(ctx, d.js, msg)
+}
+
+// fail stores del as failed.
+func (d *Deliverer) fail(ctx context.Context, del Delivery) error {
+	now := time.Now().UTC()
+	del.FailedAt = &now
+	msg, err := deliveryMsg(FailedSubject(del.Tenant, del.ID), del)
+	if err != nil {
+		return err
+	}
+	return publish(ctx, d.js, msg)
+}
+
+// ScheduleAt is the Nats-Schedule value of a delivery at t (as the grant
+// ledger writes it: every fractional digit, never early).
+func ScheduleAt(t time.Time) string { return "@at " + t.UTC().Format(time.RFC3339Nano) }
+
+func deliveryMsg(subject string, del Delivery) (*nats.Msg, error) {
+	body, err := json.Marshal(del)
+	if err != nil {
+		return nil, err
+	}
+	return &nats.Msg{Subject: subject, Header: nats.Header{}, Data: body}, nil
+}
+
+// publish stores msg in MINTGATE_WEBHOOKS and waits for the ack.
+func publish(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) error {
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	if _, err := js.PublishMsg(ctx, msg, jetstream.WithExpectStream(Stream), jetstream.WithRetryAttempts(0)); err != nil {
+		return fmt.Errorf("%w: publish %s: %w", ErrUnavailable, msg.Subject, err)
+	}
+	return nil
+}
