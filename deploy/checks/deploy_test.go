@@ -56,7 +56,7 @@ var specEnv = map[string][]string{
 	"MINTGATE_URL_TTL":                {signer, completer},
 	"MINTGATE_MAX_OBJECT_BYTES":       {signer},
 	"MINTGATE_CONTENT_TYPES":          {signer},
-	"MINTGATE_TIERS":                  {signer, sweeper},
+	"MINTGATE_TIERS":                  {signer, sweeper, completer}, // §9: the completer checks the tenant tiers file whole for its webhook entries
 	"MINTGATE_JWT_HS256_SECRET":       {signer},
 	"MINTGATE_JWT_JWKS_URL":           {signer},
 	"MINTGATE_JWT_ISSUER":             {signer},
@@ -94,6 +94,13 @@ var addedEnv = map[string][]string{
 	"MINTGATE_MAX_IMAGE_PIXELS": {completer},
 	"MINTGATE_CLAMD_ADDR":       {completer},
 	"MINTGATE_SCAN_MAX_BYTES":   {completer},
+	// SPEC §9, webhooks.
+	"MINTGATE_WEBHOOK_URL":           {completer},
+	"MINTGATE_WEBHOOK_SECRET":        {completer},
+	"MINTGATE_WEBHOOK_TIMEOUT":       {completer},
+	"MINTGATE_WEBHOOK_RETRIES":       {completer},
+	"MINTGATE_WEBHOOK_ALLOW_PRIVATE": {completer},
+	"MINTGATE_TENANT_TIERS_FILE":     {signer, completer, sweeper},
 }
 
 // awsEnv are the SDK's own variables, for the services that call AWS.
@@ -114,6 +121,9 @@ var widenedBy7 = map[string][]string{
 	"MINTGATE_S3_REGION":     {sweeper, completer},
 	"MINTGATE_S3_ENDPOINT":   {sweeper, completer},
 	"MINTGATE_S3_PATH_STYLE": {sweeper, completer},
+	// §9: the completer reads the tenant tiers file for its tenants'
+	// webhook endpoints, checking the file whole (tiers included).
+	"MINTGATE_TIERS": {completer},
 }
 
 // runtimeEnv are the Go runtime's variables the manifests set, by service.
