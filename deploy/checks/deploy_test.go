@@ -20,6 +20,7 @@ import (
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/shared/webhook"
 )
 
 // The services of SPEC §5's "used by" column.
@@ -208,6 +209,9 @@ func checkServiceEnv(t *testing.T, where, service string, env map[string]string)
 	e.Int("MINTGATE_MAX_OBJECT_BYTES", 104857600)
 	e.OneOf("MINTGATE_IP_SOURCE", "remote", "remote", "cf-connecting-ip", "xff")
 	e.OneOf("MINTGATE_DEGRADED_MODE", "off", "off", "local")
+	if service == completer {
+		webhook.Read(e) // the URL's scheme, the secret's form, the retries
+	}
 	if err := e.Err(); err != nil {
 		t.Errorf("%s: %s: %v", where, service, err)
 	}
