@@ -138,7 +138,7 @@ func judgeWebhooks(want map[string]string, ds []testenv.WebhookDelivery) hooked 
 
 // checkWebhooks adds the webhook rows.
 func (r *report) checkWebhooks(h hooked) {
-	r.summary = append(r.summary, fmt.Sprintf("webhooks: %d tries for %d events, %d answered 503 on purpose (%.0f%%); every one delivered %v after the settle",
+	r.summary = append(r.summary, fmt.Sprintf("webhooks: %d tries for %d events, %d answered 503 on purpose (%.0f%%); waited %v after the settle for the last",
 		h.tries, h.want, h.failed503, 100*webhookFailShare, h.waited.Round(100*time.Millisecond)))
 	r.add("every upload event webhooked at least once, verified (0 undelivered after the drain)",
 		fmt.Sprintf("%d of %d", h.delivered, h.want), "all", h.delivered == h.want && h.want > 0)
