@@ -7,7 +7,6 @@ import (
 
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/quota"
-	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/shared/webhook"
 )
 
@@ -53,9 +52,10 @@ type cfg struct {
 	Verify verifyConfig
 
 	// Webhooks is the webhook deliveries' configuration (webhooks.go);
-	// Limits the tenant tiers file that may name tenants' own endpoints.
-	Webhooks webhook.Config
-	Limits   tiers.Limits
+	// TiersFile is MINTGATE_TENANT_TIERS_FILE, which may name tenants' own
+	// endpoints.
+	Webhooks  webhook.Config
+	TiersFile string
 }
 
 // verifyConfig is the verification gate's configuration.

@@ -40,6 +40,15 @@ func TestConfigBadValuesNameTheVariable(t *testing.T) {
 		{"MINTGATE_REDIS_TIMEOUT", "fast"},
 		{"AWS_ACCESS_KEY_ID", "AKIDONLY"},
 		{"MINTGATE_NATS_URL", "localhost:4222"},
+		// Webhooks: a bad secret refuses the start; http only with the flag;
+		// a URL needs the events stream (NATS).
+		{"MINTGATE_WEBHOOK_SECRET", "whsec_tooshort"},
+		{"MINTGATE_WEBHOOK_SECRET", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
+		{"MINTGATE_WEBHOOK_URL", "http://hooks.example/in"},
+		{"MINTGATE_WEBHOOK_URL", "https://hooks.example/in"},
+		{"MINTGATE_WEBHOOK_RETRIES", "5s,later"},
+		{"MINTGATE_WEBHOOK_TIMEOUT", "0s"},
+		{"MINTGATE_WEBHOOK_ALLOW_PRIVATE", "maybe"},
 	}
 	for _, c := range cases {
 		vars := map[string]string{}

@@ -26,16 +26,16 @@ import (
 // and an endpoint for every tenant (MINTGATE_WEBHOOK_URL) or a tenant
 // tiers file that may name some.
 func (c cfg) webhooksOn() bool {
-	return c.Events && (c.Webhooks.Default.URL != "" || c.Limits.TiersFile != "")
+	return c.Events && (c.Webhooks.Default.URL != "" || c.TiersFile != "")
 }
 
-// loadWebhooks reads the webhook variables, and the tenant tiers file's
-// variables when it is set (its tenants' own endpoints).
+// loadWebhooks reads the webhook variables and the tenant tiers file's
+// path (its tenants' own endpoints). The completer reads no tiers: it
+// checks the file's tiers for their syntax only (tiers.NewLive with no
+// defaults), so it never refuses a tier the signer knows.
 func loadWebhooks(e *config.Env, getenv func(string) string, c *cfg) {
 	c.Webhooks = webhook.Read(e)
-	if getenv("MINTGATE_TENANT_TIERS_FILE") != "" {
-		c.Limits = tiers.ReadLimits(e)
-	}
+	c.TiersFile = e.String("MINTGATE_TENANT_TIERS_FILE", "")
 	if c.Webhooks.Default.URL != "" && getenv("MINTGATE_NATS_URL") == "" {
 		e.Fail("MINTGATE_WEBHOOK_URL", "needs MINTGATE_NATS_URL: webhooks are delivered from the events stream")
 	}
@@ -58,7 +58,7 @@ func startWebhooks(_ context.Context, c cfg, reg prometheus.Registerer, log *slo
 	if !c.webhooksOn() {
 		return off, nil
 	}
-	live, err := tiers.NewLive(c.Limits.Tiers, c.Limits.TiersFile)
+	live, err := tiers.NewLive(tiers.Set{}, c.TiersFile)
 	if err != nil {
 		return off, err
 	}
@@ -84,7 +84,7 @@ func startWebhooks(_ context.Context, c cfg, reg prometheus.Registerer, log *slo
 		return c.Webhooks.Default, c.Webhooks.Default.URL != ""
 	}
 	d := webhook.NewDeliverer(js, c.Webhooks, endpoint, webhook.NewMetrics(reg), log)
-	log.Info("webhooks on", "webhooks", c.Webhooks.String(), "tiersFile", c.Limits.TiersFile)
+	log.Info("webhooks on", "webhooks", c.Webhooks.String(), "tiersFile", c.TiersFile)
 	run := func(ctx context.Context) {
 		live.WatchAndLog(ctx, reg, log)
 		d.Run(ctx)

@@ -281,6 +281,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	c.expect(http.StatusBadRequest, post, reset, ops.do(post, reset, admin, `{"who":"u:alice"}`))
 	c.expect(http.StatusOK, http.MethodGet, "/admin/grants/x", ops.do(http.MethodGet, grantPath, admin, ""))
 	c.expect(http.StatusBadRequest, http.MethodGet, "/admin/grants/x", ops.do(http.MethodGet, "/admin/grants/x?tenant=acme", admin, ""))
+	failedPath, redeliver := checkFailedWebhooks(t, c, ops, st.nats.URL(), admin)
 
 	// 503: the ledger, then Redis, down (for a caller with tokens left).
 	carol := s.token("acme", "carol")
@@ -296,6 +297,8 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	c.expect(http.StatusServiceUnavailable, http.MethodGet, quota, s.do(http.MethodGet, quota, auth, ""))
 	c.expect(http.StatusOK, http.MethodGet, limitsPath, s.do(http.MethodGet, limitsPath, nil, "")) // needs no Redis
 	c.expect(http.StatusServiceUnavailable, http.MethodGet, buckets, ops.do(http.MethodGet, buckets, admin, ""))
+	c.expect(http.StatusServiceUnavailable, http.MethodGet, failedPath, ops.do(http.MethodGet, failedPath, admin, ""))
+	c.expect(http.StatusServiceUnavailable, post, redeliver, ops.do(post, redeliver, admin, ""))
 	for _, p := range []*signer{s, ops} {
 		c.expect(http.StatusServiceUnavailable, http.MethodGet, "/readyz", p.do(http.MethodGet, "/readyz", nil, ""))
 	}

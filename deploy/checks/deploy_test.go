@@ -57,7 +57,7 @@ var specEnv = map[string][]string{
 	"MINTGATE_URL_TTL":                {signer, completer},
 	"MINTGATE_MAX_OBJECT_BYTES":       {signer},
 	"MINTGATE_CONTENT_TYPES":          {signer},
-	"MINTGATE_TIERS":                  {signer, sweeper, completer}, // §9: the completer checks the tenant tiers file whole for its webhook entries
+	"MINTGATE_TIERS":                  {signer, sweeper},
 	"MINTGATE_JWT_HS256_SECRET":       {signer},
 	"MINTGATE_JWT_JWKS_URL":           {signer},
 	"MINTGATE_JWT_ISSUER":             {signer},
@@ -122,9 +122,6 @@ var widenedBy7 = map[string][]string{
 	"MINTGATE_S3_REGION":     {sweeper, completer},
 	"MINTGATE_S3_ENDPOINT":   {sweeper, completer},
 	"MINTGATE_S3_PATH_STYLE": {sweeper, completer},
-	// §9: the completer reads the tenant tiers file for its tenants'
-	// webhook endpoints, checking the file whole (tiers included).
-	"MINTGATE_TIERS": {completer},
 }
 
 // runtimeEnv are the Go runtime's variables the manifests set, by service.
@@ -504,8 +501,8 @@ func TestNATSAuthorizationFile(t *testing.T) {
 		}
 		if service == operatorUser {
 			for _, subject := range regexp.MustCompile(`"([^"]+)"`).FindAllStringSubmatch(pub, -1) {
-				if !regexp.MustCompile(`^\$JS\.API\.STREAM\.(INFO|CREATE|UPDATE)\.MINTGATE_(GRANTS|UPLOADS)$`).MatchString(subject[1]) {
-					t.Errorf("the operator step may publish %s: it needs only STREAM.INFO, CREATE and UPDATE of the two streams", subject[1])
+				if !regexp.MustCompile(`^\$JS\.API\.STREAM\.(INFO|CREATE|UPDATE)\.MINTGATE_(GRANTS|UPLOADS|WEBHOOKS)$`).MatchString(subject[1]) {
+					t.Errorf("the operator step may publish %s: it needs only STREAM.INFO, CREATE and UPDATE of the three streams", subject[1])
 				}
 			}
 		}

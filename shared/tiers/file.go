@@ -120,8 +120,10 @@ func (l *Live) reload() (changed bool, err error) {
 // ParseFile reads MINTGATE_TENANT_TIERS_FILE's content: a JSON
 // object (or the same in YAML) of tenant → tier → "<capacity>:<refill>",
 // refill as in MINTGATE_TIERS, e.g. {"acme":{"user":"60:1","tenant":"1200:20"}}.
-// Tiers are those of defaults and anonymous_all. A tenant's "webhook"
-// entry is read by ParseWebhooks (webhook.go) and skipped here.
+// Tiers are those of defaults and anonymous_all; nil defaults takes any
+// tier name (the completer, which reads no tiers, checks only the file's
+// syntax). A tenant's "webhook" entry is read by ParseWebhooks
+// (webhook.go) and skipped here.
 func ParseFile(b []byte, defaults Table) (map[string]Table, error) {
 	raw, err := parseRaw(b)
 	if err != nil {
@@ -138,7 +140,7 @@ func ParseFile(b []byte, defaults Table) (map[string]Table, error) {
 			if err := node.Decode(&spec); err != nil {
 				return nil, fmt.Errorf("tenant %q: tier %q: want \"capacity:refill\"", tenant, name)
 			}
-			if _, ok := defaults[name]; !ok && name != AnonymousAll && !bytesTier(name) {
+			if _, ok := defaults[name]; defaults != nil && !ok && name != AnonymousAll && !bytesTier(name) {
 				return nil, fmt.Errorf("tenant %q: unknown tier %q", tenant, name)
 			}
 			_, lim, err := parseTierItem(name + "=" + spec)
