@@ -2,6 +2,7 @@ package checks_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,7 +23,8 @@ import (
 // completer's deliverer creates its two durables, delivers a first try,
 // schedules a retry that fires and delivers, stores a delivery that
 // failed every try and counts the failed ones; the signer's admin store
-// lists it and redelivers it. The server reports no permission violation.
+// lists it and redelivers it; the completer fires a schedule the server
+// did not (the rescue). The server reports no permission violation.
 func TestNATSAuthorizationLetsTheWebhooksWork(t *testing.T) {
 	s := startShippedNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -83,6 +86,8 @@ func TestNATSAuthorizationLetsTheWebhooksWork(t *testing.T) {
 		t.Fatalf("signer redelivers: %v; the server refused %q", err, s.violations(t))
 	}
 	waitFor(ctx, t, s, "the redelivery delivered", func() bool { return delivered.Load() == 2 })
+
+	checkRescue(ctx, t, s, js, d, delivered)
 	if v := s.violations(t); len(v) > 0 {
 		t.Errorf("the webhooks' own calls were refused: %q\n(add the subjects to deploy/nats/authorization.conf if the code needs them)", v)
 	}
@@ -133,4 +138,27 @@ func startFlakyReceiver(t *testing.T) (base string, delivered *atomic.Int64, hea
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return "http://" + ln.Addr().String(), delivered, healed
+}
+
+// checkRescue: a retry scheduled in an hour, which a deliverer whose
+// clock runs two hours ahead finds overdue; it fires it itself, as the
+// completer's user, and the endpoint gets it.
+func checkRescue(ctx context.Context, t *testing.T, s shippedNATS, js jetstream.JetStream, d *webhook.Deliverer, delivered *atomic.Int64) {
+	t.Helper()
+	before := delivered.Load()
+	stuck, err := json.Marshal(webhook.Delivery{ID: "msg_stuck_completed", Tenant: "acme", Type: webhook.TypeCompleted,
+		Timestamp: time.Now(), Event: json.RawMessage(`{"urlId":"stuck","tenant":"acme"}`), Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := &nats.Msg{Subject: webhook.SchedSubject("acme", "msg_stuck_completed"), Header: nats.Header{}, Data: stuck}
+	msg.Header.Set(jetstream.ScheduleHeader, webhook.ScheduleAt(time.Now().Add(time.Hour)))
+	msg.Header.Set(jetstream.ScheduleTargetHeader, webhook.DueSubject("acme", "msg_stuck_completed"))
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		t.Fatalf("completer schedules a retry: %v; the server refused %q", err, s.violations(t))
+	}
+	if n := d.Rescue(ctx, time.Now().Add(2*time.Hour)); n != 1 {
+		t.Fatalf("the rescue fired %d schedules, want 1; the server refused %q", n, s.violations(t))
+	}
+	waitFor(ctx, t, s, "the rescued retry delivered", func() bool { return delivered.Load() == before+1 })
 }

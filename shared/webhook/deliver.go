@@ -72,6 +72,7 @@ func (d *Deliverer) Ping(ctx context.Context) error {
 // tries again.
 func (d *Deliverer) Run(ctx context.Context) {
 	go d.watchFailed(ctx)
+	go d.rescueLoop(ctx)
 	var stops []jetstream.ConsumeContext
 	for _, open := range []func(context.Context) (jetstream.Consumer, error){d.openEvents, d.openRetries} {
 		c, err := openRetrying(ctx, d.log, open)
