@@ -156,7 +156,7 @@ func TestComposeHealth(t *testing.T) {
 	// made it (their NATS users cannot).
 	wantDeps := map[string][]string{
 		signer:       {"redis", "nats", operatorUser},
-		completer:    {"redis", objectStore},
+		completer:    {"redis", objectStore, "nats", operatorUser}, // its events' stream and the webhooks'
 		sweeper:      {"redis", "nats", operatorUser},
 		operatorUser: {"nats"},
 	}

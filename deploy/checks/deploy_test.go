@@ -20,6 +20,7 @@ import (
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/shared/tiers"
+	"github.com/mintgate/mintgate/shared/webhook"
 )
 
 // The services of SPEC §5's "used by" column.
@@ -94,6 +95,13 @@ var addedEnv = map[string][]string{
 	"MINTGATE_MAX_IMAGE_PIXELS": {completer},
 	"MINTGATE_CLAMD_ADDR":       {completer},
 	"MINTGATE_SCAN_MAX_BYTES":   {completer},
+	// SPEC §9, webhooks.
+	"MINTGATE_WEBHOOK_URL":           {completer},
+	"MINTGATE_WEBHOOK_SECRET":        {completer},
+	"MINTGATE_WEBHOOK_TIMEOUT":       {completer},
+	"MINTGATE_WEBHOOK_RETRIES":       {completer},
+	"MINTGATE_WEBHOOK_ALLOW_PRIVATE": {completer},
+	"MINTGATE_TENANT_TIERS_FILE":     {signer, completer, sweeper},
 }
 
 // awsEnv are the SDK's own variables, for the services that call AWS.
@@ -198,6 +206,9 @@ func checkServiceEnv(t *testing.T, where, service string, env map[string]string)
 	e.Int("MINTGATE_MAX_OBJECT_BYTES", 104857600)
 	e.OneOf("MINTGATE_IP_SOURCE", "remote", "remote", "cf-connecting-ip", "xff")
 	e.OneOf("MINTGATE_DEGRADED_MODE", "off", "off", "local")
+	if service == completer {
+		webhook.Read(e) // the URL's scheme, the secret's form, the retries
+	}
 	if err := e.Err(); err != nil {
 		t.Errorf("%s: %s: %v", where, service, err)
 	}

@@ -2,6 +2,8 @@ package checks_test
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -458,6 +460,9 @@ var secretKeys = map[string]string{
 	"nats-signer.nk":   "",
 	"nats-sweeper.nk":  "",
 	"nats-streams.nk":  "",
+	// Standard Webhooks' form: whsec_ and the base64 of 32 random bytes.
+	"webhook-secret":    "whsec_" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)),
+	"nats-completer.nk": "",
 }
 
 // checkFiles: the files the environment names are mounted read-only in the

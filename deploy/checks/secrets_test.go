@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"os"
 	"os/exec"
@@ -58,7 +59,7 @@ func TestDevSecrets(t *testing.T) {
 		before[filepath.Base(f)], _ = os.ReadFile(f)
 	}
 	for _, name := range []string{"ca.crt", "tls.crt", "tls.key", "nats-signer.nk", "nats-sweeper.nk", "nats-completer.nk", "nats-streams.nk",
-		"nats-users.env", "redis-password", "redis-admin-password", "redis-users.acl", "grant-secret"} {
+		"nats-users.env", "redis-password", "redis-admin-password", "redis-users.acl", "grant-secret", "webhook-secret"} {
 		if _, ok := before[name]; !ok {
 			t.Errorf("no %s", name)
 		}
@@ -66,10 +67,17 @@ func TestDevSecrets(t *testing.T) {
 	if s := strings.TrimSpace(string(before["grant-secret"])); len(s) < 64 {
 		t.Errorf("grant-secret is %d characters, want 32 random bytes in hex", len(s))
 	}
+	// A Standard Webhooks secret, as the local webhook receiver's library
+	// and the completer read it.
+	if s, ok := strings.CutPrefix(strings.TrimSpace(string(before["webhook-secret"])), "whsec_"); !ok {
+		t.Errorf("webhook-secret does not start with whsec_")
+	} else if key, err := base64.StdEncoding.DecodeString(s); err != nil || len(key) != 32 {
+		t.Errorf("webhook-secret is not whsec_ and 32 random bytes in base64 (%d bytes, %v)", len(key), err)
+	}
 	if bytes.Contains(before["redis-users.acl"], []byte("#@")) || bytes.Contains(before["redis-users.acl"], before["redis-password"][:10]) {
 		t.Errorf("redis-users.acl: a placeholder left, or a password in clear:\n%s", before["redis-users.acl"])
 	}
-	for _, name := range []string{"tls.key", "nats-signer.nk", "redis-password", "grant-secret"} {
+	for _, name := range []string{"tls.key", "nats-signer.nk", "redis-password", "grant-secret", "webhook-secret"} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Mode().Perm() != 0o600 {
 			t.Errorf("%s: mode %v, want 0600", name, st.Mode().Perm())
 		}

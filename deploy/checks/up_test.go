@@ -131,3 +131,40 @@ func TestUpMintsTheDevTokenForTheSignersAudience(t *testing.T) {
 		}
 	}
 }
+
+// TestUpWiresTheWebhookReceiver: make up starts the webhook receiver and
+// points the completer at it, with the secret the receiver verifies with
+// and the private addresses a loopback receiver needs, so the README's
+// upload shows its webhook arrive at /deliveries.
+func TestUpWiresTheWebhookReceiver(t *testing.T) {
+	up := readFile(t, "deploy/local/up.sh")
+	command := func(name string) string {
+		m := regexp.MustCompile(`(?m)^start ` + name + ` ((?:.*\\\n)*.*)$`).FindStringSubmatch(up)
+		if m == nil {
+			t.Fatalf("up.sh: no 'start %s' command", name)
+		}
+		return m[1]
+	}
+	receiver, completer := command("webhook"), command("completer")
+	if !strings.Contains(receiver, "deploy/webhook-receiver/receiver.mjs") ||
+		!strings.Contains(receiver, `--addr "127.0.0.1:$p_webhook"`) {
+		t.Errorf("up.sh: the receiver does not run deploy/webhook-receiver on $p_webhook:\n%s", receiver)
+	}
+	file := regexp.MustCompile(`--secret-file "([^"]+)"`).FindStringSubmatch(receiver)
+	if file == nil {
+		t.Fatalf("up.sh: the receiver has no --secret-file:\n%s", receiver)
+	}
+	for _, want := range []string{
+		`MINTGATE_WEBHOOK_URL="http://127.0.0.1:$p_webhook/"`,
+		`MINTGATE_WEBHOOK_SECRET="$(cat "` + file[1] + `")"`,
+		`MINTGATE_WEBHOOK_ALLOW_PRIVATE=true`,
+		`MINTGATE_NATS_URL=`, // webhooks are delivered from the events stream
+	} {
+		if !strings.Contains(completer, want) {
+			t.Errorf("up.sh: the completer starts without %s", want)
+		}
+	}
+	if !strings.Contains(up, "$p_webhook/deliveries") {
+		t.Error("up.sh: the ready message does not say where the webhooks arrive")
+	}
+}

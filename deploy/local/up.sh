@@ -3,7 +3,9 @@
 # (≥ 2.12, JetStream with sync_interval: always), versitygw (S3), fauxqs (SQS,
 # with a dead-letter queue), the S3→SQS bridge, then signer, completer and
 # sweeper, after the operator step (deploy/streams) has created the JetStream
-# streams, which the services only read. Installs what is missing (cached in .tools/), waits until every
+# streams, which the services only read, and a webhook receiver
+# (deploy/webhook-receiver) the completer delivers the upload events to.
+# Installs what is missing (cached in .tools/), waits until every
 # part is ready, prints one ready line, and stops everything it started, by
 # PID, on Ctrl-C. State lives in .stack/ and is wiped at each start, except
 # .stack/secrets/ (made at the first start by deploy/local/devsecrets) and
@@ -15,7 +17,7 @@
 # users of deploy/nats/authorization.conf, each service with its own key.
 #
 # Ports can be moved with MINTGATE_PORT_<NAME> (REDIS NATS S3 SQS BRIDGE
-# SIGNER OPS COMPLETER SWEEPER).
+# SIGNER OPS COMPLETER SWEEPER WEBHOOK).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -33,6 +35,7 @@ p_completer=${MINTGATE_PORT_COMPLETER:-8081}
 p_sweeper=${MINTGATE_PORT_SWEEPER:-8082}
 p_ops=${MINTGATE_PORT_OPS:-9080}
 p_clamd=${MINTGATE_PORT_CLAMD:-13310}
+p_webhook=${MINTGATE_PORT_WEBHOOK:-8083}
 
 log() { echo "up: $*" >&2; }
 
@@ -78,7 +81,7 @@ if [ -f "$stack/pids" ]; then
   sleep 1
 fi
 
-for p in $p_redis $p_nats $p_s3 $p_sqs $p_bridge $p_signer $p_completer $p_sweeper $p_ops $p_clamd; do
+for p in $p_redis $p_nats $p_s3 $p_sqs $p_bridge $p_signer $p_completer $p_sweeper $p_ops $p_clamd $p_webhook; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
     log "port $p is already in use; set MINTGATE_PORT_<NAME> to move a part"; exit 1
   fi
@@ -172,6 +175,13 @@ clamd_bin=$(command -v clamd || echo /usr/sbin/clamd)
 start clamd "$clamd_bin" -c "$stack/clamav/clamd.conf"
 wait_for clamd clamd_pong "$p_clamd"
 
+# The app's backend, as far as webhooks go: a receiver that verifies each
+# delivery with the standardwebhooks npm package under the dev secret
+# (.stack/secrets/webhook-secret) and lists them at /deliveries.
+start webhook node "$root/deploy/webhook-receiver/receiver.mjs" --addr "127.0.0.1:$p_webhook" \
+  --secret-file "$secrets/webhook-secret" --record "$stack/webhook-deliveries.jsonl"
+wait_for webhook http_ok "http://127.0.0.1:$p_webhook/healthz"
+
 . "$root/deploy/local/s3sqs.sh"
 start_s3sqs
 
@@ -218,6 +228,9 @@ start completer env "${common[@]}" \
   MINTGATE_SQS_QUEUE_URL="$queue_url" MINTGATE_SQS_ENDPOINT="http://127.0.0.1:$p_sqs" \
   MINTGATE_S3_ENDPOINT="http://127.0.0.1:$p_s3" MINTGATE_S3_PATH_STYLE=true MINTGATE_S3_REGION=us-east-1 \
   MINTGATE_CLAMD_ADDR="127.0.0.1:$p_clamd" \
+  MINTGATE_NATS_URL="tls://127.0.0.1:$p_nats" MINTGATE_NATS_CA="$secrets/ca.crt" MINTGATE_NATS_CREDS="$secrets/nats-completer.nk" \
+  MINTGATE_WEBHOOK_URL="http://127.0.0.1:$p_webhook/" MINTGATE_WEBHOOK_SECRET="$(cat "$secrets/webhook-secret")" \
+  MINTGATE_WEBHOOK_ALLOW_PRIVATE=true \
   "$stack/bin/completer"
 start sweeper env "${common[@]}" "${nats[@]}" MINTGATE_NATS_CREDS="$secrets/nats-sweeper.nk" \
   MINTGATE_HTTP_ADDR="127.0.0.1:$p_sweeper" \
@@ -232,14 +245,15 @@ token=$("$stack/bin/devtoken" -secret "$secret" -aud "$jwt_aud" -iss "$jwt_iss" 
 echo "$token" >"$stack/devtoken"
 cat <<MSG
 
-mintgate is ready: signer http://127.0.0.1:$p_signer (metrics http://127.0.0.1:$p_ops/metrics)  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  (S3 http://127.0.0.1:$p_s3, clamd 127.0.0.1:$p_clamd, SQS http://127.0.0.1:$p_sqs, Redis rediss://127.0.0.1:$p_redis, NATS tls://127.0.0.1:$p_nats; logs in .stack/logs, credentials in .stack/secrets)
+mintgate is ready: signer http://127.0.0.1:$p_signer (metrics http://127.0.0.1:$p_ops/metrics)  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  webhooks received http://127.0.0.1:$p_webhook/deliveries  (S3 http://127.0.0.1:$p_s3, clamd 127.0.0.1:$p_clamd, SQS http://127.0.0.1:$p_sqs, Redis rediss://127.0.0.1:$p_redis, NATS tls://127.0.0.1:$p_nats; logs in .stack/logs, credentials in .stack/secrets)
 
 Try it (a dev JWT for tenant acme, user alice, valid 24 h, also written to .stack/devtoken):
   curl -s -X POST http://127.0.0.1:$p_signer/uploads/sign \\
     -H 'Authorization: Bearer $token' \\
     -H "Idempotency-Key: \$(date +%s%N)" -H 'Content-Type: application/json' \\
     -d '{"contentType":"image/png","contentLength":5}'
-then PUT 5 bytes to the returned url with the returned headers (README.md, "The local stack", does it with jq).
+then PUT 5 bytes to the returned url with the returned headers (README.md, "The local stack", does it with jq),
+and see the completer's webhook arrive, verified: curl -s http://127.0.0.1:$p_webhook/deliveries | jq
 Redis as admin: REDISCLI_AUTH=\$(cat .stack/secrets/redis-admin-password) redis-cli --tls --cacert .stack/secrets/ca.crt -p $p_redis --user admin
 Ctrl-C stops everything.
 MSG

@@ -5,12 +5,13 @@
 // /deliveries lists the records as JSON, oldest first.
 //
 //   node receiver.mjs [--addr 127.0.0.1:0] [--secret whsec_...]
-//     [--path-secret /path=whsec_...]... [--fail-first N]
+//     [--secret-file FILE] [--path-secret /path=whsec_...]... [--fail-first N]
 //     [--fail-share F --seed S] [--delay-ms MS] [--record FILE]
 //
 // --addr         where to listen (port 0: a free one); the first line printed
 //                on stdout is the receiver's URL, http://host:port
 // --secret       the secret of every path without one of its own
+// --secret-file  the same, read from FILE (kept off the command line)
 // --path-secret  a path with its own secret (one endpoint per tenant); a POST
 //                to a path with no secret at all is 404
 // --fail-first   answer 503 to the first N tries of each webhook-id
@@ -38,6 +39,7 @@ function options(argv) {
     options: {
       addr: { type: "string", default: "127.0.0.1:0" },
       secret: { type: "string" },
+      "secret-file": { type: "string" },
       "path-secret": { type: "string", multiple: true, default: [] },
       "fail-first": { type: "string", default: "0" },
       "fail-share": { type: "string", default: "0" },
@@ -55,9 +57,10 @@ function options(argv) {
   const share = Number(values["fail-share"]);
   if (!(share >= 0 && share <= 1)) throw new Error(`--fail-share ${values["fail-share"]}: want 0..1`);
   const [host, port] = splitAddr(values.addr);
+  const secret = values["secret-file"] ? readFileSync(values["secret-file"], "utf8").trim() : values.secret;
   return {
     host, port, paths, share,
-    any: values.secret ? new Webhook(values.secret) : null,
+    any: secret ? new Webhook(secret) : null,
     failFirst: count("--fail-first", values["fail-first"]),
     delay: count("--delay-ms", values["delay-ms"]),
     seed: values.seed,

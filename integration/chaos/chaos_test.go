@@ -117,7 +117,7 @@ func soak(t *testing.T, p plan, topo topology, seed uint64, kinds map[kind]bool)
 	t.Logf("%s: %d faults planned: %s", topo.name, len(faults), countKinds(faults))
 
 	began := time.Now()
-	st := startStack(t, p, topo)
+	st := startStack(t, p, topo, seed)
 	t.Logf("%s: stack ready in %v", topo.name, time.Since(began).Round(time.Millisecond))
 
 	ctx, cancel := context.WithTimeout(context.Background(), p.deadline)

@@ -294,6 +294,7 @@ func check(ctx context.Context, t *testing.T, st *stack, res result, faults []in
 	r.checkURLs(res, outs)
 	r.checkMultipart(res, mouts, orphans)
 	r.checkVerdicts(res, outs, mouts, v)
+	r.checkWebhooks(st.readWebhooks(ctx, t, v.events))
 	r.checkBuckets(b, exposed, exposedBytes)
 	r.checkAnswers(res)
 	r.add("no service exited by itself", strings.Join(append([]string{fmt.Sprint(len(st.crashes))}, st.crashes...), " "), "0", len(st.crashes) == 0)

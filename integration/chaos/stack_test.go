@@ -20,6 +20,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/webhook"
 )
 
 // Bucket shapes that make the accounting exact: a capacity no client
@@ -86,6 +87,9 @@ type stack struct {
 	// tiersFile is MINTGATE_TENANT_TIERS_FILE of the signers and sweepers:
 	// changeTiers rewrites it mid-run.
 	tiersFile string
+	// webhooks is the receiver the completer delivers the events to
+	// (webhooks_test.go).
+	webhooks *testenv.WebhookReceiver
 }
 
 // The tenant tier file: tenant t0's users get their own tier, whose refill
@@ -113,7 +117,7 @@ func (st *stack) changeTiers(t *testing.T) {
 
 // startStack starts every server and service of the topology and waits
 // until each service is ready.
-func startStack(t *testing.T, p plan, topo topology) *stack {
+func startStack(t *testing.T, p plan, topo topology, seed uint64) *stack {
 	t.Helper()
 	st := &stack{topo: topo, p: p, jwtSecret: []byte(secret(t))}
 	// Append-only with an fsync per write: a SIGKILL loses no write Redis
@@ -178,11 +182,13 @@ func startStack(t *testing.T, p plan, topo topology) *stack {
 		// the load uploads real PNGs, and some HTML it must reject
 		// (bodies_test.go).
 	}
+	var webhookEnv map[string]string
+	st.webhooks, webhookEnv = startWebhooks(t, seed)
 	for range 2 {
 		st.signers = append(st.signers, testenv.StartService(t, "./signer", common, testenv.S3Env(s3.Endpoint, s3.Bucket), signerEnv))
 		st.sweepers = append(st.sweepers, testenv.StartService(t, "./sweeper", common, testenv.S3Env(s3.Endpoint, s3.Bucket)))
 	}
-	st.completer = testenv.StartService(t, "./completer", common, testenv.S3Env(s3.Endpoint, s3.Bucket), completerEnv)
+	st.completer = testenv.StartService(t, "./completer", common, testenv.S3Env(s3.Endpoint, s3.Bucket), completerEnv, webhookEnv)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, s := range st.services() {
@@ -227,7 +233,7 @@ func secret(t *testing.T) string {
 }
 
 // createStream is the operator step: the ledger stream with the
-// topology's replicas, then the upload events' stream, each retried while a
+// topology's replicas, then the upload events' and the webhooks' streams, each retried while a
 // new cluster still elects its leaders.
 func (st *stack) createStream(t *testing.T) {
 	t.Helper()
@@ -242,6 +248,10 @@ func (st *stack) createStream(t *testing.T) {
 		}},
 		{events.Stream, func(ctx context.Context) error {
 			_, err := events.EnsureStream(ctx, st.js, streamstest.DoneTTL, st.topo.replicas)
+			return err
+		}},
+		{webhook.Stream, func(ctx context.Context) error {
+			_, err := webhook.EnsureStream(ctx, st.js, st.topo.replicas)
 			return err
 		}},
 	} {

@@ -16,6 +16,9 @@
 //	redis-users.acl      -redis-acl without its comments, with those
 //	                     passwords' SHA-256
 //	grant-secret         MINTGATE_GRANT_SECRET: 32 random bytes, hex
+//	webhook-secret       MINTGATE_WEBHOOK_SECRET: whsec_ and 32 random bytes in
+//	                     base64, as Standard Webhooks writes a secret (the
+//	                     local webhook receiver verifies with it too)
 //
 // The certificate is renewed when it expires within 30 days or does not
 // cover -hosts. The local stack (deploy/local/up.sh) runs it at each start;
@@ -30,6 +33,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -103,7 +107,10 @@ func run(args []string) error {
 			return err
 		}
 	}
-	_, err = s.random("grant-secret", 32)
+	if _, err := s.random("grant-secret", 32); err != nil {
+		return err
+	}
+	_, err = s.randomAs("webhook-secret", 32, func(b []byte) string { return "whsec_" + base64.StdEncoding.EncodeToString(b) })
 	return err
 }
 
@@ -114,12 +121,18 @@ func (s secrets) path(name string) string { return filepath.Join(s.dir, name) }
 // random is the file's content, after writing n random bytes in hex to it
 // if it did not exist.
 func (s secrets) random(name string, n int) (string, error) {
+	return s.randomAs(name, n, hex.EncodeToString)
+}
+
+// randomAs is the file's content, after writing n random bytes encoded by
+// encode to it if it did not exist.
+func (s secrets) randomAs(name string, n int, encode func([]byte) string) (string, error) {
 	if b, err := os.ReadFile(s.path(name)); err == nil {
 		return strings.TrimSpace(string(b)), nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
-	v := hex.EncodeToString(randomBytes(n))
+	v := encode(randomBytes(n))
 	return v, os.WriteFile(s.path(name), []byte(v+"\n"), 0o600)
 }
 
