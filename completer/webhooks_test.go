@@ -135,3 +135,40 @@ func TestWebhookSlowEndpointBlocksNoOtherTenant(t *testing.T) {
 		t.Errorf("the slow endpoint got %d requests within %v, before its first answer; want at most 8 at once", n, since)
 	}
 }
+
+// TestWebhookStreamMissingKeepsTheCompleterUnready: with webhooks on and
+// no MINTGATE_WEBHOOKS (the operator step has not run since the upgrade),
+// /readyz names webhooks; once the step has run the completer is ready
+// and the events published meanwhile are delivered.
+func TestWebhookStreamMissingKeepsTheCompleterUnready(t *testing.T) {
+	r := testenv.StartWebhookReceiver(t, testenv.WebhookReceiverOptions{Secret: testSecret})
+	srv := testenv.StartNATS(t)
+	_, js := testenv.JetStream(t, srv.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := events.EnsureStream(ctx, js, 15*time.Minute, 0); err != nil { // an older operator step: no webhooks stream
+		t.Fatal(err)
+	}
+	s := startStack(t, map[string]string{
+		"MINTGATE_NATS_URL": srv.URL(), "MINTGATE_WEBHOOK_URL": r.URL + "/hooks", "MINTGATE_WEBHOOK_SECRET": testSecret,
+		"MINTGATE_WEBHOOK_ALLOW_PRIVATE": "true",
+	})
+	es := &eventStream{nats: srv, js: js}
+	time.Sleep(500 * time.Millisecond)
+	if code := s.readyz(); code != 503 {
+		t.Errorf("/readyz %d without the webhooks stream, want 503", code)
+	}
+	id := es.publish(t, "acme")
+	if _, err := webhook.EnsureStream(ctx, js, 0); err != nil { // the operator step
+		t.Fatal(err)
+	}
+	eventually(t, "ready once the stream exists", func() bool { return s.readyz() == 200 })
+	eventually(t, "the event published meanwhile delivered", func() bool {
+		for _, d := range r.Deliveries(t) {
+			if d.ID == id && d.Verified {
+				return true
+			}
+		}
+		return false
+	})
+}
