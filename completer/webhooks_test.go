@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,10 +40,17 @@ func hookStack(t *testing.T, url string, env map[string]string) (*stack, *eventS
 // completer does, and returns its webhook-id.
 func (e *eventStream) publishCompleted(t *testing.T) string {
 	t.Helper()
+	return e.publish(t, "acme")
+}
+
+// publish publishes a completed event of tenant as the completer does,
+// and returns its webhook-id.
+func (e *eventStream) publish(t *testing.T, tenant string) string {
+	t.Helper()
 	id := uuid.NewString()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := events.New(e.js).Publish(ctx, events.Event{URLID: id, Tenant: "acme", Key: "incoming/acme/" + id, Size: 5, CompletedAt: time.Now().UTC()}); err != nil {
+	if _, err := events.New(e.js).Publish(ctx, events.Event{URLID: id, Tenant: tenant, Key: "incoming/" + tenant + "/" + id, Size: 5, CompletedAt: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
 	}
 	return webhook.ID(id, webhook.TypeCompleted)
@@ -85,5 +95,80 @@ func TestWebhookPrivateAddressRefused(t *testing.T) {
 			}
 			return false
 		})
+	})
+}
+
+// TestWebhookSlowEndpointBlocksNoOtherTenant: a tenant whose endpoint
+// answers in 3 s, with a backlog of 40 events, holds at most 8 tries at
+// once; another tenant's event, published after that backlog, is
+// delivered at once all the same.
+func TestWebhookSlowEndpointBlocksNoOtherTenant(t *testing.T) {
+	slow := testenv.StartWebhookReceiver(t, testenv.WebhookReceiverOptions{Secret: testSecret, Delay: 3 * time.Second})
+	fast := testenv.StartWebhookReceiver(t, testenv.WebhookReceiverOptions{Secret: testSecret})
+	file := filepath.Join(t.TempDir(), "tenant-tiers.json")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(`{"slow":{"webhook":{"url":%q,"secret":%q}}}`, slow.URL+"/slow", testSecret)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, es := hookStack(t, fast.URL+"/hooks", map[string]string{"MINTGATE_WEBHOOK_ALLOW_PRIVATE": "true",
+		"MINTGATE_TENANT_TIERS_FILE": file, "MINTGATE_WEBHOOK_TIMEOUT": "10s"})
+	for range 40 {
+		es.publish(t, "slow")
+	}
+	time.Sleep(500 * time.Millisecond) // the backlog is taken first
+	start := time.Now()
+	id := es.publish(t, "acme")
+	eventually(t, "the other tenant's event delivered", func() bool {
+		for _, d := range fast.Deliveries(t) {
+			if d.ID == id && d.Verified {
+				return true
+			}
+		}
+		return false
+	})
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the other tenant's event took %v behind the slow endpoint's backlog", took)
+	}
+	// The slow endpoint has its 8 tries in flight, and no more until one
+	// of them is answered (3 s after it was sent).
+	eventually(t, "8 tries at the slow endpoint", func() bool { return len(slow.Deliveries(t)) >= 8 })
+	if n, since := len(slow.Deliveries(t)), time.Since(start); n > 8 && since < 2500*time.Millisecond {
+		t.Errorf("the slow endpoint got %d requests within %v, before its first answer; want at most 8 at once", n, since)
+	}
+}
+
+// TestWebhookStreamMissingKeepsTheCompleterUnready: with webhooks on and
+// no MINTGATE_WEBHOOKS (the operator step has not run since the upgrade),
+// /readyz names webhooks; once the step has run the completer is ready
+// and the events published meanwhile are delivered.
+func TestWebhookStreamMissingKeepsTheCompleterUnready(t *testing.T) {
+	r := testenv.StartWebhookReceiver(t, testenv.WebhookReceiverOptions{Secret: testSecret})
+	srv := testenv.StartNATS(t)
+	_, js := testenv.JetStream(t, srv.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := events.EnsureStream(ctx, js, 15*time.Minute, 0); err != nil { // an older operator step: no webhooks stream
+		t.Fatal(err)
+	}
+	s := startStack(t, map[string]string{
+		"MINTGATE_NATS_URL": srv.URL(), "MINTGATE_WEBHOOK_URL": r.URL + "/hooks", "MINTGATE_WEBHOOK_SECRET": testSecret,
+		"MINTGATE_WEBHOOK_ALLOW_PRIVATE": "true",
+	})
+	es := &eventStream{nats: srv, js: js}
+	time.Sleep(500 * time.Millisecond)
+	if code := s.readyz(); code != 503 {
+		t.Errorf("/readyz %d without the webhooks stream, want 503", code)
+	}
+	id := es.publish(t, "acme")
+	if _, err := webhook.EnsureStream(ctx, js, 0); err != nil { // the operator step
+		t.Fatal(err)
+	}
+	eventually(t, "ready once the stream exists", func() bool { return s.readyz() == 200 })
+	eventually(t, "the event published meanwhile delivered", func() bool {
+		for _, d := range r.Deliveries(t) {
+			if d.ID == id && d.Verified {
+				return true
+			}
+		}
+		return false
 	})
 }

@@ -40,6 +40,7 @@ func checkFailedWebhooks(t *testing.T, c *apiCheck, ops *signer, natsURL string,
 		t.Errorf("GET %s: %s (%v), want the one failed delivery", failedPath, list.raw, err)
 	}
 	c.expect(http.StatusUnauthorized, http.MethodGet, failedPath, ops.do(http.MethodGet, failedPath, nil, ""))
+	c.expect(http.StatusUnauthorized, http.MethodPost, redeliver, ops.do(http.MethodPost, redeliver, nil, ""))
 	c.expect(http.StatusAccepted, http.MethodPost, redeliver, ops.do(http.MethodPost, redeliver, admin, ""))
 	c.expect(http.StatusNotFound, http.MethodPost, redeliver, ops.do(http.MethodPost, redeliver, admin, ""))
 	list = c.expect(http.StatusOK, http.MethodGet, failedPath, ops.do(http.MethodGet, failedPath, admin, ""))

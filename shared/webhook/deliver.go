@@ -24,9 +24,16 @@ const perEndpoint = 8
 // inFlight bounds the tries in flight in all.
 const inFlight = 256
 
-// busyWait is how soon a delivery whose endpoint is saturated is tried
-// again (with jitter), without counting a try.
+// busyWait is the least wait before a delivery whose endpoint is
+// saturated is tried again, without counting a try; busyWait spread at
+// random over two try timeouts more, so that a dead endpoint's backlog
+// does not come back all at once every second.
 const busyWait = time.Second
+
+// busyDelay is the wait of a delivery whose endpoint is saturated.
+func (d *Deliverer) busyDelay() time.Duration {
+	return busyWait + time.Duration(rand.Int64N(int64(2*d.cfg.Timeout)+1))
+}
 
 // Deliverer delivers the upload events: a durable consumer ("webhooks")
 // of MINTGATE_UPLOADS takes each event's first try, another of
@@ -94,6 +101,12 @@ func (d *Deliverer) Run(ctx context.Context) {
 	<-ctx.Done()
 	for _, cc := range stops {
 		cc.Stop()
+	}
+	for _, cc := range stops {
+		select { // its callback has returned: no try starts after this
+		case <-cc.Closed():
+		case <-time.After(5 * time.Second):
+		}
 	}
 	d.wg.Wait()
 }
@@ -165,6 +178,9 @@ func (d *Deliverer) openRetries(ctx context.Context) (jetstream.Consumer, error)
 // dispatch runs msg's try in a goroutine of its own, once one of the
 // inFlight slots is free.
 func (d *Deliverer) dispatch(ctx context.Context, msg jetstream.Msg) {
+	if ctx.Err() != nil {
+		return // stopping: JetStream gives it again
+	}
 	select {
 	case d.all <- struct{}{}:
 	case <-ctx.Done():
@@ -191,7 +207,7 @@ func (d *Deliverer) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	if !d.acquire(ep.URL) {
 		// Saturated: tried again shortly, no try counted, the consumer free.
-		d.settle(ctx, msg, del, "busy", d.schedule(ctx, del, jitter(busyWait)))
+		d.settle(ctx, msg, del, "busy", d.schedule(ctx, del, d.busyDelay()))
 		return
 	}
 	t := d.try(ctx, ep, del)

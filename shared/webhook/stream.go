@@ -34,9 +34,13 @@ const (
 	Durable = "webhooks"
 )
 
-// SchedSubject, DueSubject and FailedSubject are one delivery's subjects.
-func SchedSubject(tenant, id string) string  { return SchedPrefix + tenant + "." + id }
-func DueSubject(tenant, id string) string    { return DuePrefix + tenant + "." + id }
+// SchedSubject is the subject of a delivery's next retry's schedule.
+func SchedSubject(tenant, id string) string { return SchedPrefix + tenant + "." + id }
+
+// DueSubject is the subject of a delivery due for a try now.
+func DueSubject(tenant, id string) string { return DuePrefix + tenant + "." + id }
+
+// FailedSubject is the subject of a delivery kept as failed.
 func FailedSubject(tenant, id string) string { return FailedPrefix + tenant + "." + id }
 
 var (
