@@ -252,7 +252,8 @@ Try it (a dev JWT for tenant acme, user alice, valid 24 h, also written to .stac
     -H 'Authorization: Bearer $token' \\
     -H "Idempotency-Key: \$(date +%s%N)" -H 'Content-Type: application/json' \\
     -d '{"contentType":"image/png","contentLength":5}'
-then PUT 5 bytes to the returned url with the returned headers (README.md, "The local stack", does it with jq),
+then PUT 5 bytes to the returned url with the returned headers (5 bytes are no PNG: the upload ends
+rejected, type_mismatch; README.md, "The local stack", uploads a real PNG bound to its checksum, with jq),
 and see the completer's webhook arrive, verified: curl -s http://127.0.0.1:$p_webhook/deliveries | jq
 Redis as admin: REDISCLI_AUTH=\$(cat .stack/secrets/redis-admin-password) redis-cli --tls --cacert .stack/secrets/ca.crt -p $p_redis --user admin
 Ctrl-C stops everything.
