@@ -60,6 +60,14 @@ func (s Secret) String() string { return "whsec_<redacted>" }
 
 // Sign is the webhook-signature value of one try: "v1," and the base64
 // HMAC-SHA256, under the key, of "<id>.<unix seconds>.<body>".
+//
+// Written here rather than imported from the reference Go library
+// (github.com/standard-webhooks/standard-webhooks/libraries, v0.0.1): its
+// signing is these same lines, but its NewWebhook takes a secret without
+// the whsec_ prefix and of any length, where mintgate refuses both at
+// start. The specification's own vector checks this function
+// (TestSignMatchesTheSpecification), and every test receiver verifies with
+// the standardwebhooks npm library.
 func (s Secret) Sign(id string, at time.Time, body []byte) string {
 	h := hmac.New(sha256.New, s.key)
 	h.Write([]byte(id + "." + strconv.FormatInt(at.Unix(), 10) + "."))
