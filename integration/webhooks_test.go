@@ -130,6 +130,10 @@ func TestWebhookRetriedThenDelivered(t *testing.T) {
 	if n := metric(t, s.CompleterURL, "mintgate_webhook_deliveries_total"); n < 4 {
 		t.Errorf("mintgate_webhook_deliveries_total %v, want at least 4 (2 retries, 2 delivered)", n)
 	}
+	// The lag dashboards read: one observation per delivery.
+	if n := metric(t, s.CompleterURL, "mintgate_webhook_lag_seconds"); n != 2 {
+		t.Errorf("mintgate_webhook_lag_seconds observations %v, want 2 (the two deliveries)", n)
+	}
 }
 
 // publishRejected publishes ev into the events stream as the completer

@@ -44,7 +44,7 @@ func MetricIfPresent(tb testing.TB, url, series string) (v float64, ok bool) {
 }
 
 // MetricSum is the sum of every series of the counter or gauge name at
-// url. The test fails when the service has no such metric.
+// url (of a histogram: its observations, every series's count). The test fails when the service has no such metric.
 func MetricSum(tb testing.TB, url, name string) float64 {
 	tb.Helper()
 	mf, ok := scrapeMetrics(tb, url)[name]
@@ -58,8 +58,10 @@ func MetricSum(tb testing.TB, url, name string) float64 {
 			sum += m.GetCounter().GetValue()
 		case m.Gauge != nil:
 			sum += m.GetGauge().GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.GetHistogram().GetSampleCount())
 		default:
-			tb.Fatalf("%s: %s is neither a counter nor a gauge", url, name)
+			tb.Fatalf("%s: %s is neither a counter, a gauge nor a histogram", url, name)
 		}
 	}
 	return sum

@@ -245,6 +245,8 @@ func (d *Deliverer) settle(ctx context.Context, msg jetstream.Msg, del Delivery,
 	}
 	d.m.deliveries.WithLabelValues(del.Tenant, outcome).Inc()
 	switch outcome {
+	case "delivered":
+		d.m.lag.Observe(max(time.Since(del.Timestamp), 0).Seconds())
 	case "failed":
 		d.log.Error("webhooks: delivery failed every try; kept as failed (GET /admin/webhooks/failed)",
 			"webhookId", del.ID, "tenant", del.Tenant, "url", del.URL, "attempts", del.Attempts, "err", del.LastError)

@@ -8,6 +8,7 @@ import (
 type Metrics struct {
 	deliveries *prometheus.CounterVec
 	seconds    prometheus.Histogram
+	lag        prometheus.Histogram
 	failed     prometheus.Gauge
 }
 
@@ -23,11 +24,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Duration of one webhook try, from the request to the answer (or the timeout).",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 		}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "mintgate_webhook_lag_seconds",
+			Help: "From an upload event's time (completedAt, rejectedAt) to its delivery (the 2xx): the first try's lag, or the retries' and redeliveries'.",
+			// Seconds for a first try, up to the retries' hours.
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 7200, 18000, 36000, 86400},
+		}),
 		failed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mintgate_webhook_failed",
 			Help: "Webhook deliveries that failed every try and are kept in MINTGATE_WEBHOOKS (GET /admin/webhooks/failed).",
 		}),
 	}
-	reg.MustRegister(m.deliveries, m.seconds, m.failed)
+	reg.MustRegister(m.deliveries, m.seconds, m.lag, m.failed)
 	return m
 }
