@@ -12,12 +12,13 @@ import (
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/request"
 )
 
 // attempt is one sign request as the scripts see it.
 type attempt struct {
 	who     identity.Caller
-	req     signRequest
+	req     request.Sign
 	ask     quota.Ask
 	buckets []bucket.Bucket // the caller's tier, the tenant, and for anonymous callers anonymous_all; in shadow mode the caller's ceiling last
 	// charged are the buckets ask.Buckets spends from, tagged with their
@@ -32,7 +33,7 @@ type attempt struct {
 // newAttempt is who's sign request req under set. shadowCap above 0 puts
 // it in shadow mode: a ceiling of shadowCap times the caller's tier is
 // spent by every sign and refuses when short (keys.ShadowBucket).
-func newAttempt(who identity.Caller, req signRequest, set tiers.Set, shadowCap float64) attempt {
+func newAttempt(who identity.Caller, req request.Sign, set tiers.Set, shadowCap float64) attempt {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", who.Tenant, who.Subject, req.ContentType, req.ContentLength)
 	// A checksum is part of what was asked (a key reused with other bytes

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/mintgate/mintgate/signer/internal/request"
+
 	"context"
 	"fmt"
 	"io"
@@ -105,7 +107,7 @@ func benchSign(client *http.Client, base, token string) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set(hdrIdempotencyKey, "bench-"+strconv.FormatInt(benchKeys.Add(1), 10))
+	req.Header.Set(request.HeaderIdempotencyKey, "bench-"+strconv.FormatInt(benchKeys.Add(1), 10))
 	res, err := client.Do(req)
 	if err != nil {
 		return err

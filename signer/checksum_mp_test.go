@@ -11,6 +11,7 @@ import (
 
 	"github.com/mintgate/mintgate/api"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/request"
 )
 
 // putPart PUTs body to a signed part with the headers the signer named,
@@ -41,7 +42,7 @@ func TestChecksummedMultipartTakesItsPartsBytesOnly(t *testing.T) {
 	s := startMultipart(t, nil)
 	alice := s.token("acme", "alice")
 	h := bearer(alice)
-	h[hdrIdempotencyKey] = newKey()
+	h[request.HeaderIdempotencyKey] = newKey()
 	g := s.do(http.MethodPost, "/uploads/multipart", h, fmt.Sprintf(`{"contentType":"image/png","contentLength":%d,"checksumAlgorithm":"SHA256"}`, 12*mib))
 	if g.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", g.status, g.raw)
@@ -120,7 +121,7 @@ func TestUnchecksummedMultipartKeepsItsParts(t *testing.T) {
 		}
 	}
 	h := bearer(alice)
-	h[hdrIdempotencyKey] = newKey()
+	h[request.HeaderIdempotencyKey] = newKey()
 	for _, body := range []string{
 		fmt.Sprintf(`{"contentType":"image/png","contentLength":%d,"checksumAlgorithm":"MD5"}`, 12*mib),
 		fmt.Sprintf(`{"contentType":"image/png","contentLength":%d,"checksumSHA256":%q}`, 12*mib, sha256Of([]byte("x"))),

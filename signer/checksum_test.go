@@ -21,6 +21,7 @@ import (
 
 	"github.com/mintgate/mintgate/api"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/request"
 )
 
 // sha256Of is the checksumSHA256 of b: the base64 of its SHA-256.
@@ -162,7 +163,7 @@ func TestRequireChecksum(t *testing.T) {
 		t.Errorf("sign without a checksum: %d %s, want 400 %s", r.status, r.raw, apierr.CodeChecksumRequired)
 	}
 	h := bearer(alice)
-	h[hdrIdempotencyKey] = newKey()
+	h[request.HeaderIdempotencyKey] = newKey()
 	if r := s.do(http.MethodPost, "/uploads/multipart", h, `{"contentType":"image/png","contentLength":20000000}`); r.status != http.StatusBadRequest || r.code() != apierr.CodeChecksumRequired {
 		t.Errorf("create without a checksum: %d %s, want 400 %s", r.status, r.raw, apierr.CodeChecksumRequired)
 	}

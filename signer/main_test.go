@@ -20,6 +20,7 @@ import (
 	"github.com/mintgate/mintgate/shared/streamstest"
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
+	"github.com/mintgate/mintgate/signer/internal/request"
 )
 
 // testSecret is the HS256 key of the test signers.
@@ -226,7 +227,7 @@ func (s *signer) sign(token, key, body string, header ...string) reply {
 		h["Authorization"] = "Bearer " + token
 	}
 	if key != "" {
-		h[hdrIdempotencyKey] = key
+		h[request.HeaderIdempotencyKey] = key
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		h[header[i]] = header[i+1]

@@ -21,6 +21,7 @@ import (
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 	"github.com/mintgate/mintgate/signer/internal/presign"
+	"github.com/mintgate/mintgate/signer/internal/request"
 )
 
 // Multipart grants (docs/api.md, "Multipart uploads"). A multipart grant is
@@ -86,10 +87,8 @@ func multipartFingerprint(fp string) string { return "multipart:" + fp }
 
 // multipartPolicy is a multipart create's: a sign's, with
 // checksumAlgorithm in place of checksumSHA256.
-func multipartPolicy(maxObject int64, contentTypes map[string]bool) signPolicy {
-	p := newSignPolicy(maxObject, contentTypes)
-	p.multipart = true
-	return p
+func multipartPolicy(maxObject int64, contentTypes map[string]bool) request.Policy {
+	return request.NewMultipartPolicy(maxObject, contentTypes)
 }
 
 // handleMultipartCreate is POST /uploads/multipart: a sign's checks and
@@ -111,7 +110,7 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec gate.Decision, u
 	who, lim := a.who, d.cfg.Multipart
 	key := keys.Object(who.Tenant, urlID)
 	expiresAt := now.UTC().Truncate(time.Second).Add(lim.TTL.Truncate(time.Second))
-	uploadID, err := d.uploads.Create(ctx, key, a.req.ContentType, a.req.ChecksumAlgorithm == checksumSHA256)
+	uploadID, err := d.uploads.Create(ctx, key, a.req.ContentType, a.req.ChecksumAlgorithm == request.ChecksumSHA256)
 	if err != nil {
 		d.refund(ctx, a, dec, urlID)
 		d.countMP("create", "storage_unavailable")
@@ -221,7 +220,7 @@ func handleSignParts(d deps) echo.HandlerFunc {
 			return aerr
 		}
 		var req api.PartsRequest
-		if aerr := decodeJSON(c.Request().Body, maxPartsBodyBytes, &req); aerr != nil {
+		if aerr := request.DecodeJSON(c.Request().Body, maxPartsBodyBytes, &req); aerr != nil {
 			return aerr
 		}
 		l := rec.layout()
@@ -352,7 +351,7 @@ func handleComplete(d deps) echo.HandlerFunc {
 			return aerr
 		}
 		var req api.CompleteRequest
-		if aerr := decodeJSON(c.Request().Body, maxCompleteBytes, &req); aerr != nil {
+		if aerr := request.DecodeJSON(c.Request().Body, maxCompleteBytes, &req); aerr != nil {
 			return aerr
 		}
 		if len(req.Parts) == 0 || len(req.Parts) > multipart.MaxParts {

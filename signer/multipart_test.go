@@ -26,6 +26,7 @@ import (
 	"github.com/mintgate/mintgate/shared/testenv"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/ratelimit"
+	"github.com/mintgate/mintgate/signer/internal/request"
 )
 
 const (
@@ -72,7 +73,7 @@ func bearer(tok string) map[string]string {
 func (s *mpSigner) create(tok, key string, size int64) reply {
 	s.t.Helper()
 	h := bearer(tok)
-	h[hdrIdempotencyKey] = key
+	h[request.HeaderIdempotencyKey] = key
 	return s.do(http.MethodPost, "/uploads/multipart", h, fmt.Sprintf(`{"contentType":"image/png","contentLength":%d}`, size))
 }
 
@@ -189,7 +190,7 @@ func TestMultipartJourney(t *testing.T) {
 	if got := s.count(caller); got != 2 {
 		t.Fatalf("after the create the caller holds %v tokens, want 2", got)
 	}
-	if again := s.create(alice, key, 12*mib); again.status != http.StatusOK || !bytes.Equal(again.raw, r.raw) || again.header.Get(hdrReplayed) != "true" {
+	if again := s.create(alice, key, 12*mib); again.status != http.StatusOK || !bytes.Equal(again.raw, r.raw) || again.header.Get(request.HeaderReplayed) != "true" {
 		t.Fatalf("replay: %d %s", again.status, again.raw)
 	}
 	if got := s.count(caller); got != 2 {

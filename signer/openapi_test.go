@@ -24,6 +24,7 @@ import (
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 	"github.com/mintgate/mintgate/signer/internal/ratelimit"
+	"github.com/mintgate/mintgate/signer/internal/request"
 )
 
 // The repository's description of the signer's HTTP interface.
@@ -136,7 +137,7 @@ func (c *apiCheck) signRequestSchema(token, key, body string, valid bool) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set(hdrIdempotencyKey, key)
+	req.Header.Set(request.HeaderIdempotencyKey, key)
 	route, params := c.route(req.Method, req.URL.Path)
 	err = openapi3filter.ValidateRequest(context.Background(), &openapi3filter.RequestValidationInput{
 		Request: req, PathParams: params, Route: route,
@@ -214,7 +215,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 		{http.StatusForbidden, apierr.CodeForbiddenTenant, s.sign("", newKey(), pngBody, identity.HeaderTenant, "acme")},
 		{http.StatusForbidden, apierr.CodeForbiddenTenant, s.sign(tok, newKey(), pngBody, identity.HeaderTenant, "globex")},
 		{http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1099511627776}`)},
-		{http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1,"x":"`+strings.Repeat("x", maxBodyBytes)+`"}`)},
+		{http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1,"x":"`+strings.Repeat("x", request.MaxBodyBytes)+`"}`)},
 		{http.StatusUnsupportedMediaType, apierr.CodeUnsupportedType, s.sign(tok, newKey(), `{"contentType":"text/html","contentLength":1}`)},
 	} {
 		if tc.r.code() != tc.code {

@@ -15,6 +15,7 @@ import (
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 	"github.com/mintgate/mintgate/signer/internal/ratelimit"
+	"github.com/mintgate/mintgate/signer/internal/request"
 )
 
 // metric is the value of one series on the ops port's /metrics; the test
@@ -123,7 +124,7 @@ func TestShadowModeHasACeiling(t *testing.T) {
 	if got := s.metric(`mintgate_signer_shadow_denied_total{scope="caller"}`); got != 25 {
 		t.Errorf("would-be refusals counted: %v, want 25", got)
 	}
-	if r := s.sign(tok, key, pngBody); r.status != http.StatusOK || r.header.Get(hdrReplayed) != "true" {
+	if r := s.sign(tok, key, pngBody); r.status != http.StatusOK || r.header.Get(request.HeaderReplayed) != "true" {
 		t.Errorf("replay of a URL issued past the tier: %d %s", r.status, r.raw)
 	}
 	if anon, _, _ := signAll(30, "", identity.HeaderTenant, "pub"); anon != 10 {

@@ -20,6 +20,7 @@ import (
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 	"github.com/mintgate/mintgate/signer/internal/ratelimit"
+	"github.com/mintgate/mintgate/signer/internal/request"
 )
 
 // signBudget bounds the work after the decision. It runs detached from the
@@ -88,14 +89,14 @@ func appendJSONString(dst []byte, s string) []byte {
 // handleSign is POST /uploads/sign (docs/api.md): validate, decide in one
 // script, then presign, record in the ledger and complete.
 func handleSign(d deps) echo.HandlerFunc {
-	route := charged{policy: newSignPolicy(d.cfg.MaxObject, d.cfg.ContentTypes), issue: d.issue, count: d.count, nothing: "no URL was issued"}
+	route := charged{policy: request.NewPolicy(d.cfg.MaxObject, d.cfg.ContentTypes), issue: d.issue, count: d.count, nothing: "no URL was issued"}
 	return func(c echo.Context) error { return d.serveCharged(c, route) }
 }
 
 // charged is a route that spends what a sign spends: POST /uploads/sign,
 // and POST /uploads/multipart with multipart set.
 type charged struct {
-	policy    signPolicy
+	policy    request.Policy
 	multipart bool
 	// issue turns an allowed decision into the 201 body.
 	issue func(ctx context.Context, a attempt, dec gate.Decision, urlID string, now time.Time) ([]byte, *apierr.Error)
@@ -118,7 +119,7 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 		route.count("rejected")
 		return aerr
 	}
-	req, aerr := decodeSignRequest(r.Header.Get(hdrIdempotencyKey), r.Body, route.policy)
+	req, aerr := request.Decode(r.Header.Get(request.HeaderIdempotencyKey), r.Body, route.policy)
 	if aerr == nil {
 		aerr = d.checksumRequired(who, req, route.multipart)
 	}
@@ -176,8 +177,8 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 // checksumRequired is the 400 of a sign or multipart create without a
 // checksum when who's tenant must send one (MINTGATE_REQUIRE_CHECKSUM, or
 // its requireChecksum in the tiers file).
-func (d deps) checksumRequired(who identity.Caller, req signRequest, multipart bool) *apierr.Error {
-	if req.hasChecksum() || !d.tiers().RequiresChecksum(who.Tenant, d.cfg.RequireChecksum) {
+func (d deps) checksumRequired(who identity.Caller, req request.Sign, multipart bool) *apierr.Error {
+	if req.HasChecksum() || !d.tiers().RequiresChecksum(who.Tenant, d.cfg.RequireChecksum) {
 		return nil
 	}
 	if multipart {
@@ -224,7 +225,7 @@ func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *gate.
 	case quota.Replay:
 		d.count("replayed")
 		h := c.Response().Header()
-		h.Set(hdrReplayed, "true")
+		h.Set(request.HeaderReplayed, "true")
 		// What the buckets hold now, spending nothing. Best effort: a
 		// replay is still answered, without the headers, if the read
 		// fails (Redis answered the decision a moment ago).
@@ -244,7 +245,7 @@ func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *gate.
 	case quota.Reused, quota.InProgress:
 		k := keyRefusals[dec.Outcome]
 		d.count(k.count)
-		return true, apierr.New(k.status, k.code, k.message, hdrIdempotencyKey)
+		return true, apierr.New(k.status, k.code, k.message, request.HeaderIdempotencyKey)
 	case quota.Denied:
 		if a.hard != nil && !dec.Degraded {
 			return d.shadow(ctx, c, a, dec, now)

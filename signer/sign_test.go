@@ -25,6 +25,7 @@ import (
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 	"github.com/mintgate/mintgate/signer/internal/ratelimit"
+	"github.com/mintgate/mintgate/signer/internal/request"
 )
 
 func TestSequentialSignsStopAtTheUserLimit(t *testing.T) {
@@ -107,14 +108,14 @@ func TestReplayReturnsTheSameBodyAndSpendsNothing(t *testing.T) {
 	key := newKey()
 
 	first := s.sign(tok, key, pngBody)
-	if first.status != http.StatusCreated || first.header.Get(hdrReplayed) != "" {
+	if first.status != http.StatusCreated || first.header.Get(request.HeaderReplayed) != "" {
 		t.Fatalf("first: %d %v %s", first.status, first.header, first.raw)
 	}
 	before := s.tokens(userBucket)
 	s.clock.Add(10 * time.Second) // a refill would show if the bucket were touched
 	again := s.sign(tok, key, pngBody)
-	if again.status != http.StatusOK || again.header.Get(hdrReplayed) != "true" {
-		t.Fatalf("replay: %d replayed=%q %s", again.status, again.header.Get(hdrReplayed), again.raw)
+	if again.status != http.StatusOK || again.header.Get(request.HeaderReplayed) != "true" {
+		t.Fatalf("replay: %d replayed=%q %s", again.status, again.header.Get(request.HeaderReplayed), again.raw)
 	}
 	if string(again.raw) != string(first.raw) {
 		t.Errorf("replay body differs:\n%s\n%s", again.raw, first.raw)
@@ -184,8 +185,8 @@ func TestReplayCarriesTheRateLimitHeaders(t *testing.T) {
 		t.Fatalf("second: %d %s", r.status, r.raw)
 	}
 	again := s.sign(tok, key, pngBody)
-	if again.status != http.StatusOK || again.header.Get(hdrReplayed) != "true" {
-		t.Fatalf("replay: %d replayed=%q %s", again.status, again.header.Get(hdrReplayed), again.raw)
+	if again.status != http.StatusOK || again.header.Get(request.HeaderReplayed) != "true" {
+		t.Fatalf("replay: %d replayed=%q %s", again.status, again.header.Get(request.HeaderReplayed), again.raw)
 	}
 	for h, want := range map[string]string{
 		"RateLimit-Limit":     "30",
@@ -226,7 +227,7 @@ func TestIdempotencyKeysOfDifferentUsersNeverCollide(t *testing.T) {
 // and the ledger's ack.
 func (s *signer) holdInFlight(tenant, user, key string) attempt {
 	s.t.Helper()
-	req := signRequest{Key: key, ContentType: "image/png", ContentLength: 1024}
+	req := request.Sign{Key: key, ContentType: "image/png", ContentLength: 1024}
 	a := newAttempt(identity.Caller{Tenant: tenant, Subject: keys.UserSubject(user), Tier: tiers.User}, req, tiers.Set{}, 0)
 	ctx := context.Background()
 	if err := s.rdb.HSet(ctx, a.ask.Idem, "state", "pending", "fp", a.ask.Fingerprint).Err(); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/identity"
+	"github.com/mintgate/mintgate/signer/internal/request"
 )
 
 // flood is how a run of identical requests from one address was answered.
@@ -110,7 +111,7 @@ func TestSignReplaysAreBoundedPerAddress(t *testing.T) {
 	if r := s.sign(bob, bobKey, pngBody, from("198.51.100.8")...); r.status != http.StatusCreated {
 		t.Fatalf("a fresh caller from another address: %d %s", r.status, r.raw)
 	}
-	if r := s.sign(bob, bobKey, pngBody, from("198.51.100.8")...); r.status != http.StatusOK || r.header.Get(hdrReplayed) != "true" {
+	if r := s.sign(bob, bobKey, pngBody, from("198.51.100.8")...); r.status != http.StatusOK || r.header.Get(request.HeaderReplayed) != "true" {
 		t.Fatalf("its replay: %d %s", r.status, r.raw)
 	}
 }

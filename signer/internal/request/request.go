@@ -1,4 +1,8 @@
-package main
+// Package request reads a sign or multipart create: the Idempotency-Key
+// header and the JSON body, each failure a 4xx apierr.Error with its
+// stable code; a fast path for the common body, encoding/json for the
+// rest, the same values either way (FuzzParseSignFast).
+package request
 
 import (
 	"bytes"
@@ -18,18 +22,18 @@ import (
 // Request limits. The body is two small fields; anything longer is not a
 // sign request.
 const (
-	maxBodyBytes = 4 << 10
-	maxKeyLen    = 255
+	MaxBodyBytes = 4 << 10
+	MaxKeyLen    = 255
 )
 
 // Header names of a sign request.
 const (
-	hdrIdempotencyKey = "Idempotency-Key"
-	hdrReplayed       = "Idempotency-Replayed"
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderReplayed       = "Idempotency-Replayed"
 )
 
-// signRequest is a validated POST /uploads/sign.
-type signRequest struct {
+// Sign is a validated POST /uploads/sign.
+type Sign struct {
 	Key           string // the Idempotency-Key
 	ContentType   string
 	ContentLength int64
@@ -41,14 +45,14 @@ type signRequest struct {
 }
 
 // checksumSHA256 is the one checksumAlgorithm a multipart create takes.
-const checksumSHA256 = "SHA256"
+const ChecksumSHA256 = "SHA256"
 
-// hasChecksum is whether req binds its upload to its bytes: a sign with
+// HasChecksum is whether req binds its upload to its bytes: a sign with
 // checksumSHA256, a multipart create with checksumAlgorithm.
-func (r signRequest) hasChecksum() bool { return r.Checksum != "" || r.ChecksumAlgorithm != "" }
+func (r Sign) HasChecksum() bool { return r.Checksum != "" || r.ChecksumAlgorithm != "" }
 
-// signPolicy is what a request may ask for.
-type signPolicy struct {
+// Policy is what a request may ask for.
+type Policy struct {
 	maxObject    int64
 	contentTypes map[string]bool
 	// accepted lists contentTypes, sorted, for the 415's message.
@@ -58,13 +62,21 @@ type signPolicy struct {
 	multipart bool
 }
 
-func newSignPolicy(maxObject int64, contentTypes map[string]bool) signPolicy {
+func NewPolicy(maxObject int64, contentTypes map[string]bool) Policy {
 	types := make([]string, 0, len(contentTypes))
 	for t := range contentTypes {
 		types = append(types, t)
 	}
 	slices.Sort(types)
-	return signPolicy{maxObject: maxObject, contentTypes: contentTypes, accepted: strings.Join(types, ", ")}
+	return Policy{maxObject: maxObject, contentTypes: contentTypes, accepted: strings.Join(types, ", ")}
+}
+
+// NewMultipartPolicy is a multipart create's: a sign's, with
+// checksumAlgorithm in place of checksumSHA256.
+func NewMultipartPolicy(maxObject int64, contentTypes map[string]bool) Policy {
+	p := NewPolicy(maxObject, contentTypes)
+	p.multipart = true
+	return p
 }
 
 // wireSign is the JSON body; pointers tell a missing field from a zero.
@@ -75,27 +87,27 @@ type wireSign struct {
 	ChecksumAlgorithm *string `json:"checksumAlgorithm"`
 }
 
-// decodeSignRequest validates the Idempotency-Key header value and the body.
+// Decode validates the Idempotency-Key header value and the body.
 // Every failure is a 4xx apierr.Error; it never panics on any input.
-func decodeSignRequest(key string, body io.Reader, p signPolicy) (signRequest, *apierr.Error) {
+func Decode(key string, body io.Reader, p Policy) (Sign, *apierr.Error) {
 	if key == "" {
-		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeKeyRequired, "the %s header is required", hdrIdempotencyKey)
+		return Sign{}, apierr.New(http.StatusBadRequest, apierr.CodeKeyRequired, "the %s header is required", HeaderIdempotencyKey)
 	}
 	if !validIdempotencyKey(key) {
-		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeKeyInvalid,
-			"%s must be 1 to %d visible ASCII characters", hdrIdempotencyKey, maxKeyLen)
+		return Sign{}, apierr.New(http.StatusBadRequest, apierr.CodeKeyInvalid,
+			"%s must be 1 to %d visible ASCII characters", HeaderIdempotencyKey, MaxKeyLen)
 	}
 	if body == nil {
 		body = http.NoBody
 	}
-	buf := bodyBuffers.Get().(*[maxBodyBytes + 1]byte)
+	buf := bodyBuffers.Get().(*[MaxBodyBytes + 1]byte)
 	defer bodyBuffers.Put(buf)
 	n, err := readFull(body, buf[:])
 	if err != nil {
-		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "could not read the body")
+		return Sign{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "could not read the body")
 	}
-	if n > maxBodyBytes {
-		return signRequest{}, apierr.New(http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, "the request body is above %d bytes", maxBodyBytes)
+	if n > MaxBodyBytes {
+		return Sign{}, apierr.New(http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, "the request body is above %d bytes", MaxBodyBytes)
 	}
 	raw := buf[:n]
 
@@ -103,39 +115,39 @@ func decodeSignRequest(key string, body io.Reader, p signPolicy) (signRequest, *
 	if !ok {
 		var aerr *apierr.Error
 		if req, aerr = decodeSlow(raw, p); aerr != nil {
-			return signRequest{}, aerr
+			return Sign{}, aerr
 		}
 	}
 	if req.Checksum != "" && (p.multipart || !presign.CheckSHA256(req.Checksum)) {
 		if p.multipart {
-			return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "a multipart upload takes checksumAlgorithm, and each part's checksumSHA256 when its parts are signed")
+			return Sign{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "a multipart upload takes checksumAlgorithm, and each part's checksumSHA256 when its parts are signed")
 		}
-		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "checksumSHA256 must be the base64 of the object's SHA-256: 44 characters")
+		return Sign{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "checksumSHA256 must be the base64 of the object's SHA-256: 44 characters")
 	}
 	req.Key = key
-	return checkSignRequest(req, p)
+	return check(req, p)
 }
 
 // decodeSlow decodes a sign or multipart create body parseSignFast did not
 // take, with encoding/json.
-func decodeSlow(raw []byte, p signPolicy) (signRequest, *apierr.Error) {
+func decodeSlow(raw []byte, p Policy) (Sign, *apierr.Error) {
 	var w wireSign
 	if aerr := decodeStrict(bytes.Clone(raw), &w); aerr != nil {
-		return signRequest{}, aerr
+		return Sign{}, aerr
 	}
 	switch {
 	case w.ContentType == nil || *w.ContentType == "":
-		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentType is required")
+		return Sign{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentType is required")
 	case w.ContentLength == nil:
-		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentLength is required")
+		return Sign{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentLength is required")
 	case w.ChecksumAlgorithm != nil && !p.multipart:
-		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "checksumAlgorithm is a multipart upload's; a sign takes checksumSHA256")
-	case w.ChecksumAlgorithm != nil && *w.ChecksumAlgorithm != checksumSHA256:
-		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "checksumAlgorithm must be %q", checksumSHA256)
+		return Sign{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "checksumAlgorithm is a multipart upload's; a sign takes checksumSHA256")
+	case w.ChecksumAlgorithm != nil && *w.ChecksumAlgorithm != ChecksumSHA256:
+		return Sign{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "checksumAlgorithm must be %q", ChecksumSHA256)
 	case w.ChecksumSHA256 != nil && *w.ChecksumSHA256 == "":
-		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "checksumSHA256 must be the base64 of the object's SHA-256: 44 characters")
+		return Sign{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "checksumSHA256 must be the base64 of the object's SHA-256: 44 characters")
 	}
-	req := signRequest{ContentType: *w.ContentType, ContentLength: *w.ContentLength}
+	req := Sign{ContentType: *w.ContentType, ContentLength: *w.ContentLength}
 	if w.ChecksumSHA256 != nil {
 		req.Checksum = *w.ChecksumSHA256
 	}
@@ -145,28 +157,28 @@ func decodeSlow(raw []byte, p signPolicy) (signRequest, *apierr.Error) {
 	return req, nil
 }
 
-// checkSignRequest checks req's type and length against p.
-func checkSignRequest(req signRequest, p signPolicy) (signRequest, *apierr.Error) {
+// check checks req's type and length against p.
+func check(req Sign, p Policy) (Sign, *apierr.Error) {
 	ct, cl := req.ContentType, req.ContentLength
 	switch {
 	case ct == "":
-		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentType is required")
+		return Sign{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentType is required")
 	case cl <= 0:
-		return signRequest{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentLength must be at least 1")
+		return Sign{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "contentLength must be at least 1")
 	}
 	if !p.contentTypes[ct] {
-		return signRequest{}, apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedType,
+		return Sign{}, apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedType,
 			"contentType is not one this service accepts: use one of %s", p.accepted)
 	}
 	if cl > p.maxObject {
-		return signRequest{}, apierr.New(http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, "contentLength is above the maximum of %d bytes", p.maxObject)
+		return Sign{}, apierr.New(http.StatusRequestEntityTooLarge, apierr.CodeTooLarge, "contentLength is above the maximum of %d bytes", p.maxObject)
 	}
 	return req, nil
 }
 
 // bodyBuffers hold a sign body while it is read and parsed: one byte more
 // than the largest body, to tell a body that is too long.
-var bodyBuffers = sync.Pool{New: func() any { return new([maxBodyBytes + 1]byte) }}
+var bodyBuffers = sync.Pool{New: func() any { return new([MaxBodyBytes + 1]byte) }}
 
 // readFull reads r into buf until buf is full or r ends, and returns how
 // many bytes it read; the end of r is not an error.
@@ -209,65 +221,65 @@ func decodeStrict(raw []byte, v any) *apierr.Error {
 // decodeStrict decides it: what parseSignFast accepts, decodeStrict would
 // have decoded to the same values (FuzzParseSignFast). The checksum's
 // form is checked by the caller.
-func parseSignFast(b []byte) (req signRequest, ok bool) {
+func parseSignFast(b []byte) (req Sign, ok bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return signRequest{}, false
+		return Sign{}, false
 	}
 	var haveType, haveLen, haveSum bool
 	for {
 		i = skipSpace(b, i+1)
 		name, j, ok := plainString(b, i)
 		if !ok {
-			return signRequest{}, false
+			return Sign{}, false
 		}
 		i = skipSpace(b, j)
 		if i >= len(b) || b[i] != ':' {
-			return signRequest{}, false
+			return Sign{}, false
 		}
 		i = skipSpace(b, i+1)
 		var v []byte
 		switch string(name) {
 		case "contentType":
 			if haveType {
-				return signRequest{}, false
+				return Sign{}, false
 			}
 			if v, i, ok = plainString(b, i); !ok {
-				return signRequest{}, false
+				return Sign{}, false
 			}
 			req.ContentType, haveType = string(v), true
 		case "checksumSHA256":
 			if haveSum {
-				return signRequest{}, false
+				return Sign{}, false
 			}
 			if v, i, ok = plainString(b, i); !ok {
-				return signRequest{}, false
+				return Sign{}, false
 			}
 			req.Checksum, haveSum = string(v), true
 		case "contentLength":
 			if haveLen {
-				return signRequest{}, false
+				return Sign{}, false
 			}
 			if req.ContentLength, i, ok = plainLength(b, i); !ok {
-				return signRequest{}, false
+				return Sign{}, false
 			}
 			haveLen = true
 		default:
-			return signRequest{}, false
+			return Sign{}, false
 		}
 		i = skipSpace(b, i)
 		if i >= len(b) {
-			return signRequest{}, false
+			return Sign{}, false
 		}
 		if b[i] == '}' {
 			break
 		}
 		if b[i] != ',' {
-			return signRequest{}, false
+			return Sign{}, false
 		}
 	}
 	if !haveType || !haveLen || (haveSum && req.Checksum == "") || skipSpace(b, i+1) != len(b) {
-		return signRequest{}, false
+		return Sign{}, false
 	}
 	return req, true
 }
@@ -313,9 +325,9 @@ func plainString(b []byte, i int) (s []byte, next int, ok bool) {
 	return nil, 0, false
 }
 
-// decodeJSON reads a body of at most limit bytes holding exactly one JSON
+// DecodeJSON reads a body of at most limit bytes holding exactly one JSON
 // object of v's shape, no unknown fields. Every failure is a 4xx apierr.Error.
-func decodeJSON(body io.Reader, limit int, v any) *apierr.Error {
+func DecodeJSON(body io.Reader, limit int, v any) *apierr.Error {
 	if body == nil {
 		body = http.NoBody
 	}
@@ -331,7 +343,7 @@ func decodeJSON(body io.Reader, limit int, v any) *apierr.Error {
 
 // validIdempotencyKey is 1 to 255 characters of 0x21–0x7E.
 func validIdempotencyKey(k string) bool {
-	if len(k) == 0 || len(k) > maxKeyLen {
+	if len(k) == 0 || len(k) > MaxKeyLen {
 		return false
 	}
 	for i := 0; i < len(k); i++ {
