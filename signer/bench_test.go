@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/mintgate/mintgate/signer/internal/request"
-
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/ledger"
+	"github.com/mintgate/mintgate/signer/internal/request"
 )
 
 // benchTiers are so large that no bench sign is ever refused: the
