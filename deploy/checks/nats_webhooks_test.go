@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mintgate/mintgate/shared/events"
+	"github.com/mintgate/mintgate/shared/schedule"
 	"github.com/mintgate/mintgate/shared/webhook"
 )
 
@@ -152,7 +153,7 @@ func checkRescue(ctx context.Context, t *testing.T, s shippedNATS, js jetstream.
 		t.Fatal(err)
 	}
 	msg := &nats.Msg{Subject: webhook.SchedSubject("acme", "msg_stuck_completed"), Header: nats.Header{}, Data: stuck}
-	msg.Header.Set(jetstream.ScheduleHeader, webhook.ScheduleAt(time.Now().Add(time.Hour)))
+	msg.Header.Set(jetstream.ScheduleHeader, schedule.At(time.Now().Add(time.Hour)))
 	msg.Header.Set(jetstream.ScheduleTargetHeader, webhook.DueSubject("acme", "msg_stuck_completed"))
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
 		t.Fatalf("completer schedules a retry: %v; the server refused %q", err, s.violations(t))

@@ -15,19 +15,6 @@ import (
 	"github.com/mintgate/mintgate/shared/testenv"
 )
 
-func TestScheduleAtKeepsFractionInUTC(t *testing.T) {
-	at := time.Date(2026, 3, 1, 10, 0, 5, 123456789, time.FixedZone("CET", 3600))
-	if got, want := ScheduleAt(at), "@at 2026-03-01T09:00:05.123456789Z"; got != want {
-		t.Errorf("ScheduleAt = %q, want %q", got, want)
-	}
-	// The server parses the value with time.RFC3339; that layout must read
-	// the fraction back, or a grant would be due early.
-	back, err := time.Parse(time.RFC3339, strings.TrimPrefix(ScheduleAt(at), "@at "))
-	if err != nil || !back.Equal(at) {
-		t.Errorf("server-side parse = %v, %v; want %v", back, err, at)
-	}
-}
-
 func TestVersionAndStreamChecks(t *testing.T) {
 	on := &jetstream.StreamInfo{Config: jetstream.StreamConfig{Name: "S", AllowMsgSchedules: true}}
 	off := &jetstream.StreamInfo{Config: jetstream.StreamConfig{Name: "S"}}

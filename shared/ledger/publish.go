@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/schedule"
 )
 
 // Record stores g in the ledger and returns once the batch that carries it
@@ -57,7 +58,7 @@ func (l *Client) publish(b Batch) error {
 		Data:    body,
 	}
 	msg.Header.Set(jetstream.MsgIDHeader, b.ID)
-	msg.Header.Set(jetstream.ScheduleHeader, ScheduleAt(b.DueAt(l.cfg.Grace)))
+	msg.Header.Set(jetstream.ScheduleHeader, schedule.At(b.DueAt(l.cfg.Grace)))
 	msg.Header.Set(jetstream.ScheduleTargetHeader, SubjectDue)
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.PublishTimeout)
 	defer cancel()
@@ -66,16 +67,6 @@ func (l *Client) publish(b Batch) error {
 		return fmt.Errorf("publish batch %s of %d grants: %w", b.ID, len(b.Grants), err)
 	}
 	return nil
-}
-
-// ScheduleAt is the Nats-Schedule header value for a delivery at t: "@at"
-// and t in UTC as RFC 3339 with every fractional digit. nats-server 2.12+
-// parses it with time.RFC3339, which accepts fractional seconds, and fires
-// a schedule only once the clock has reached it, so a grant is never early.
-// (nats.go's WithScheduleAt drops the fraction and so fires up to a second
-// too early.)
-func ScheduleAt(t time.Time) string {
-	return "@at " + t.UTC().Format(time.RFC3339Nano)
 }
 
 // validToken reports whether s can be one subject token.

@@ -3,10 +3,10 @@ package ledger
 import (
 	"context"
 	"errors"
-	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/schedule"
 )
 
 // maxRescues bounds the schedules one rescue applies; the next trim
@@ -54,7 +54,7 @@ func (c *consumeLoop) rescue() {
 			break
 		}
 		seq = m.Sequence + 1
-		due, ok := parseScheduleAt(m.Header.Get(jetstream.ScheduleHeader))
+		due, ok := schedule.Parse(m.Header.Get(jetstream.ScheduleHeader))
 		if !ok || due.After(cutoff) {
 			break
 		}
@@ -76,14 +76,4 @@ func (c *consumeLoop) rescue() {
 	if rescued > 0 {
 		c.o.log.Warn("due grants: the server had not fired these schedules; applied them from the schedules", "batches", rescued, "overdueBy", c.o.rescueAfter)
 	}
-}
-
-// parseScheduleAt reads a Nats-Schedule header written by ScheduleAt.
-func parseScheduleAt(v string) (time.Time, bool) {
-	rest, ok := strings.CutPrefix(v, "@at ")
-	if !ok {
-		return time.Time{}, false
-	}
-	t, err := time.Parse(time.RFC3339Nano, rest)
-	return t, err == nil
 }

@@ -54,16 +54,3 @@ func TestOverdueScheduleIsRescued(t *testing.T) {
 		t.Errorf("schedules left %v, want only the later grant's", info.State.Subjects)
 	}
 }
-
-func TestParseScheduleAt(t *testing.T) {
-	at := time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.FixedZone("x", 3600))
-	got, ok := parseScheduleAt(ScheduleAt(at))
-	if !ok || !got.Equal(at) {
-		t.Errorf("parseScheduleAt(ScheduleAt(%v)) = %v, %v", at, got, ok)
-	}
-	for _, bad := range []string{"", "@every 1s", "@at yesterday", "0 * * * * *"} {
-		if _, ok := parseScheduleAt(bad); ok {
-			t.Errorf("parseScheduleAt(%q) accepted", bad)
-		}
-	}
-}

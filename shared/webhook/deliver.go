@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mintgate/mintgate/shared/config"
+	"github.com/mintgate/mintgate/shared/schedule"
 )
 
 // perEndpoint bounds the tries in flight to one endpoint (URL): a slow or
@@ -315,7 +316,7 @@ func (d *Deliverer) schedule(ctx context.Context, del Delivery, wait time.Durati
 	if err != nil {
 		return err
 	}
-	msg.Header.Set(jetstream.ScheduleHeader, ScheduleAt(time.Now().Add(wait)))
+	msg.Header.Set(jetstream.ScheduleHeader, schedule.At(time.Now().Add(wait)))
 	msg.Header.Set(jetstream.ScheduleTargetHeader, DueSubject(del.Tenant, del.ID))
 	return publish(ctx, d.js, msg)
 }
@@ -330,10 +331,6 @@ func (d *Deliverer) fail(ctx context.Context, del Delivery) error {
 	}
 	return publish(ctx, d.js, msg)
 }
-
-// ScheduleAt is the Nats-Schedule value of a delivery at t (as the grant
-// ledger writes it: every fractional digit, never early).
-func ScheduleAt(t time.Time) string { return "@at " + t.UTC().Format(time.RFC3339Nano) }
 
 func deliveryMsg(subject string, del Delivery) (*nats.Msg, error) {
 	body, err := json.Marshal(del)

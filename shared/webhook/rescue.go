@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mintgate/mintgate/shared/schedule"
 )
 
 // rescueAfter is how long past its time a retry's schedule may wait for
@@ -86,7 +88,7 @@ func (d *Deliverer) rescue(ctx context.Context, seq uint64, now time.Time, limit
 			return seq, fired
 		}
 		seq = m.Sequence + 1
-		at, ok := parseScheduleAt(m.Header.Get(jetstream.ScheduleHeader))
+		at, ok := schedule.Parse(m.Header.Get(jetstream.ScheduleHeader))
 		if !ok || at.After(cutoff) {
 			continue
 		}
@@ -101,14 +103,4 @@ func (d *Deliverer) rescue(ctx context.Context, seq uint64, now time.Time, limit
 		d.log.Warn("webhooks: the server had not fired this retry; fired it", "subject", m.Subject, "overdueBy", now.Sub(at).Round(time.Second))
 	}
 	return seq, fired
-}
-
-// parseScheduleAt reads a Nats-Schedule "@at <RFC 3339>" value.
-func parseScheduleAt(v string) (time.Time, bool) {
-	rest, ok := strings.CutPrefix(v, "@at ")
-	if !ok {
-		return time.Time{}, false
-	}
-	t, err := time.Parse(time.RFC3339Nano, rest)
-	return t, err == nil
 }
