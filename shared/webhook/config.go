@@ -91,15 +91,15 @@ func ParseRetries(s string) ([]time.Duration, error) {
 func CheckURL(raw string, allowPrivate bool) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || u.Hostname() == "" {
-		return fmt.Errorf("%q is not an absolute URL", config.RedactURL(raw))
+		return fmt.Errorf("%q is not an absolute URL", RedactURL(raw))
 	}
 	switch {
 	case u.Scheme == "https":
 	case u.Scheme == "http" && allowPrivate:
 	case u.Scheme == "http":
-		return fmt.Errorf("%q: http is allowed only with MINTGATE_WEBHOOK_ALLOW_PRIVATE=true; use https", config.RedactURL(raw))
+		return fmt.Errorf("%q: http is allowed only with MINTGATE_WEBHOOK_ALLOW_PRIVATE=true; use https", RedactURL(raw))
 	default:
-		return fmt.Errorf("%q is not an https URL", config.RedactURL(raw))
+		return fmt.Errorf("%q is not an https URL", RedactURL(raw))
 	}
 	return nil
 }
@@ -108,7 +108,25 @@ func CheckURL(raw string, allowPrivate bool) error {
 func (c Config) String() string {
 	u := "none"
 	if c.Default.URL != "" {
-		u = config.RedactURL(c.Default.URL)
+		u = RedactURL(c.Default.URL)
 	}
 	return fmt.Sprintf("url=%s retries=%v timeout=%s allow_private=%t", u, c.Retries, c.Timeout, c.AllowPrivate)
+}
+
+// RedactURL is an endpoint's URL as it may be logged, stored with a
+// failed delivery and listed by the admin routes: without its user and
+// password (config.RedactURL), its query and its fragment, where many
+// receivers carry a secret of their own (?code=…, ?token=…).
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return config.RedactURL(raw)
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "redacted", false
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		u.Fragment, u.RawFragment = "redacted", ""
+	}
+	return config.RedactURL(u.String())
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/schedule"
 )
 
@@ -217,7 +216,7 @@ func (d *Deliverer) handle(ctx context.Context, msg jetstream.Msg) {
 		return // shutting down: JetStream gives it again
 	}
 	del.Attempts++
-	del.URL, del.LastStatus, del.LastError = config.RedactURL(ep.URL), t.Status, ""
+	del.URL, del.LastStatus, del.LastError = RedactURL(ep.URL), t.Status, ""
 	switch {
 	case t.delivered():
 		d.settle(ctx, msg, del, "delivered", nil)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"syscall"
+	"time"
 )
 
 // ErrPrivateAddress is a connection refused because the address it would
@@ -16,7 +17,9 @@ var ErrPrivateAddress = errors.New("not a public address (MINTGATE_WEBHOOK_ALLOW
 // (loopback, private, link-local, multicast, unspecified): shared address
 // space, the IETF's and the documentation's blocks, benchmarking,
 // reserved, NAT64's well-known prefix (it embeds an IPv4 address), 6to4
-// and Teredo (likewise), and the IPv6 documentation block.
+// and Teredo (likewise), the deprecated IPv4-compatible IPv6 addresses
+// (::a.b.c.d: a host with a sit tunnel routes ::169.254.169.254 to the
+// metadata service) and site-local ones, and the IPv6 documentation block.
 var notPublic = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("100.64.0.0/10"),
@@ -32,6 +35,8 @@ var notPublic = []netip.Prefix{
 	netip.MustParsePrefix("2002::/16"),
 	netip.MustParsePrefix("2001:db8::/32"),
 	netip.MustParsePrefix("100::/64"),
+	netip.MustParsePrefix("::/96"),
+	netip.MustParsePrefix("fec0::/10"),
 }
 
 // Public reports whether a is an address on the public internet.
@@ -64,10 +69,11 @@ func guard(_, address string, _ syscall.RawConn) error {
 	return nil
 }
 
-// dialer is the dialer of every try: with allowPrivate it connects
-// anywhere, else only to public addresses.
-func dialer(allowPrivate bool) *net.Dialer {
-	d := &net.Dialer{Timeout: DefaultTimeout}
+// dialer is the dialer of every try, its connect bounded by timeout (a
+// try's MINTGATE_WEBHOOK_TIMEOUT): with allowPrivate it connects anywhere,
+// else only to public addresses.
+func dialer(timeout time.Duration, allowPrivate bool) *net.Dialer {
+	d := &net.Dialer{Timeout: timeout}
 	if !allowPrivate {
 		d.Control = guard
 	}

@@ -30,7 +30,7 @@ type poster struct {
 func newPoster(timeout time.Duration, allowPrivate bool) *poster {
 	tr := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           dialer(allowPrivate).DialContext,
+		DialContext:           dialer(timeout, allowPrivate).DialContext,
 		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:   timeout,
 		ResponseHeaderTimeout: timeout,

@@ -81,7 +81,7 @@ func TestPublic(t *testing.T) {
 		"93.184.215.14": true, "2606:4700::6810:84e5": true,
 		"127.0.0.1": false, "10.1.2.3": false, "172.16.0.1": false, "192.168.1.1": false, "169.254.169.254": false,
 		"100.64.0.1": false, "0.0.0.0": false, "::1": false, "fe80::1": false, "fd00::1": false,
-		"::ffff:127.0.0.1": false, "::ffff:10.0.0.1": false, "64:ff9b::a00:1": false, "224.0.0.1": false, "255.255.255.255": false,
+		"::ffff:127.0.0.1": false, "::ffff:10.0.0.1": false, "::169.254.169.254": false, "::127.0.0.1": false, "fec0::1": false, "64:ff9b::a00:1": false, "224.0.0.1": false, "255.255.255.255": false,
 	} {
 		if got := Public(netip.MustParseAddr(addr)); got != want {
 			t.Errorf("Public(%s) = %v, want %v", addr, got, want)
@@ -146,5 +146,24 @@ func TestNoRedirectAndBoundedAnswer(t *testing.T) {
 	tr := p.post(context.Background(), Endpoint{URL: srv.URL + "/big", Secret: secret}, "msg_1", time.Now(), nil)
 	if tr.delivered() || tr.Status != 500 || len(tr.Err.Error()) > 400 {
 		t.Errorf("a big error page: status %d, error of %d bytes", tr.Status, len(tr.Err.Error()))
+	}
+}
+
+// An endpoint's URL is logged, stored with a failed delivery and listed
+// without its credentials, query or fragment, where receivers keep their
+// own secrets.
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://hooks.example/in":                          "https://hooks.example/in",
+		"https://user:pass@hooks.example/in?code=s3cret#f":  "https://redacted@hooks.example/in?redacted#redacted",
+		"https://hooks.example/api/hook?token=abc&tenant=x": "https://hooks.example/api/hook?redacted",
+	} {
+		got := RedactURL(in)
+		if strings.Contains(got, "s3cret") || strings.Contains(got, "pass") || strings.Contains(got, "abc") {
+			t.Errorf("RedactURL(%q) = %q: a secret is left", in, got)
+		}
+		if got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
