@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/testenv"
+	"github.com/mintgate/mintgate/shared/webhook"
 )
 
 // Webhooks on the whole stack: real uploads through the signer, S3 and the
@@ -130,10 +133,37 @@ func TestWebhookRetriedThenDelivered(t *testing.T) {
 	if n := metric(t, s.CompleterURL, "mintgate_webhook_deliveries_total"); n < 4 {
 		t.Errorf("mintgate_webhook_deliveries_total %v, want at least 4 (2 retries, 2 delivered)", n)
 	}
+	// A handled retry leaves the stream: it keeps only what is still to
+	// be tried or kept as failed, so a consumer made again tries no
+	// delivered webhook of the past again.
+	eventually(t, 20*time.Second, "no fired retry left in MINTGATE_WEBHOOKS", func() bool {
+		return dueLeft(t, s) == 0
+	})
 	// The lag dashboards read: one observation per delivery.
 	if n := metric(t, s.CompleterURL, "mintgate_webhook_lag_seconds"); n != 2 {
 		t.Errorf("mintgate_webhook_lag_seconds observations %v, want 2 (the two deliveries)", n)
 	}
+}
+
+// dueLeft is how many fired retries (due messages) MINTGATE_WEBHOOKS holds.
+func dueLeft(t *testing.T, s *stack) int {
+	t.Helper()
+	_, js := testenv.JetStream(t, s.NATSURL)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, webhook.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(webhook.DuePrefix+">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range info.State.Subjects {
+		n += int(c)
+	}
+	return n
 }
 
 // publishRejected publishes ev into the events stream as the completer

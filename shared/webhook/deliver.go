@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,14 +26,39 @@ const perEndpoint = 8
 const inFlight = 256
 
 // busyWait is the least wait before a delivery whose endpoint is
-// saturated is tried again, without counting a try; busyWait spread at
-// random over two try timeouts more, so that a dead endpoint's backlog
-// does not come back all at once every second.
-const busyWait = time.Second
+// saturated is tried again, without counting a try. It doubles with each
+// time the same delivery finds its endpoint saturated, up to busyMax, and
+// is spread at random over two try timeouts more, so that a dead
+// endpoint's backlog neither comes back all at once nor cycles through
+// the stream every few seconds.
+const (
+	busyWait = time.Second
+	busyMax  = 5 * time.Minute
+)
 
-// busyDelay is the wait of a delivery whose endpoint is saturated.
-func (d *Deliverer) busyDelay() time.Duration {
-	return busyWait + time.Duration(rand.Int64N(int64(2*d.cfg.Timeout)+1))
+// busyDelay is the wait of a delivery whose endpoint is saturated for the
+// busy-th time in a row.
+func (d *Deliverer) busyDelay(busy int) time.Duration {
+	wait := busyMax
+	if busy < 9 {
+		wait = min(busyWait<<busy, busyMax)
+	}
+	return wait + time.Duration(rand.Int64N(int64(2*d.cfg.Timeout)+1))
+}
+
+// stuckWait is the wait of a message whose next step could not be stored
+// (MINTGATE_WEBHOOKS refusing writes): doubling with each delivery of it,
+// up to busyMax, so that its endpoint is not POSTed every few seconds
+// meanwhile.
+func stuckWait(msg jetstream.Msg) time.Duration {
+	n := uint64(1)
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 0 {
+		n = md.NumDelivered
+	}
+	if n > 7 {
+		return busyMax
+	}
+	return min(5*time.Second<<(n-1), busyMax)
 }
 
 // Deliverer delivers the upload events: a durable consumer ("webhooks")
@@ -52,6 +78,10 @@ type Deliverer struct {
 	// since is where the events' durable starts when it is first created:
 	// events older than the first start are not delivered.
 	since time.Time
+
+	// retries is the stream of the retries, once its consumer is open: a
+	// handled due message is deleted from it.
+	retries atomic.Pointer[jetstream.Stream]
 
 	mu   sync.Mutex
 	busy map[string]int // tries in flight per endpoint URL
@@ -160,6 +190,11 @@ func (d *Deliverer) openRetries(ctx context.Context) (jetstream.Consumer, error)
 	if _, err := StreamInfo(ctx, d.js); err != nil {
 		return nil, err
 	}
+	s, err := d.js.Stream(ctx, Stream)
+	if err != nil {
+		return nil, err
+	}
+	d.retries.Store(&s)
 	c, err := d.js.Consumer(ctx, Stream, Durable)
 	if err == nil || !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return c, err
@@ -207,7 +242,8 @@ func (d *Deliverer) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	if !d.acquire(ep.URL) {
 		// Saturated: tried again shortly, no try counted, the consumer free.
-		d.settle(ctx, msg, del, "busy", d.schedule(ctx, del, d.busyDelay()))
+		del.Busy++
+		d.settle(ctx, msg, del, "busy", d.schedule(ctx, del, d.busyDelay(del.Busy-1)))
 		return
 	}
 	t := d.try(ctx, ep, del)
@@ -216,6 +252,7 @@ func (d *Deliverer) handle(ctx context.Context, msg jetstream.Msg) {
 		return // shutting down: JetStream gives it again
 	}
 	del.Attempts++
+	del.Busy = 0
 	del.URL, del.LastStatus, del.LastError = RedactURL(ep.URL), t.Status, ""
 	switch {
 	case t.delivered():
@@ -236,12 +273,14 @@ func (d *Deliverer) settle(ctx context.Context, msg jetstream.Msg, del Delivery,
 		if ctx.Err() == nil {
 			d.log.Warn("webhooks: cannot store the next step; the delivery is tried again later",
 				"webhookId", del.ID, "tenant", del.Tenant, "err", err)
-			_ = msg.NakWithDelay(5 * time.Second)
+			_ = msg.NakWithDelay(stuckWait(msg))
 		}
 		return
 	}
 	if err := msg.Ack(); err != nil {
 		d.log.Warn("webhooks: ack", "webhookId", del.ID, "err", err)
+	} else {
+		d.forget(ctx, msg)
 	}
 	d.m.deliveries.WithLabelValues(del.Tenant, outcome).Inc()
 	switch outcome {
@@ -347,4 +386,23 @@ func publish(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) error {
 		return fmt.Errorf("%w: publish %s: %w", ErrUnavailable, msg.Subject, err)
 	}
 	return nil
+}
+
+// forget deletes msg, once handled and acked, from MINTGATE_WEBHOOKS (a
+// fired retry or redelivery; not an event of MINTGATE_UPLOADS): the
+// stream keeps only what is still to be tried or kept as failed, so a
+// consumer created again never tries a delivery of the past again. A
+// process killed before the delete leaves the message, acked: tried
+// again only by such a new consumer, with the same webhook-id.
+func (d *Deliverer) forget(ctx context.Context, msg jetstream.Msg) {
+	md, err := msg.Metadata()
+	s := d.retries.Load()
+	if err != nil || md.Stream != Stream || s == nil {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer cancel()
+	if err := (*s).DeleteMsg(dctx, md.Sequence.Stream); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		d.log.Warn("webhooks: could not delete a handled retry from the stream; it stays, acked", "err", err)
+	}
 }

@@ -35,6 +35,9 @@ type Delivery struct {
 	Event json.RawMessage `json:"event"`
 	// Attempts is how many tries were made.
 	Attempts int `json:"attempts"`
+	// Busy is how many times in a row the delivery found its endpoint
+	// saturated (no try made): its next wait doubles with it.
+	Busy int `json:"busy,omitempty"`
 	// URL is the endpoint of the last try, without credentials.
 	URL string `json:"url,omitempty"`
 	// LastStatus is the last try's HTTP status, 0 without an answer.
