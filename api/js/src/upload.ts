@@ -53,19 +53,28 @@ export interface UploadResult {
   multipart: boolean;
 }
 
+/**
+ * HASH_WHOLE_MAX is the largest file a checksummed upload hashes whole
+ * (and so holds in memory at once) for a single PUT: a larger one is sent
+ * as a multipart upload, its parts hashed one by one.
+ */
+export const HASH_WHOLE_MAX = 256 * 1024 * 1024;
+
 /** upload sends file with the client's signer; see Client.upload in the README. */
 export async function upload(client: Signer, file: Blob, opts: UploadOptions = {}): Promise<UploadResult> {
   throwIfAborted(opts.signal);
   const contentType = opts.contentType || file.type || "application/octet-stream";
   let multipart = opts.multipart ?? (opts.resume !== undefined ? true : undefined);
   let partBatch = 100;
+  const checksum = (opts.checksum ?? "sha256") === "sha256";
   if (multipart === undefined || multipart) {
     const limits = await client.limits({ signal: opts.signal });
-    multipart ??= file.size > limits.maxObjectBytes;
+    // WebCrypto hashes a whole buffer: a file hashed whole is read into
+    // memory whole, so a large one goes in parts, each hashed on its own.
+    multipart ??= file.size > limits.maxObjectBytes || (checksum && file.size > HASH_WHOLE_MAX);
     partBatch = limits.maxPartsPerRequest;
   }
   const idempotencyKey = opts.idempotencyKey ?? newIdempotencyKey();
-  const checksum = (opts.checksum ?? "sha256") === "sha256";
   const req: SignRequest = { contentType, contentLength: file.size };
   if (!multipart) {
     if (checksum) req.checksumSHA256 = await sha256Base64(file);
@@ -165,7 +174,8 @@ async function uploadParts(client: Signer, grant: MultipartGrant, file: Blob, ba
   const stop = new AbortController();
   const onAbort = () => stop.abort(abortError(opts.signal));
   opts.signal?.addEventListener("abort", onAbort, { once: true });
-  sums?.prefetch(todo, stop.signal).catch(() => {}); // a part whose hashing failed fails in its own worker
+  // A copy: the workers shift todo while the prefetch walks it.
+  sums?.prefetch([...todo], stop.signal).catch(() => {}); // a part whose hashing failed fails in its own worker
   const worker = async () => {
     for (let n = todo.shift(); n !== undefined; n = todo.shift()) {
       const start = (n - 1) * grant.partSize;
