@@ -125,8 +125,10 @@ func TestWebhookSlowEndpointBlocksNoOtherTenant(t *testing.T) {
 		}
 		return false
 	})
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("the other tenant's event took %v behind the slow endpoint's backlog", took)
+	// Before the slow endpoint's backlog (five rounds of 3 s) drained: by
+	// order, not by a clock, so a busy machine cannot fail it.
+	if n := len(slow.Deliveries(t)); n >= 40 {
+		t.Errorf("the other tenant's event was delivered only after the slow endpoint's %d tries", n)
 	}
 	// The slow endpoint has its 8 tries in flight, and no more until one
 	// of them is answered (3 s after it was sent).
@@ -171,4 +173,31 @@ func TestWebhookStreamMissingKeepsTheCompleterUnready(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestWebhookConsumerDeletedIsOpenedAgain: a durable deleted while the
+// completer runs (an operator's mistake, a stream made again) is opened
+// again, and the events published after it are delivered.
+func TestWebhookConsumerDeletedIsOpenedAgain(t *testing.T) {
+	r := testenv.StartWebhookReceiver(t, testenv.WebhookReceiverOptions{Secret: testSecret})
+	_, es := hookStack(t, r.URL+"/hooks", map[string]string{"MINTGATE_WEBHOOK_ALLOW_PRIVATE": "true"})
+	delivered := func(id string) func() bool {
+		return func() bool {
+			for _, d := range r.Deliveries(t) {
+				if d.ID == id && d.Verified {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	first := es.publishCompleted(t)
+	eventually(t, "the first event delivered", delivered(first))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := es.js.DeleteConsumer(ctx, events.Stream, webhook.Durable); err != nil {
+		t.Fatal(err)
+	}
+	second := es.publishCompleted(t)
+	eventually(t, "an event published after the consumer was deleted delivered", delivered(second))
 }

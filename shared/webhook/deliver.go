@@ -105,16 +105,27 @@ func (d *Deliverer) Ping(ctx context.Context) error {
 }
 
 // Run consumes both durables until ctx ends, then waits for the tries in
-// flight. While a stream or consumer cannot be opened it logs why and
-// tries again.
+// flight. Each durable has its own loop: while its stream or consumer
+// cannot be opened it logs why and tries again, and a consumer that stops
+// (deleted, its stream made again) is opened again.
 func (d *Deliverer) Run(ctx context.Context) {
 	go d.watchFailed(ctx)
 	go d.rescueLoop(ctx)
-	var stops []jetstream.ConsumeContext
+	var loops sync.WaitGroup
 	for _, open := range []func(context.Context) (jetstream.Consumer, error){d.openEvents, d.openRetries} {
+		loops.Go(func() { d.consume(ctx, open) })
+	}
+	loops.Wait()
+	d.wg.Wait()
+}
+
+// consume runs one durable, opened by open, until ctx ends, opening it
+// again whenever it stops.
+func (d *Deliverer) consume(ctx context.Context, open func(context.Context) (jetstream.Consumer, error)) {
+	for ctx.Err() == nil {
 		c, err := openRetrying(ctx, d.log, open)
 		if err != nil {
-			break // ctx ended
+			return // ctx ended
 		}
 		cc, err := c.Consume(func(msg jetstream.Msg) { d.dispatch(ctx, msg) }, jetstream.PullMaxMessages(64),
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -123,22 +134,31 @@ func (d *Deliverer) Run(ctx context.Context) {
 				}
 			}))
 		if err != nil {
-			d.log.Error("webhooks: consume", "err", err)
+			d.log.Error("webhooks: consume; opening it again", "err", err)
+			sleep(ctx, time.Second)
 			continue
 		}
-		stops = append(stops, cc)
-	}
-	<-ctx.Done()
-	for _, cc := range stops {
-		cc.Stop()
-	}
-	for _, cc := range stops {
-		select { // its callback has returned: no try starts after this
+		select {
+		case <-ctx.Done():
+			cc.Stop()
+			select { // its callback has returned: no try starts after this
+			case <-cc.Closed():
+			case <-time.After(5 * time.Second):
+			}
+			return
 		case <-cc.Closed():
-		case <-time.After(5 * time.Second):
+			d.log.Warn("webhooks: a consumer stopped; opening it again")
+			sleep(ctx, time.Second)
 		}
 	}
-	d.wg.Wait()
+}
+
+// sleep waits for wait or until ctx ends.
+func sleep(ctx context.Context, wait time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(wait):
+	}
 }
 
 // openRetrying calls open until it works or ctx ends.
