@@ -259,7 +259,11 @@ func TestBrowserPage(t *testing.T) {
 			t.Fatalf("state %s", browserStatus(tab))
 		}
 		key := browserUpload(t, tab, "key")
-		obj, err := gw.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(gw.Bucket), Key: aws.String(key)})
+		// A deadline of its own: the browser's steps above may have used
+		// up the CORS call's on a busy machine.
+		gctx, gcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer gcancel()
+		obj, err := gw.Client.GetObject(gctx, &s3.GetObjectInput{Bucket: aws.String(gw.Bucket), Key: aws.String(key)})
 		if err != nil {
 			t.Fatalf("get %s: %v", key, err)
 		}
