@@ -330,22 +330,7 @@ func TestKustomizeDeployments(t *testing.T) {
 			if c.Image != "mintgate/"+name {
 				t.Errorf("image %q, want mintgate/%s (tagged by the kustomization)", c.Image, name)
 			}
-			sc := c.Security
-			for what, ok := range map[string]bool{
-				"runAsNonRoot: true":              sc.RunAsNonRoot != nil && *sc.RunAsNonRoot,
-				"readOnlyRootFilesystem: true":    sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem,
-				"allowPrivilegeEscalation: false": sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation,
-				"capabilities.drop: [ALL]":        slices.Contains(sc.Capabilities.Drop, "ALL"),
-			} {
-				if !ok {
-					t.Errorf("container securityContext lacks %s", what)
-				}
-			}
-			for _, r := range []string{"cpu", "memory"} {
-				if c.Resources.Requests[r] == "" || c.Resources.Limits[r] == "" {
-					t.Errorf("resources: %s request %q, limit %q", r, c.Resources.Requests[r], c.Resources.Limits[r])
-				}
-			}
+			checkHardened(t, name, c)
 
 			wantPorts := 1
 			if name == signer {
