@@ -127,7 +127,7 @@ func (m *metrics) zero() {
 func gateMetrics(factory promauto.Factory, m *metrics) {
 	m.rejected = factory.NewCounterVec(prometheus.CounterOpts{
 		Name: "mintgate_completer_rejected_total",
-		Help: "Uploads the verification gate rejected (object moved to quarantine/, tokens kept spent), by tenant and reason: size_mismatch, type_mismatch, image_too_large, malware. One per upload.",
+		Help: "Uploads the verification gate rejected (object moved to quarantine/, tokens kept spent), by tenant and reason: size_mismatch, type_mismatch, image_too_large, malware, scan_limit, encoding_not_allowed, metadata_not_allowed. One per upload.",
 	}, []string{"tenant", "reason"})
 	m.scanTruncated = factory.NewCounter(prometheus.CounterOpts{
 		Name: "mintgate_completer_scan_truncated_total",

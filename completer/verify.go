@@ -28,6 +28,19 @@ const (
 	reasonType    = "type_mismatch"   // its leading bytes are not its contentType's (or an image header that cannot be read)
 	reasonPixels  = "image_too_large" // width × height above MINTGATE_MAX_IMAGE_PIXELS
 	reasonMalware = "malware"         // clamd found a signature
+	// reasonScanLimit: clamd stopped before the content's end, at one of
+	// its limits (AlertExceedsMax: Heuristics.Limits.Exceeded.*), so what
+	// lies past it was never scanned.
+	reasonScanLimit = "scan_limit"
+	// reasonEncoding: the object is stored with a Content-Encoding other
+	// than none or identity (br, gzip, …): a reader's client decodes
+	// what the scan and the type check saw encoded.
+	reasonEncoding = "encoding_not_allowed"
+	// reasonMetadata: the object is stored with a Content-Disposition,
+	// Cache-Control, Expires or Content-Language header, which no URL of
+	// ours signs: the uploader chose it, and a reader of the bucket would
+	// be served it.
+	reasonMetadata = "metadata_not_allowed"
 )
 
 // objects is the S3 calls of the gate and the quarantine (*s3.Client).
@@ -94,6 +107,9 @@ func (g *gate) check(ctx context.Context, key string, size int64, shape quota.Gr
 	size = aws.ToInt64(head.ContentLength)
 	if shape.Known && size != shape.ContentLength {
 		return reasonSize, size, nil
+	}
+	if reason := headerVerdict(head); reason != "" {
+		return reason, size, nil // the HEAD is made: its check costs nothing, VERIFY on or off
 	}
 	if !g.content {
 		return "", size, nil
@@ -209,10 +225,48 @@ func (g *gate) scanObject(ctx context.Context, key string, size int64) (string, 
 	if err != nil {
 		return "", fmt.Errorf("scan %s: %w", key, err)
 	}
-	if found != "" {
-		return reasonMalware, nil
+	return scanVerdict(found), nil
+}
+
+// limitAlert is the prefix of the signatures clamd reports, with
+// AlertExceedsMax yes, for content it stopped scanning at a limit
+// (MaxFileSize, MaxScanSize, MaxRecursion, MaxFiles, MaxScanTime, …).
+const limitAlert = "Heuristics.Limits.Exceeded."
+
+// scanVerdict is the reason of what clamd found: "" for nothing,
+// scan_limit for a limit it hit, malware for any other signature.
+func scanVerdict(found string) string {
+	switch {
+	case found == "":
+		return ""
+	case strings.HasPrefix(found, limitAlert):
+		return reasonScanLimit
 	}
-	return "", nil
+	return reasonMalware
+}
+
+// headerVerdict is the reason the object's stored headers (its HEAD)
+// refuse it, or "". A Content-Encoding other than identity means the bytes
+// the type check and the scan read are not the bytes a reader's client
+// decodes (a brotli-encoded EICAR scans clean); aws-chunked is the
+// transfer of a streamed PUT, which S3 does not keep, and is skipped if an
+// S3 kept it. Content-Disposition, Cache-Control, Expires and
+// Content-Language are never signed by our URLs, so the uploader chose
+// them; an object that carries one is refused rather than rewritten in
+// place (the completer never writes incoming/): docs/security.md.
+func headerVerdict(h *s3.HeadObjectOutput) string {
+	for _, enc := range strings.Split(aws.ToString(h.ContentEncoding), ",") {
+		switch strings.ToLower(strings.TrimSpace(enc)) {
+		case "", "identity", "aws-chunked":
+		default:
+			return reasonEncoding
+		}
+	}
+	if aws.ToString(h.ContentDisposition) != "" || aws.ToString(h.CacheControl) != "" ||
+		aws.ToString(h.ExpiresString) != "" || aws.ToString(h.ContentLanguage) != "" {
+		return reasonMetadata
+	}
+	return ""
 }
 
 // isCode reports whether err is an S3 API error with one of codes.

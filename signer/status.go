@@ -25,7 +25,7 @@ const (
 type statusResponse struct {
 	URLID     string     `json:"urlId"`
 	Status    string     `json:"status"`
-	Reason    string     `json:"reason,omitempty"` // of a rejected upload: size_mismatch, type_mismatch, image_too_large, malware
+	Reason    string     `json:"reason,omitempty"` // of a rejected upload: size_mismatch, type_mismatch, image_too_large, malware, scan_limit, encoding_not_allowed, metadata_not_allowed
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// ChecksumSHA256 is the SHA-256 (base64) the grant's URL was bound to:
 	// S3 refused any other bytes, so a completed upload's object has it.

@@ -9,6 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/mintgate/mintgate/shared/testenv"
 )
 
 // clamdPort is clamd's TCP port, the Service's and the NetworkPolicy's.
@@ -196,4 +200,42 @@ func clamavSize(s string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n * mult, err == nil
+}
+
+// TestClamdAlertsOnLimits (issue 36): every clamd configuration we ship
+// sets AlertExceedsMax yes. Without it clamd answers OK for content it
+// stopped scanning at a limit (a PDF stream inflating past MaxFileSize
+// with EICAR at its end read completed); with it the answer is
+// Heuristics.Limits.Exceeded.<limit> FOUND and the upload is rejected
+// scan_limit. The compose stack's clamd is given its file by a mount.
+func TestClamdAlertsOnLimits(t *testing.T) {
+	up := readFile(t, "deploy/local/up.sh")
+	_, upConf, _ := strings.Cut(up, `cat >"$stack/clamav/clamd.conf" <<CONF`)
+	upConf, _, _ = strings.Cut(upConf, "\nCONF\n")
+	configs := map[string]string{
+		"deploy/k8s/base/clamav/clamd.conf": readFile(t, filepath.Join(k8sBase, "clamav/clamd.conf")),
+		"deploy/compose/clamd.conf":         readFile(t, "deploy/compose/clamd.conf"),
+		"deploy/local/up.sh's clamd.conf":   upConf,
+		"shared/testenv's ClamdConfig":      testenv.ClamdConfig("/db", "127.0.0.1", 3310, 1<<20),
+	}
+	for name, text := range configs {
+		conf := clamavConf(text)
+		if conf == nil || conf["DatabaseDirectory"] == "" {
+			t.Errorf("%s: not found or not a clamd.conf", name)
+			continue
+		}
+		if conf["AlertExceedsMax"] != "yes" {
+			t.Errorf("%s: AlertExceedsMax %q, want yes: past a limit clamd would answer OK for content it never scanned", name, conf["AlertExceedsMax"])
+		}
+	}
+	p := loadCompose(t)
+	svc, ok := p.Services["clamd"]
+	if !ok {
+		t.Fatal("compose: no service clamd")
+	}
+	if !slices.ContainsFunc(svc.Volumes, func(v types.ServiceVolumeConfig) bool {
+		return strings.HasSuffix(v.Source, "deploy/compose/clamd.conf") && v.Target == "/etc/clamav/clamd.conf"
+	}) {
+		t.Errorf("compose: clamd does not mount deploy/compose/clamd.conf at /etc/clamav/clamd.conf: %+v", svc.Volumes)
+	}
 }

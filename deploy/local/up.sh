@@ -170,6 +170,7 @@ Foreground yes
 StreamMaxLength 100M
 MaxFileSize 100M
 MaxScanSize 400M
+AlertExceedsMax yes
 CONF
 clamd_bin=$(command -v clamd || echo /usr/sbin/clamd)
 start clamd "$clamd_bin" -c "$stack/clamav/clamd.conf"

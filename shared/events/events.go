@@ -68,7 +68,8 @@ func Subject(tenant string) string { return SubjectPrefix + tenant }
 
 // Rejected is one upload-rejected message: an upload whose object failed
 // the completer's verification gate for Reason (size_mismatch,
-// type_mismatch, image_too_large, malware). Key is where it landed,
+// type_mismatch, image_too_large, malware, scan_limit,
+// encoding_not_allowed, metadata_not_allowed). Key is where it landed,
 // incoming/<tenant>/<urlId>; it now lies at QuarantineKey(tenant, urlId).
 // Size is the size S3 reported; RejectedAt when the completer carried the
 // rejection out (RFC 3339, UTC).

@@ -70,7 +70,9 @@ func clamdBinary(tb testing.TB) string {
 }
 
 // ClamdConfig is a clamd.conf for a clamd in the foreground on addr:port
-// with the signatures of db, streams and files up to streamMax bytes.
+// with the signatures of db, streams and files up to streamMax bytes, and
+// an alert (Heuristics.Limits.Exceeded.*) for content past a limit, as
+// every shipped configuration has.
 func ClamdConfig(db, host string, port int, streamMax int64) string {
 	return fmt.Sprintf(`DatabaseDirectory %s
 TCPSocket %d
@@ -79,6 +81,7 @@ Foreground yes
 StreamMaxLength %d
 MaxScanSize %d
 MaxFileSize %d
+AlertExceedsMax yes
 `, db, port, host, streamMax, 4*streamMax, streamMax)
 }
 

@@ -100,7 +100,7 @@ export interface CompleteResponse {
 export type UploadState = "pending" | "verifying" | "completed" | "rejected" | "expired" | "refunded" | "aborted";
 
 /** Why the verification gate rejected an upload. */
-export type RejectReason = "size_mismatch" | "type_mismatch" | "image_too_large" | "malware";
+export type RejectReason = "size_mismatch" | "type_mismatch" | "image_too_large" | "malware" | "scan_limit" | "encoding_not_allowed" | "metadata_not_allowed";
 
 /** The 200 body of GET /uploads/{urlId}. */
 export interface StatusResponse {
