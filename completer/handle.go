@@ -209,8 +209,14 @@ func (c *completer) step(ctx context.Context, ev events.Event, prev string) (str
 		return c.publishCompleted(ctx, ev)
 	case v == quota.Refusing:
 		return c.reject(ctx, ev, reason)
+	case v == quota.Refused:
+		// Rejected: incoming/ must be empty; an object there was written
+		// after the verdict (extra.go).
+		return "", c.extra(ctx, ev)
 	}
-	return "", nil // done, or rejected: nothing left to do
+	// Done: nothing left to do. Its object stays in incoming/, so its URL
+	// cannot PUT again (412): no second object to look for.
+	return "", nil
 }
 
 // counted counts one publish of an upload event: an error, a duplicate the

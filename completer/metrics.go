@@ -39,6 +39,7 @@ type metrics struct {
 	lag             prometheus.Histogram
 
 	rejected      *prometheus.CounterVec // by tenant, reason
+	extra         *prometheus.CounterVec // by tenant, outcome
 	scanTruncated prometheus.Counter
 }
 
@@ -129,6 +130,10 @@ func gateMetrics(factory promauto.Factory, m *metrics) {
 		Name: "mintgate_completer_rejected_total",
 		Help: "Uploads the verification gate rejected (object moved to quarantine/, tokens kept spent), by tenant and reason: size_mismatch, type_mismatch, image_too_large, malware, scan_limit, encoding_not_allowed, metadata_not_allowed. One per upload.",
 	}, []string{"tenant", "reason"})
+	m.extra = factory.NewCounterVec(prometheus.CounterOpts{
+		Name: "mintgate_completer_extra_objects_total",
+		Help: "Objects written at incoming/<tenant>/<urlId> after that upload's verdict (a second PUT on a still-live URL once the first object was quarantined), removed from incoming/ and never announced, by tenant and outcome: deleted, or replaced (written over again before the delete; the newer one is removed on its own record).",
+	}, []string{"tenant", "outcome"})
 	m.scanTruncated = factory.NewCounter(prometheus.CounterOpts{
 		Name: "mintgate_completer_scan_truncated_total",
 		Help: "Objects larger than MINTGATE_SCAN_MAX_BYTES, of which clamd scanned only the first MINTGATE_SCAN_MAX_BYTES (a redelivered record counts again).",

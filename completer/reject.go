@@ -87,10 +87,12 @@ func (c *completer) gone(ctx context.Context, ev events.Event, prev string) (str
 // so no refund ever happens. A completer SIGKILLed at each point leaves
 // the intent, and the redelivery resumes here, never verifying again:
 //   - during 1, before the copy: the object in incoming/; it is copied.
-//   - after the copy, before the delete: in both; copied again (the same
-//     bytes) and deleted.
-//   - after the delete: only in quarantine/; the copy finds no source,
-//     sees the quarantined object and goes on.
+//   - after the copy, before the delete: in both, the same ETag; only
+//     the delete is left (never a second copy).
+//   - after the delete: only in quarantine/, and the URL, if still live,
+//     may PUT again: whatever incoming/ holds then is an extra object,
+//     deleted (If-Match its ETag), never copied over the quarantined one
+//     (quarantine).
 //   - after 2 reached the stream: published again, dropped as a duplicate
 //     within the stream's window.
 //   - after 3: rejected; the redelivery does nothing.
@@ -119,31 +121,103 @@ func (c *completer) reject(ctx context.Context, ev events.Event, reason string) 
 }
 
 // quarantine moves the object from incoming/ to quarantine/, with the
-// services' own S3 client. Safe to repeat at any point.
+// services' own S3 client, and never lets a later object overwrite the
+// first one's quarantined copy (the evidence of the verdict). Safe to
+// repeat at any point.
+//
+// Once incoming/<key> is deleted its URL, if still live, can PUT again
+// (If-None-Match: * no longer refuses): an extra object (extra.go). So
+// every step is conditional on the object it looked at:
+//
+//  1. HEAD incoming/… (its ETag), then HEAD quarantine/… — in this order.
+//  2. Quarantine absent: copy, only if the source is still the object of
+//     1 (x-amz-copy-source-if-match). The source is the verdict's object:
+//     incoming/ can hold another only after a delete, and we delete only
+//     after the copy exists. Two deliveries at once: the one that saw
+//     quarantine absent before the other's copy, delete and a re-PUT
+//     copies only if the source is still its ETag, so never the re-PUT.
+//  3. Delete incoming/…, only if it is still the object of 1 (If-Match).
+//     Quarantine present at 1 and its ETag other than incoming's: what
+//     incoming/ holds is an extra object (a re-PUT after an earlier
+//     delivery's delete), deleted and counted as such.
+//
+// A precondition that fails (412: the object changed between 1 and the
+// step) starts over, three times at most, then holds the message. A
+// SIGKILL between the steps leaves the intent (rejecting) and the
+// redelivery starts at 1: after the copy, both exist with the same ETag
+// and only the delete is left; after the delete, incoming/ is empty (or
+// holds an extra object, deleted without touching the quarantined copy).
 func (c *completer) quarantine(ctx context.Context, ev events.Event) error {
-	dst := events.QuarantineKey(ev.Tenant, ev.URLID)
-	_, err := c.gate.s3.CopyObject(ctx, &s3.CopyObjectInput{
-		Bucket: aws.String(c.bucket), Key: aws.String(dst),
-		CopySource: aws.String(c.bucket + "/" + ev.Key), // the signer's keys: no character to escape
-	})
-	if isCode(err, "NoSuchKey", "NotFound") {
-		// Moved by an earlier delivery that died before its marker: the
-		// quarantined copy is there. Or gone altogether: nothing to move.
-		_, herr := c.gate.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(dst)})
-		switch {
-		case isCode(herr, "NoSuchKey", "NotFound"):
-			c.log.Warn("a rejected upload's object is gone; nothing to quarantine", "tenant", ev.Tenant, "urlId", ev.URLID)
-			return nil
-		case herr != nil:
-			return fmt.Errorf("head %s: %w", dst, herr)
+	for range 3 {
+		done, err := c.quarantineOnce(ctx, ev)
+		if err != nil || done {
+			return err
 		}
-		err = nil
 	}
+	return fmt.Errorf("quarantine %s: the object kept changing", ev.Key)
+}
+
+// quarantineOnce is one pass of quarantine; done false means a
+// precondition failed and the pass is to be made again.
+func (c *completer) quarantineOnce(ctx context.Context, ev events.Event) (done bool, err error) {
+	dst := events.QuarantineKey(ev.Tenant, ev.URLID)
+	src, err := c.etag(ctx, ev.Key)
 	if err != nil {
-		return fmt.Errorf("copy %s to %s: %w", ev.Key, dst, err)
+		return false, err
 	}
-	if _, err := c.gate.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(ev.Key)}); err != nil {
-		return fmt.Errorf("delete %s: %w", ev.Key, err)
+	held, err := c.etag(ctx, dst)
+	if err != nil {
+		return false, err
 	}
-	return nil
+	switch {
+	case src == "" && held == "":
+		c.log.Warn("a rejected upload's object is gone; nothing to quarantine", "tenant", ev.Tenant, "urlId", ev.URLID)
+		return true, nil
+	case src == "":
+		return true, nil // moved by an earlier delivery
+	case held == "":
+		_, err := c.gate.s3.CopyObject(ctx, &s3.CopyObjectInput{
+			Bucket: aws.String(c.bucket), Key: aws.String(dst),
+			CopySource:        aws.String(c.bucket + "/" + ev.Key), // the signer's keys: no character to escape
+			CopySourceIfMatch: aws.String(src),
+		})
+		switch {
+		case isCode(err, "PreconditionFailed", "NoSuchKey", "NotFound"):
+			return false, nil // moved by another delivery meanwhile: look again
+		case err != nil:
+			return false, fmt.Errorf("copy %s to %s: %w", ev.Key, dst, err)
+		}
+	case held != src:
+		// Quarantined before, and incoming/ holds another object.
+		return c.removeExtra(ctx, ev, src)
+	}
+	return c.deleteIfMatch(ctx, ev.Key, src)
+}
+
+// etag is the ETag of key as S3 holds it, "" when there is no such object.
+func (c *completer) etag(ctx context.Context, key string) (string, error) {
+	out, err := c.gate.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(key)})
+	switch {
+	case isCode(err, "NoSuchKey", "NotFound"):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("head %s: %w", key, err)
+	}
+	if e := aws.ToString(out.ETag); e != "" {
+		return e, nil
+	}
+	return `""`, nil // an S3 that names no ETag: present all the same
+}
+
+// deleteIfMatch deletes key if S3 still holds the object of etag; done
+// false when it holds another one (412).
+func (c *completer) deleteIfMatch(ctx context.Context, key, etag string) (done bool, err error) {
+	_, err = c.gate.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(key), IfMatch: aws.String(etag)})
+	switch {
+	case isCode(err, "PreconditionFailed"):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("delete %s: %w", key, err)
+	}
+	return true, nil
 }
