@@ -131,3 +131,19 @@ func TestGateStoredHeaders(t *testing.T) {
 		t.Errorf("rejected_total encoding_not_allowed = %v, want 2", got)
 	}
 }
+
+// TestVerifyOffHeadsTheObject (issue 36, item 8, as docs/configuration.md
+// now says): with MINTGATE_VERIFY=off the content checks are off (HTML on
+// an image/png grant completes), but the completer still HEADs the object
+// for its size and stored headers: a wrong size is size_mismatch, a
+// Content-Encoding br is encoding_not_allowed.
+func TestVerifyOffHeadsTheObject(t *testing.T) {
+	s := startGateStack(t, map[string]string{"MINTGATE_VERIFY": "off"})
+	html := []byte("<html>not a png</html>")
+	htmlID := s.upload(t, "image/png", len(html), html)
+	sizeID := s.upload(t, "image/png", len(html)+1, html)
+	brID := s.uploadWith(t, "image/png", html, func(in *s3.PutObjectInput) { in.ContentEncoding = aws.String("br") })
+	s.assertCompleted(t, htmlID)
+	s.assertRejected(t, sizeID, reasonSize, len(html))
+	s.assertRejected(t, brID, reasonEncoding, len(html))
+}
