@@ -24,6 +24,25 @@ var (
 // image/png.
 const wrongEvery = 8
 
+// encodedEvery: one single PUT in encodedEvery adds an unsigned
+// Content-Encoding (br or gzip) to its bytes, which the gate must reject
+// encoding_not_allowed whatever they are.
+const encodedEvery = 12
+
+// reputEvery: one wrong upload in reputEvery is PUT again on its URL once
+// it reads rejected (reputBody): one grant, one object.
+const reputEvery = 2
+
+// reputBody is a re-PUT's size bytes: HTML again, but padded otherwise
+// than body's, so the check tells the quarantined first object from it.
+func reputBody(size int64) []byte {
+	b := body(size, true)
+	for i := len(htmlHead); i < len(b); i++ {
+		b[i] = 'y'
+	}
+	return b
+}
+
 // tinyPNG encodes a 2×2 grey image: a valid PNG of a few dozen bytes.
 func tinyPNG() []byte {
 	var b bytes.Buffer

@@ -19,6 +19,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/mintgate/mintgate/api"
+	"github.com/mintgate/mintgate/shared/keys"
 )
 
 // How a client retries a sign that got no answer, a 503 or a 409: with the
@@ -47,6 +48,19 @@ type received struct {
 	putStatus                int       // the last PUT's status, 0 when not tried or no answer
 	late                     bool      // a slow upload: it lands after the grant's due time (landLate)
 	wrong                    bool      // its bytes are HTML, not the image/png it declared: the gate must reject them
+	// encoding is the Content-Encoding its PUT added, unsigned (br or
+	// gzip; "" none): the gate must reject it encoding_not_allowed.
+	encoding string
+	// reput is the status of a second PUT on its URL once its upload read
+	// rejected (0: none tried): 200 means S3 took it, and the completer
+	// must remove it from incoming/ and keep the first in quarantine/.
+	reput int
+}
+
+// reputDone is the answer to one re-PUT after rejection, for its client's
+// record.
+type reputDone struct {
+	client, url, status int
 }
 
 // lateLanding is what became of one slow upload, for its client's record.
@@ -86,6 +100,7 @@ type load struct {
 
 	mu      sync.Mutex
 	landed  []lateLanding // slow uploads, as they land
+	reputs  []reputDone   // re-PUTs after rejection, as they are answered
 	landing sync.WaitGroup
 }
 
@@ -199,6 +214,11 @@ func (c *client) single(ctx context.Context, u user) {
 	upload := c.rng.IntN(2) == 0
 	replay := c.rng.IntN(10) == 0
 	wrong := c.rng.IntN(wrongEvery) == 0
+	encoding := ""
+	if c.rng.IntN(encodedEvery) == 0 {
+		encoding = [...]string{"br", "gzip"}[c.rng.IntN(2)]
+	}
+	reput := c.rng.IntN(reputEvery) == 0
 	key := fmt.Sprintf("c%d-%d", c.id, c.ops)
 	c.ops++
 
@@ -214,9 +234,12 @@ func (c *client) single(ctx context.Context, u user) {
 		c.urls[i].late, c.urls[i].wrong = true, wrong
 		c.landLate(i, s, body(size, wrong), s.ExpiresAt.Add(c.st.p.grace+landIn))
 	case upload && !c.urls[i].late:
-		c.urls[i].wrong = wrong
-		c.urls[i].uploaded, c.urls[i].putStatus = c.put(s, body(size, wrong))
+		c.urls[i].wrong, c.urls[i].encoding = wrong, encoding
+		c.urls[i].uploaded, c.urls[i].putStatus = c.put(s, body(size, wrong), encoding)
 		c.urls[i].uploadedAt = time.Now()
+		if wrong && reput && encoding == "" && c.urls[i].uploaded {
+			c.reputAfterVerdict(i, c.urls[i], s)
+		}
 	}
 	if replay {
 		// A client that lost the answer asks again with the same
@@ -379,9 +402,35 @@ func (c *client) landLate(i int, s signed, b []byte, when time.Time) {
 	})
 }
 
-// put uploads b with exactly the returned headers, as a browser would. A
-// 412 after a lost answer means the first try was stored.
-func (c *client) put(s signed, b []byte) (stored bool, status int) {
+// reputAfterVerdict waits until u's upload reads rejected, then PUTs its
+// URL again (If-None-Match: * passes: the quarantine emptied the key) with
+// other bytes of the same size, as an uploader trying its luck would, if
+// the URL is still live. Its answer goes to the client's record.
+func (c *client) reputAfterVerdict(i int, u received, s signed) {
+	c.ld.landing.Go(func() {
+		done := keys.Done(u.tenant, u.urlID)
+		for time.Now().Before(s.ExpiresAt) {
+			v, _ := c.st.rdb.Get(context.Background(), done).Result()
+			if strings.HasPrefix(v, "rejected:") {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !time.Now().Before(s.ExpiresAt) {
+			return // no verdict while the URL lived: nothing to try
+		}
+		_, status := c.put(s, reputBody(u.size), "")
+		c.ld.mu.Lock()
+		c.ld.reputs = append(c.ld.reputs, reputDone{client: c.id, url: i, status: status})
+		c.ld.mu.Unlock()
+	})
+}
+
+// put uploads b with exactly the returned headers, as a browser would,
+// and a Content-Encoding header when encoding is not "" (unsigned: S3
+// takes and keeps it). A 412 after a lost answer means the first try was
+// stored.
+func (c *client) put(s signed, b []byte, encoding string) (stored bool, status int) {
 	for try := range 3 {
 		req, err := http.NewRequest(s.Method, s.URL, bytes.NewReader(b))
 		if err != nil {
@@ -390,6 +439,9 @@ func (c *client) put(s signed, b []byte) (stored bool, status int) {
 		// Content-Length: net/http sends it from the body.
 		req.Header.Set("Content-Type", s.Headers.ContentType)
 		req.Header.Set("If-None-Match", s.Headers.IfNoneMatch)
+		if encoding != "" {
+			req.Header.Set("Content-Encoding", encoding)
+		}
 		resp, err := c.http.Do(req)
 		if err != nil {
 			continue
@@ -416,6 +468,9 @@ func (ld *load) result() result {
 	for _, l := range ld.landed {
 		u := &ld.clients[l.client].urls[l.url]
 		u.uploaded, u.uploadedAt = l.stored, l.at
+	}
+	for _, p := range ld.reputs {
+		ld.clients[p.client].urls[p.url].reput = p.status
 	}
 	for _, c := range ld.clients {
 		r.urls = append(r.urls, c.urls...)

@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"image"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -34,15 +35,21 @@ func TestBodies(t *testing.T) {
 	}
 }
 
-// The verdict rows: wrong bytes end rejected:type_mismatch, in quarantine,
-// never refunded; right bytes end completed; no urlId has both events; no
-// marker is left between two values.
+// The verdict rows: wrong bytes end rejected:type_mismatch, encoded ones
+// rejected:encoding_not_allowed, in quarantine, never refunded; right bytes
+// end completed; a re-PUT after rejection neither stays in incoming/ nor
+// replaces the quarantined object; no urlId has both events; no marker is
+// left between two values.
 func TestVerdictRows(t *testing.T) {
 	now := time.Now()
 	const id = "id"
 	right := received{tenant: "t0", user: "u000", urlID: id, size: 100, expiresAt: now, uploaded: true}
 	wrong := right
 	wrong.wrong = true
+	encoded := right
+	encoded.encoding = "br"
+	reput := wrong
+	reput.reput = http.StatusOK
 	completed := outcome{done: true, value: "1"}
 	rejected := outcome{done: true, value: "rejected:type_mismatch"}
 	inQuarantine := map[string]bool{id: true}
@@ -61,12 +68,12 @@ func TestVerdictRows(t *testing.T) {
 		{"wrong, rejected, refund taken back", wrong, outcome{done: true, value: "rejected:type_mismatch", refunded: true, takenBack: true},
 			verdicts{events: rejectedEvent, quarantined: inQuarantine}, nil},
 		{"wrong, completed", wrong, completed, verdicts{events: completedEvent},
-			[]string{"wrong bytes not rejected (rejected:type_mismatch, no completed event)"}},
+			[]string{"wrong bytes or encoding not rejected (rejected:type_mismatch or encoding_not_allowed, no completed event)"}},
 		{"wrong, rejected for another reason", wrong, outcome{done: true, value: "rejected:size_mismatch"}, verdicts{quarantined: inQuarantine},
-			[]string{"wrong bytes not rejected (rejected:type_mismatch, no completed event)"}},
+			[]string{"wrong bytes or encoding not rejected (rejected:type_mismatch or encoding_not_allowed, no completed event)"}},
 		{"wrong, rejected, a completed event too", wrong, rejected,
 			verdicts{events: map[string]*urlEvents{id: {completed: 1, rejected: 1}}, quarantined: inQuarantine},
-			[]string{"wrong bytes not rejected (rejected:type_mismatch, no completed event)", "completed and rejected (urlIds with both events)"}},
+			[]string{"wrong bytes or encoding not rejected (rejected:type_mismatch or encoding_not_allowed, no completed event)", "completed and rejected (urlIds with both events)"}},
 		{"right, rejected", right, rejected, verdicts{events: rejectedEvent, quarantined: inQuarantine}, []string{"right bytes rejected"}},
 		{"right, completed, a rejected event", right, completed, verdicts{events: rejectedEvent}, []string{"right bytes rejected"}},
 		{"wrong, rejected and refunded", wrong, outcome{done: true, value: "rejected:type_mismatch", refunded: true},
@@ -74,12 +81,25 @@ func TestVerdictRows(t *testing.T) {
 			[]string{"every URL received ends done xor refunded", "no uploaded URL refunded", "rejected and refunded"}},
 		{"wrong, rejected, still in incoming", wrong, rejected, verdicts{events: rejectedEvent},
 			[]string{"rejected, not in quarantine only (of its size, gone from incoming/)"}},
+		{"encoded, rejected", encoded, outcome{done: true, value: "rejected:encoding_not_allowed"},
+			verdicts{events: map[string]*urlEvents{id: {rejected: 1, reason: "encoding_not_allowed"}}, quarantined: inQuarantine}, nil},
+		{"encoded, completed", encoded, completed, verdicts{events: completedEvent},
+			[]string{"wrong bytes or encoding not rejected (rejected:type_mismatch or encoding_not_allowed, no completed event)"}},
+		{"wrong and encoded, rejected as wrong bytes", func() received { u := encoded; u.wrong = true; return u }(), rejected,
+			verdicts{events: rejectedEvent, quarantined: inQuarantine},
+			[]string{"wrong bytes or encoding not rejected (rejected:type_mismatch or encoding_not_allowed, no completed event)"}},
+		{"wrong, re-PUT removed", reput, rejected, verdicts{events: rejectedEvent, quarantined: inQuarantine}, nil},
+		{"wrong, re-PUT left in incoming", reput, rejected, verdicts{events: rejectedEvent},
+			[]string{"rejected, not in quarantine only (of its size, gone from incoming/)"}},
+		{"wrong, re-PUT over the quarantined object", reput, rejected,
+			verdicts{events: rejectedEvent, quarantined: inQuarantine, overwritten: map[string]bool{id: true}},
+			[]string{"re-PUT after rejection over the quarantined object (second PUTs S3 took)"}},
 		{"right, still verifying", right, outcome{done: true, value: "verifying"}, verdicts{},
 			[]string{"verdicts left in between after the settle time"}},
 		{"right, verified, no event yet", right, outcome{done: true, value: "verified"}, verdicts{},
 			[]string{"verdicts left in between after the settle time"}},
 		{"wrong, rejecting", wrong, outcome{done: true, value: "rejecting:type_mismatch"}, verdicts{quarantined: inQuarantine},
-			[]string{"wrong bytes not rejected (rejected:type_mismatch, no completed event)", "verdicts left in between after the settle time"}},
+			[]string{"wrong bytes or encoding not rejected (rejected:type_mismatch or encoding_not_allowed, no completed event)", "verdicts left in between after the settle time"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &report{origin: now}

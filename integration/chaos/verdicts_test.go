@@ -1,16 +1,21 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mintgate/mintgate/shared/events"
@@ -54,10 +59,30 @@ func (o outcome) completed() bool { return o.done && o.value == quota.DoneComple
 
 // bytes says what u's upload carried, for the examples.
 func (u received) bytes() string {
+	what := "PNG"
 	if u.wrong {
-		return "HTML declared image/png"
+		what = "HTML declared image/png"
 	}
-	return "PNG"
+	if u.encoding != "" {
+		what += ", Content-Encoding " + u.encoding
+	}
+	if u.reput != 0 {
+		what += fmt.Sprintf(", re-PUT after rejection %d", u.reput)
+	}
+	return what
+}
+
+// due is the verdict u's upload must get, once stored: "" completed, else
+// rejected with this reason. The stored headers are checked before the
+// bytes: an encoded upload is encoding_not_allowed, HTML or not.
+func (u received) due() string {
+	switch {
+	case u.encoding != "":
+		return "encoding_not_allowed"
+	case u.wrong:
+		return "type_mismatch"
+	}
+	return ""
 }
 
 // eventsFilter is every subject of the MINTGATE_UPLOADS stream: completed
@@ -80,12 +105,16 @@ type verdicts struct {
 	// object is at quarantine/<tenant>/<urlId>, of its grant's size, and
 	// no longer under incoming/.
 	quarantined map[string]bool
+	// overwritten: urlId of an upload PUT again after its rejection (S3
+	// took the second PUT) whose quarantined object is not the first one's
+	// bytes.
+	overwritten map[string]bool
 }
 
 // readVerdicts reads the stream's events and, for every upload the gate
 // rejected, S3: where its object lies.
 func (st *stack) readVerdicts(ctx context.Context, res result, outs []outcome, mouts []mpOutcome) (verdicts, error) {
-	v := verdicts{quarantined: map[string]bool{}}
+	v := verdicts{quarantined: map[string]bool{}, overwritten: map[string]bool{}}
 	var err error
 	if v.events, v.eventsRead, err = st.uploadEvents(ctx); err != nil {
 		return v, err
@@ -93,16 +122,21 @@ func (st *stack) readVerdicts(ctx context.Context, res result, outs []outcome, m
 	type object struct {
 		urlID, key, quarantine string
 		size                   int64
+		first                  []byte // the bytes the quarantine must hold, when a second PUT was taken
 	}
 	var rejected []object
 	for i, u := range res.urls {
 		if _, ok := outs[i].rejected(); ok {
-			rejected = append(rejected, object{u.urlID, keys.Object(u.tenant, u.urlID), events.QuarantineKey(u.tenant, u.urlID), u.size})
+			o := object{u.urlID, keys.Object(u.tenant, u.urlID), events.QuarantineKey(u.tenant, u.urlID), u.size, nil}
+			if u.reput == http.StatusOK {
+				o.first = body(u.size, u.wrong)
+			}
+			rejected = append(rejected, o)
 		}
 	}
 	for i, g := range res.mp.grants {
 		if _, ok := mouts[i].rejected(); ok {
-			rejected = append(rejected, object{g.urlID, g.objKey, events.QuarantineKey(g.tenant, g.urlID), g.size})
+			rejected = append(rejected, object{g.urlID, g.objKey, events.QuarantineKey(g.tenant, g.urlID), g.size, nil})
 		}
 	}
 	var (
@@ -118,17 +152,38 @@ func (st *stack) readVerdicts(ctx context.Context, res result, outs []outcome, m
 			defer func() { <-sem }()
 			qSize, inQuarantine, qerr := head(ctx, client, st.s3.Bucket, o.quarantine)
 			_, inIncoming, ierr := head(ctx, client, st.s3.Bucket, o.key)
+			same, ferr := true, error(nil)
+			if o.first != nil && inQuarantine {
+				same, ferr = holds(ctx, client, st.s3.Bucket, o.quarantine, o.first)
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			if err := errors.Join(qerr, ierr); err != nil {
+			if err := errors.Join(qerr, ierr, ferr); err != nil {
 				errs = append(errs, err)
 				return
 			}
 			v.quarantined[o.urlID] = inQuarantine && qSize == o.size && !inIncoming
+			v.overwritten[o.urlID] = !same
 		})
 	}
 	wg.Wait()
 	return v, errors.Join(errs...)
+}
+
+// holds reports whether the object at key is exactly want.
+func holds(ctx context.Context, client *s3.Client, bucket, key string, want []byte) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		return false, fmt.Errorf("get %s: %w", key, err)
+	}
+	defer out.Body.Close()
+	got, err := io.ReadAll(out.Body)
+	if err != nil {
+		return false, fmt.Errorf("get %s: %w", key, err)
+	}
+	return bytes.Equal(got, want), nil
 }
 
 // uploadEvents reads every event of the MINTGATE_UPLOADS stream with the
@@ -208,21 +263,24 @@ func countEvent(out map[string]*urlEvents, subject string, data []byte) error {
 }
 
 // checkVerdicts: the gate rejected exactly the wrong bytes, as
-// type_mismatch, each in quarantine and never refunded, and passed every
-// right one; no urlId has both a completed and a rejected event; and no
-// done marker is left between two values once settled.
+// type_mismatch, and the encoded uploads, as encoding_not_allowed, each in
+// quarantine and never refunded, and passed every right one; a second PUT
+// after a rejection never stayed in incoming/ nor replaced the
+// quarantined object; no urlId has both a completed and a rejected event;
+// and no done marker is left between two values once settled.
 func (r *report) checkVerdicts(res result, outs []outcome, mouts []mpOutcome, v verdicts) {
 	var wrongStored, wrongMissed, rightRejected, refunded, notQuarantined, between int
-	// judge weighs one upload, of urlID: wrong bytes (when stored) must
-	// end rejected:type_mismatch, right ones never rejected.
-	judge := func(urlID string, wrong, stored bool, o outcome, example func(what string)) {
+	// judge weighs one upload, of urlID: one due a rejection (when
+	// stored) must end rejected:<due>, right ones never rejected.
+	judge := func(urlID, due string, stored bool, o outcome, example func(what string)) {
 		reason, rejected := o.rejected()
 		ev := v.eventsOf(urlID)
+		wrong := due != ""
 		switch {
 		case wrong && !stored: // no object, no verdict
-		case wrong && (o.value != quota.Rejected("type_mismatch") || ev.completed > 0):
+		case wrong && (o.value != quota.Rejected(due) || ev.completed > 0):
 			wrongMissed++
-			example("wrong bytes not rejected")
+			example("wrong bytes or encoding not rejected")
 		case !wrong && (rejected || ev.rejected > 0):
 			rightRejected++
 			example("right bytes rejected (" + reason + ev.reason + ")")
@@ -240,19 +298,28 @@ func (r *report) checkVerdicts(res result, outs []outcome, mouts []mpOutcome, v 
 			example("verdict left in between")
 		}
 	}
+	reputs, overwritten := 0, 0
 	for i, u := range res.urls {
 		o := outs[i]
 		// Stored: the PUT said so, or the completer saw the object.
 		stored := u.uploaded || o.done
-		if u.wrong && stored {
+		if u.due() != "" && stored {
 			wrongStored++
 		}
-		judge(u.urlID, u.wrong, stored, o, func(what string) { r.example(what, u, o) })
+		judge(u.urlID, u.due(), stored, o, func(what string) { r.example(what, u, o) })
+		if u.reput == http.StatusOK {
+			reputs++
+			if v.overwritten[u.urlID] {
+				overwritten++
+				r.example("a re-PUT replaced the quarantined object", u, o)
+			}
+		}
 	}
 	for i, g := range res.mp.grants {
 		o := mouts[i]
-		judge(g.urlID, false, o.object || o.done, o.outcome, func(what string) { r.mpExample(what, g, o) })
+		judge(g.urlID, "", o.object || o.done, o.outcome, func(what string) { r.mpExample(what, g, o) })
 	}
+	r.summarizeReputs(res)
 	both := 0
 	for _, id := range slices.Sorted(maps.Keys(v.events)) {
 		if e := v.events[id]; e.completed > 0 && e.rejected > 0 {
@@ -262,7 +329,8 @@ func (r *report) checkVerdicts(res result, outs []outcome, mouts []mpOutcome, v 
 			})
 		}
 	}
-	r.add("wrong bytes not rejected (rejected:type_mismatch, no completed event)", fmt.Sprintf("%d of %d stored", wrongMissed, wrongStored), "0", wrongMissed == 0)
+	r.add("wrong bytes or encoding not rejected (rejected:type_mismatch or encoding_not_allowed, no completed event)", fmt.Sprintf("%d of %d stored", wrongMissed, wrongStored), "0", wrongMissed == 0)
+	r.add("re-PUT after rejection over the quarantined object (second PUTs S3 took)", fmt.Sprintf("%d of %d", overwritten, reputs), "0", overwritten == 0)
 	r.add("right bytes rejected", fmt.Sprint(rightRejected), "0", rightRejected == 0)
 	r.add("rejected and refunded", fmt.Sprint(refunded), "0", refunded == 0)
 	r.add("rejected, not in quarantine only (of its size, gone from incoming/)", fmt.Sprint(notQuarantined), "0", notQuarantined == 0)
@@ -309,3 +377,20 @@ func (r *report) summarizeVerdicts(outs []outcome, mouts []mpOutcome, v verdicts
 		nRejected, answers(rejected), completed, nBetween, answers(between),
 		v.eventsRead, completedEvents, rejectedEvents, len(v.events)))
 }
+
+// summarizeReputs writes the encoded uploads and the re-PUTs after
+// rejection, by answer, above the table.
+func (r *report) summarizeReputs(res result) {
+	encoded, answers := map[string]int{}, map[string]int{}
+	for _, u := range res.urls {
+		if u.encoding != "" && u.uploaded {
+			encoded[u.encoding]++
+		}
+		if u.reput != 0 {
+			answers[fmt.Sprint(u.reput)]++
+		}
+	}
+	r.summary = append(r.summary, fmt.Sprintf("encoded uploads stored: %v; re-PUTs after rejection, by answer: %v (200: S3 took it, the completer must remove it)",
+		encoded, answers))
+}
+
