@@ -393,4 +393,3 @@ func (r *report) summarizeReputs(res result) {
 	r.summary = append(r.summary, fmt.Sprintf("encoded uploads stored: %v; re-PUTs after rejection, by answer: %v (200: S3 took it, the completer must remove it)",
 		encoded, answers))
 }
-
