@@ -55,7 +55,9 @@ func TestReputAfterRejection(t *testing.T) {
 
 	key, q := keys.Object("acme", id), events.QuarantineKey("acme", id)
 	s.put(t, key, "image/png", second) // the same URL again: S3 takes it
+	put := time.Now()
 	eventually(t, "the second object removed from incoming/", func() bool { return !s.exists(t, key) })
+	t.Logf("the second object was in incoming/ for %v at most", time.Since(put).Round(time.Millisecond))
 	if got := scrape(t, s.addr, extraSeries(extraDeleted)); got != 1 {
 		t.Errorf("extra_objects_total deleted = %v, want 1", got)
 	}
