@@ -27,6 +27,11 @@ export interface FileGrant {
   multipart?: boolean;
   /** The multipart grant, to resume from the parts S3 holds. */
   grant?: MultipartGrant;
+  /**
+   * The bytes are up (the PUT or the complete answered): a resume only
+   * waits for the verdict, sending nothing again.
+   */
+  uploaded?: { size: number; multipart: boolean };
 }
 
 /** The fields of an Uppy file the plugin reads. */
@@ -85,10 +90,27 @@ export interface MintgateOptions {
   onWait?: (wait: Wait) => void;
   /** Told every progress of every file, with each part's own (Progress.part). */
   onProgress?: (file: MintgateFile, progress: Progress) => void;
+  /**
+   * true (the default): a file's upload-success comes only once mintgate's
+   * verdict is completed; between the bytes' arrival and the verdict the
+   * file is in Uppy's post-processing stage (postprocess-progress,
+   * "Verifying…"), and a rejected verdict is the file's upload-error,
+   * naming the reason. false: upload-success as soon as S3 holds the
+   * bytes, before any verdict.
+   */
+  waitForVerdict?: boolean;
+  /** How long to wait for a verdict (default 300000 ms); then the file fails with "verdict_timeout". */
+  verdictTimeoutMs?: number;
+  /** The post-processing message while mintgate verifies (default "Verifying…"). */
+  verifyingMessage?: string;
 }
 
-/** The body of Uppy's upload-success response (file.response.body). */
-export type MintgateResult = UploadResult;
+/**
+ * The body of Uppy's upload-success response (file.response.body): the
+ * upload, and with waitForVerdict its final status ("completed") and, when
+ * the grant was bound to one, the SHA-256 (base64) S3 checked.
+ */
+export type MintgateResult = UploadResult & { status?: "completed"; checksumSHA256?: string };
 
 /** grantOf reads what the plugin keeps of a file: its urlId once signed. */
 export function grantOf(file: MintgateFile | undefined): FileGrant | undefined {
@@ -196,15 +218,15 @@ export class Mintgate {
       .filter((f): f is MintgateFile => f != null && !f.error && !f.progress?.uploadComplete);
     if (files.length === 0) return;
     this.#uppy.emit("upload-start", files.filter((f) => !f.progress?.uploadStarted || !f.isRestored));
-    await Promise.allSettled(files.map((f) => this.#limited(() => this.#uploadFile(f.id))));
+    await Promise.allSettled(files.map((f) => this.#uploadFile(f.id)));
   };
 
-  async #limited(fn: () => Promise<void>): Promise<void> {
+  async #limited<T>(fn: () => Promise<T>): Promise<T> {
     const limit = Math.max(1, this.opts.limit ?? 3);
     if (this.#running >= limit) await new Promise<void>((ok) => this.#queue.push(ok));
     this.#running++;
     try {
-      await fn();
+      return await fn();
     } finally {
       this.#running--;
       this.#queue.shift()?.();
@@ -228,9 +250,12 @@ export class Mintgate {
       if (file.isRemote || !(data instanceof Blob)) {
         throw new Error("mintgate: only local files can be uploaded (no data for this file; pick it again)");
       }
-      const result = await this.#upload(file, data, controller.signal);
+      // Only the bytes take one of the limit's places: a file waiting for
+      // its verdict lets the next one go up.
+      const result = await this.#limited(() => this.#bytes(file, data, controller.signal));
+      const body = this.opts.waitForVerdict === false ? result : await this.#verdict(id, result, controller.signal);
       const done = this.#uppy.getFile(id);
-      if (done) this.#uppy.emit("upload-success", done, { status: 200, body: result, uploadURL: undefined });
+      if (done) this.#uppy.emit("upload-success", done, { status: 200, body, uploadURL: undefined });
     } catch (err) {
       if (controller.signal.aborted) return; // removed or cancelled: nothing to report
       this.#uppy.log(err, "error");
@@ -239,6 +264,57 @@ export class Mintgate {
     } finally {
       this.#uppy.off("file-removed", onRemoved);
       this.#uppy.off("cancel-all", onCancelAll);
+    }
+  }
+
+  /**
+   * bytes sends the file's bytes, or, for a file whose bytes went up
+   * before (a resume Golden Retriever restored while it was verifying),
+   * sends nothing and answers what they were. It records the bytes' arrival
+   * in the file's state before it answers.
+   */
+  async #bytes(file: MintgateFile, data: Blob, signal: AbortSignal): Promise<UploadResult> {
+    const kept = this.#uppy.getFile(file.id)?.mintgate;
+    if (kept?.uploaded && kept.urlId && kept.key && sameFile(kept.file, identity(file, data))) {
+      this.#uppy.log(`[Mintgate] the bytes of ${file.id} are up: waiting for the verdict of ${kept.urlId}`);
+      return { urlId: kept.urlId, key: kept.key, size: kept.uploaded.size, multipart: kept.uploaded.multipart };
+    }
+    const result = await this.#upload(file, data, signal);
+    const now = this.#uppy.getFile(file.id)?.mintgate;
+    if (now) this.#save(file.id, { ...now, urlId: result.urlId, key: result.key, uploaded: { size: result.size, multipart: result.multipart } });
+    return result;
+  }
+
+  /**
+   * verdict waits for mintgate's verdict on an upload whose bytes are up,
+   * the file in Uppy's post-processing stage meanwhile: completed answers
+   * upload-success's body; any other verdict (rejected, or a grant that
+   * ended unused) throws, naming it, so the file gets upload-error and
+   * never upload-success. The wait is the client's long poll; a signer
+   * restarted mid-wait is asked again.
+   */
+  async #verdict(id: string, result: UploadResult, signal: AbortSignal): Promise<MintgateResult> {
+    const f = this.#uppy.getFile(id);
+    if (f) this.#uppy.emit("postprocess-progress", f, { mode: "indeterminate", message: this.opts.verifyingMessage ?? "Verifying…" });
+    let v;
+    try {
+      v = await this.client.waitForVerdict(result.urlId, { signal, timeoutMs: this.opts.verdictTimeoutMs ?? 300000 });
+    } finally {
+      // Out of the post-processing stage, without Uppy's
+      // postprocess-complete, which would mark a failed file complete.
+      const now = this.#uppy.getFile(id);
+      if (now?.progress) this.#uppy.setFileState(id, { progress: { ...now.progress, postprocess: undefined } });
+    }
+    switch (v.status) {
+      case "completed":
+        return { ...result, status: "completed", ...(v.checksumSHA256 ? { checksumSHA256: v.checksumSHA256 } : {}) };
+      case "rejected":
+        throw new MintgateError(0, v.reason ?? "rejected", `mintgate rejected the upload: ${v.reason ?? "rejected"}${explain(v.reason)}`);
+      case "pending":
+      case "verifying":
+        throw new MintgateError(0, "verdict_timeout", `mintgate: no verdict yet (${v.status}); the upload may still complete`);
+      default:
+        throw new MintgateError(0, v.status, `mintgate: the upload ended ${v.status} without an object`);
     }
   }
 
@@ -285,5 +361,25 @@ export class Mintgate {
       bytesTotal: p.total,
     });
     this.opts.onProgress?.(f, p);
+  }
+}
+
+/** explain says what a rejection's reason means, for the user. */
+function explain(reason: string | undefined): string {
+  switch (reason) {
+    case "type_mismatch":
+      return " (the file's content is not the type its name or type says)";
+    case "size_mismatch":
+      return " (the file's size is not the size that was signed)";
+    case "image_too_large":
+      return " (the image has too many pixels)";
+    case "malware":
+      return " (a virus scanner found a signature)";
+    case "scan_limit":
+      return " (the virus scanner could not read it to its end)";
+    case "encoding_not_allowed":
+      return " (it was stored with a content encoding)";
+    default:
+      return "";
   }
 }
