@@ -137,7 +137,7 @@ func waitUp(t *testing.T, base string) {
 	t.Fatal("the signer did not come back")
 }
 
-// TestJSClientVerdict runs api/js/test/verdict.test.mjs (the Mintgate
+// TestJSClientVerdict runs api/js/verify/verdict.test.mjs (the Mintgate
 // plugin in @uppy/core 6.3.1 and 5.2.0) against a stack that verifies
 // content: a real PNG gives postprocess-progress then upload-success
 // whose body says completed; HTML named x.png gives upload-error
@@ -147,7 +147,7 @@ func TestJSClientVerdict(t *testing.T) {
 	s := verdictStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-concurrency=1", "--test-reporter=tap", "test/verdict.test.mjs")
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-concurrency=1", "--test-reporter=tap", "verify/verdict.test.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"MINTGATE_SIGNER_URL="+s.SignerURL,

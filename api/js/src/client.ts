@@ -200,10 +200,14 @@ export class Client implements Signer {
   ): Promise<StatusResponse> {
     const until = Date.now() + (opts.timeoutMs ?? 300000);
     for (;;) {
-      const left = Math.ceil((until - Date.now()) / 1000);
+      const asked = Date.now();
+      const left = Math.ceil((until - asked) / 1000);
       const s = await this.status(urlId, { signal: opts.signal, waitSeconds: Math.min(25, Math.max(1, left)) });
       opts.onStatus?.(s);
       if ((s.status !== "pending" && s.status !== "verifying") || Date.now() >= until) return s;
+      // An undecided answer before a second passed: a signer shutting
+      // down, or one without ?wait= (older): never more than a poll a second.
+      await sleep(asked + 1000 - Date.now(), opts.signal);
     }
   }
 

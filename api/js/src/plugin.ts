@@ -4,7 +4,7 @@
 // the few calls we make of it are typed below, so the package keeps no
 // runtime dependency (@uppy/core is a peer).
 
-import type { MultipartGrant } from "./api.js";
+import type { MultipartGrant, StatusResponse } from "./api.js";
 import { type Wait } from "./client.js";
 import { Client } from "./index.js";
 import { MintgateError, newIdempotencyKey } from "./errors.js";
@@ -112,6 +112,21 @@ export interface MintgateOptions {
  */
 export type MintgateResult = UploadResult & { status?: "completed"; checksumSHA256?: string };
 
+/**
+ * RejectedError is the upload-error of a file mintgate rejected: its code
+ * and reason are the verdict's reason (type_mismatch, size_mismatch,
+ * image_too_large, malware, scan_limit, encoding_not_allowed), its message
+ * names it. The object lies in quarantine/; a retry gets the same verdict.
+ */
+export class RejectedError extends MintgateError {
+  readonly reason: string;
+  constructor(reason: string) {
+    super(0, reason, `mintgate rejected the upload: ${reason}${explain(reason)}`);
+    this.name = "RejectedError";
+    this.reason = reason;
+  }
+}
+
 /** grantOf reads what the plugin keeps of a file: its urlId once signed. */
 export function grantOf(file: MintgateFile | undefined): FileGrant | undefined {
   return file?.mintgate;
@@ -212,10 +227,12 @@ export class Mintgate {
   #handleUpload = async (fileIDs: string[]): Promise<void> => {
     // As Uppy's own uploaders: a file that failed waits for its retry, a
     // file done (restored by Golden Retriever) is not sent again, and a
-    // restored file that had started does not start again.
+    // restored file that had started does not start again. A file
+    // restored while it waited for its verdict (uploadComplete, no
+    // upload-success yet) waits again.
     const files = fileIDs
       .map((id) => this.#uppy.getFile(id))
-      .filter((f): f is MintgateFile => f != null && !f.error && !f.progress?.uploadComplete);
+      .filter((f): f is MintgateFile => f != null && !f.error && (!f.progress?.uploadComplete || awaitingVerdict(f)));
     if (files.length === 0) return;
     this.#uppy.emit("upload-start", files.filter((f) => !f.progress?.uploadStarted || !f.isRestored));
     await Promise.allSettled(files.map((f) => this.#uploadFile(f.id)));
@@ -294,22 +311,34 @@ export class Mintgate {
    * restarted mid-wait is asked again.
    */
   async #verdict(id: string, result: UploadResult, signal: AbortSignal): Promise<MintgateResult> {
+    // Uppy's Dashboard (its status bar) shows "Uploading" for as long as a
+    // file is not uploadComplete, whatever its post-processing says: the
+    // bytes are up, so the file is, without upload-success (which would
+    // tell the page's handlers it succeeded).
+    const progress = { mode: "indeterminate", message: this.opts.verifyingMessage ?? "Verifying…" };
     const f = this.#uppy.getFile(id);
-    if (f) this.#uppy.emit("postprocess-progress", f, { mode: "indeterminate", message: this.opts.verifyingMessage ?? "Verifying…" });
-    let v;
+    if (f) {
+      this.#uppy.setFileState(id, { progress: { ...f.progress, uploadComplete: true, postprocess: progress } });
+      this.#uppy.emit("postprocess-progress", this.#uppy.getFile(id), progress);
+    }
+    let v: StatusResponse | undefined;
     try {
       v = await this.client.waitForVerdict(result.urlId, { signal, timeoutMs: this.opts.verdictTimeoutMs ?? 300000 });
     } finally {
       // Out of the post-processing stage, without Uppy's
-      // postprocess-complete, which would mark a failed file complete.
+      // postprocess-complete, which would mark a failed file complete;
+      // and, but for a completed verdict, not uploaded (a retry waits
+      // for the verdict again, sending nothing).
       const now = this.#uppy.getFile(id);
-      if (now?.progress) this.#uppy.setFileState(id, { progress: { ...now.progress, postprocess: undefined } });
+      if (now?.progress) {
+        this.#uppy.setFileState(id, { progress: { ...now.progress, postprocess: undefined, uploadComplete: v?.status === "completed" } });
+      }
     }
     switch (v.status) {
       case "completed":
         return { ...result, status: "completed", ...(v.checksumSHA256 ? { checksumSHA256: v.checksumSHA256 } : {}) };
       case "rejected":
-        throw new MintgateError(0, v.reason ?? "rejected", `mintgate rejected the upload: ${v.reason ?? "rejected"}${explain(v.reason)}`);
+        throw new RejectedError(v.reason ?? "rejected");
       case "pending":
       case "verifying":
         throw new MintgateError(0, "verdict_timeout", `mintgate: no verdict yet (${v.status}); the upload may still complete`);
@@ -362,6 +391,11 @@ export class Mintgate {
     });
     this.opts.onProgress?.(f, p);
   }
+}
+
+/** awaitingVerdict: the file's bytes are up and no upload-success was emitted for it. */
+function awaitingVerdict(f: MintgateFile): boolean {
+  return !!f.mintgate?.uploaded && !(f as { response?: unknown }).response;
 }
 
 /** explain says what a rejection's reason means, for the user. */

@@ -1,7 +1,8 @@
 // The Mintgate plugin waits for mintgate's verdict (issue 37), in a real
 // Uppy (@uppy/core 6.x, and 5.x as "uppy-core-5") against a real stack
 // whose completer verifies content: integration/jsclient_test.go's
-// TestJSClientVerdict sets MINTGATE_VERDICT_STACK. Without it the tests
+// TestJSClientVerdict sets MINTGATE_VERDICT_STACK (it is not under test/,
+// which runs on a stack with the content checks off). Without it the tests
 // skip (the other stack runs with the content checks off).
 import assert from "node:assert/strict";
 import { createHmac, randomUUID } from "node:crypto";
@@ -109,6 +110,8 @@ for (const [name, Uppy] of [["6.x", Uppy6], ["5.x", Uppy5]]) {
     assert.equal(events.success.length, 0, "no upload-success for a rejected file");
     const err = events.error[0].err;
     assert.equal(err.code, "type_mismatch");
+    assert.equal(err.name, "RejectedError");
+    assert.equal(err.reason, "type_mismatch");
     assert.match(err.message, /type_mismatch/);
     const f = uppy.getFile(id);
     assert.match(f.error, /type_mismatch/);
