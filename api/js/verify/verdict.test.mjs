@@ -132,3 +132,36 @@ test("waitForVerdict: false keeps upload-success at the bytes' arrival, without 
   assert.equal(post.length, 0);
   assert.equal(result.successful[0].response.body.status, undefined);
 });
+
+test("a file restored while it waited for its verdict only waits again: no sign, no PUT", { skip }, async () => {
+  const user = `user-${randomUUID()}`;
+  const page = `page-${randomUUID()}`;
+  const data = new File([realPNG(8, 8)], "again.png", { type: "image/png" });
+  // The first page: the state Golden Retriever would persist once the
+  // bytes are up, taken as the file enters post-processing.
+  const a = new Uppy6({ id: page });
+  a.use(Mintgate, { endpoint: base, getToken: () => token(user) });
+  let persisted;
+  a.on("postprocess-progress", (f) => (persisted ??= JSON.parse(JSON.stringify(a.getFile(f.id)))));
+  const id = a.addFile({ name: "again.png", type: "image/png", data });
+  await a.upload();
+  assert.ok(persisted?.mintgate?.uploaded, "the bytes' arrival is in the file's state");
+  // The reloaded page: same Uppy id, the same file, the kept state.
+  const sent = [];
+  const rec = async (url, init = {}) => {
+    sent.push(`${init.method ?? "GET"} ${new URL(String(url)).pathname}`);
+    return fetch(url, init);
+  };
+  const b = new Uppy6({ id: page });
+  const { Client } = await import("../dist/index.js");
+  b.use(Mintgate, { client: new Client({ baseUrl: base, token: token(user), fetch: rec }) });
+  const success = [];
+  b.on("upload-success", (f, res) => success.push(res.body));
+  assert.equal(b.addFile({ name: "again.png", type: "image/png", data }), id);
+  b.setFileState(id, { mintgate: persisted.mintgate });
+  const r = await b.upload();
+  assert.equal(r.failed.length, 0);
+  assert.equal(success[0]?.status, "completed");
+  assert.equal(success[0].urlId, persisted.mintgate.urlId, "the same grant");
+  assert.deepEqual(sent.filter((s) => !s.startsWith("GET /uploads/")), [], "nothing signed or sent again");
+});
