@@ -119,6 +119,11 @@ func TestStatusWaitAnswersAtTheVerdict(t *testing.T) {
 	if r := getWait(s.base, quiet, "30", auth); r.body["status"] != statusCompleted || r.took > time.Second {
 		t.Errorf("wait on a completed upload: %v after %v", r.body, r.took)
 	}
+	// A wait longer than the server's read timeout (15 s) still answers,
+	// at its end.
+	if r := getWait(s.base, issue(), "18", auth); r.err != nil || r.status != http.StatusOK || r.body["status"] != statusPending || r.took < 18*time.Second {
+		t.Errorf("wait=18 on a pending grant: %d %v %v after %v", r.status, r.body, r.err, r.took)
+	}
 	// Not yours: the 404 at once, no wait.
 	other := map[string]string{"Authorization": "Bearer " + s.token("acme", "bob")}
 	if r := getWait(s.base, id, "30", other); r.status != http.StatusNotFound || r.took > time.Second {
