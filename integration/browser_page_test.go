@@ -111,6 +111,13 @@ func TestBrowserPage(t *testing.T) {
 		if st := browserStatus(tab); !strings.Contains(st, "rejected: type_mismatch") {
 			t.Errorf("status %q; want the rejection's reason", st)
 		}
+		// Uppy's Dashboard shows the verdict (issue 37): the file in error,
+		// never complete, its error naming the reason.
+		dash := browserPoll[string](t, tab, "the Dashboard's error", `(() => { const i = document.querySelector('.uppy-Dashboard-Item');
+			return i && i.classList.contains('is-error') ? i.className + ' | ' + (i.querySelector('.uppy-Dashboard-Item-errorDetails')?.getAttribute('aria-label') || '') : false; })()`, 5*time.Second)
+		if strings.Contains(dash, "is-complete") || !strings.Contains(dash, "type_mismatch") {
+			t.Errorf("the Dashboard's item %q; want is-error naming type_mismatch, not is-complete", dash)
+		}
 	})
 
 	t.Run("verifying then completed", func(t *testing.T) {
@@ -119,9 +126,15 @@ func TestBrowserPage(t *testing.T) {
 		tab := browserTab(t, browser, 30*time.Second)
 		browserChoose(t, tab, f.pageURL(""), file)
 		browserWaitState(t, tab, 10*time.Second, "verifying")
+		// While the completer verifies, the Dashboard shows the file in
+		// post-processing ("Verifying…"), not complete.
+		browserPoll[bool](t, tab, "the Dashboard's Verifying…", `(() => { const i = document.querySelector('.uppy-Dashboard-Item');
+			return !!i && i.classList.contains('is-processing') && !i.classList.contains('is-complete') && document.body.textContent.includes('Verifying…'); })()`, 5*time.Second)
 		if s := browserWaitState(t, tab, 10*time.Second, "completed", "rejected", "error", "timeout"); s != "completed" {
 			t.Fatalf("state %s: %s", s, browserStatus(tab))
 		}
+		browserPoll[bool](t, tab, "the Dashboard's complete", `(() => { const i = document.querySelector('.uppy-Dashboard-Item');
+			return !!i && i.classList.contains('is-complete') && !i.classList.contains('is-error'); })()`, 5*time.Second)
 	})
 
 	t.Run("429 counts down and retries the same key", func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/ratelimit"
 	"github.com/mintgate/mintgate/signer/internal/readlimit"
+	"github.com/mintgate/mintgate/signer/internal/verdict"
 )
 
 // IP trust models of MINTGATE_IP_SOURCE (auth.Config).
@@ -88,6 +89,10 @@ type cfg struct {
 	// (MINTGATE_READ_LIMIT; ReadLimitOn false: off).
 	ReadLimit   bucket.Limit
 	ReadLimitOn bool
+	// WaitersPerAddress and Waiters bound the status long polls in
+	// progress from one address and on this instance
+	// (MINTGATE_STATUS_WAITERS_PER_ADDRESS, MINTGATE_STATUS_WAITERS).
+	WaitersPerAddress, Waiters int
 	// RequireChecksum refuses signs and multipart creates without a
 	// checksum (MINTGATE_REQUIRE_CHECKSUM; a tenant's requireChecksum in
 	// MINTGATE_TENANT_TIERS_FILE decides for it).
@@ -205,6 +210,8 @@ func operatorSettings(e *config.Env, c *cfg) {
 	if c.PprofAddr != "" && !loopbackAddr(c.PprofAddr) {
 		e.Fail("MINTGATE_PPROF_ADDR", "%q must be a loopback host:port such as 127.0.0.1:6060: profiles are for an operator on the box (or kubectl port-forward), never the network", c.PprofAddr)
 	}
+	c.WaitersPerAddress = waiters(e, "MINTGATE_STATUS_WAITERS_PER_ADDRESS", verdict.DefaultPerAddress)
+	c.Waiters = waiters(e, "MINTGATE_STATUS_WAITERS", verdict.DefaultTotal)
 	c.Shadow = map[string]bool{}
 	for _, t := range e.List("MINTGATE_SHADOW_TENANTS", nil) {
 		switch {
@@ -286,4 +293,18 @@ func validContentType(s string) bool {
 		}
 	}
 	return true
+}
+
+// maxWaiters bounds MINTGATE_STATUS_WAITERS(_PER_ADDRESS): each wait is a
+// parked handler, a few KiB.
+const maxWaiters = 1_000_000
+
+// waiters reads a bound of status waits: from 1 to maxWaiters.
+func waiters(e *config.Env, name string, def int) int {
+	n := e.Int(name, int64(def))
+	if n < 1 || n > maxWaiters {
+		e.Fail(name, "%d must be between 1 and %d", n, maxWaiters)
+		return def
+	}
+	return int(n)
 }

@@ -328,6 +328,8 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{"pprof on every interface", "MINTGATE_PPROF_ADDR", map[string]string{"MINTGATE_PPROF_ADDR": ":6060"}},
 		{"pprof on a public address", "MINTGATE_PPROF_ADDR", map[string]string{"MINTGATE_PPROF_ADDR": "10.0.0.5:6060"}},
 		{"metrics on the public port", "MINTGATE_OPS_ADDR", map[string]string{"MINTGATE_OPS_ADDR": ":8080"}},
+		{"no status waits per address", "MINTGATE_STATUS_WAITERS_PER_ADDRESS", map[string]string{"MINTGATE_STATUS_WAITERS_PER_ADDRESS": "0"}},
+		{"status waits not a number", "MINTGATE_STATUS_WAITERS", map[string]string{"MINTGATE_STATUS_WAITERS": "many"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

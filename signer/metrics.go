@@ -20,6 +20,8 @@ type metrics struct {
 	shadowDenied  *prometheus.CounterVec   // signs a short bucket would have refused, issued in shadow mode, by scope
 	multipart     *prometheus.CounterVec   // multipart requests by step and outcome
 	bytesGranted  *prometheus.CounterVec   // contentLength of the grants issued under tiers of bytes, by tenant
+	waiting       prometheus.Gauge         // status waits (?wait=) in progress
+	waitsRefused  prometheus.Counter       // status waits refused 429: no place free
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -55,6 +57,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mintgate_signer_multipart_total",
 			Help: "Multipart requests by step (create, parts, list, complete, abort) and outcome. A create's decision is also counted in mintgate_signer_signs_total, as a sign's.",
 		}, []string{"step", "outcome"}),
+		waiting: factory.NewGauge(prometheus.GaugeOpts{
+			Name: "mintgate_signer_status_waits",
+			Help: "Status long polls (GET /uploads/{urlId}?wait=) in progress on this instance; at most MINTGATE_STATUS_WAITERS.",
+		}),
+		waitsRefused: factory.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_signer_status_waits_refused_total",
+			Help: "Status long polls answered 429: the address had MINTGATE_STATUS_WAITERS_PER_ADDRESS in progress, or the instance MINTGATE_STATUS_WAITERS.",
+		}),
 	}
 	m.shadowDenied.WithLabelValues(ratelimit.ScopeCaller)
 	m.shadowDenied.WithLabelValues(ratelimit.ScopeTenant)

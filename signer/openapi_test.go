@@ -255,6 +255,9 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	c.expect(http.StatusNotFound, http.MethodGet, "/uploads/x", status(first.str("urlId"), map[string]string{"Authorization": "Bearer " + s.token("acme", "bob")}))
 	c.expect(http.StatusNotFound, http.MethodGet, "/uploads/x", status(uuid.NewString(), auth))
 	c.expect(http.StatusBadRequest, http.MethodGet, "/uploads/x", status("not-a-uuid", auth))
+	// The long poll: a decided upload at once, a bad wait 400.
+	c.expect(http.StatusOK, http.MethodGet, "/uploads/x", status(first.str("urlId")+"?wait=5", auth))
+	c.expect(http.StatusBadRequest, http.MethodGet, "/uploads/x", status(first.str("urlId")+"?wait=31", auth))
 	c.expect(http.StatusUnauthorized, http.MethodGet, "/uploads/x", status(first.str("urlId"), nil))
 	c.expect(http.StatusForbidden, http.MethodGet, "/uploads/x", status(first.str("urlId"), map[string]string{identity.HeaderTenant: "acme"}))
 

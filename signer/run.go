@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/auth"
@@ -20,6 +21,7 @@ import (
 	"github.com/mintgate/mintgate/signer/internal/identity"
 	"github.com/mintgate/mintgate/signer/internal/presign"
 	"github.com/mintgate/mintgate/signer/internal/readlimit"
+	"github.com/mintgate/mintgate/signer/internal/verdict"
 )
 
 // run starts the signer with the environment getenv reads and serves until
@@ -92,6 +94,12 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		d.ledger = led
 		d.checks = append(d.checks, ops.Check{Name: "nats", Ping: led.Ping})
 	}
+	d.waits = verdict.New(c.WaitersPerAddress, c.Waiters, ctx.Done())
+	closeWakes, err := d.subscribeVerdicts(c)
+	if err != nil {
+		return err
+	}
+	defer closeWakes()
 	if len(c.AdminToken) > 0 && d.hooks == nil {
 		hooks, closeHooks, err := dialWebhooks(c)
 		if err != nil {
@@ -161,6 +169,27 @@ func dialLedger(ctx context.Context, c cfg, log *slog.Logger) (*ledger.Opening, 
 		return nil, fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
 	}
 	return led, nil
+}
+
+// subscribeVerdicts connects to NATS as the signer, on a connection of its
+// own, and wakes the status waits from the completer's events
+// (verdict.Hub.Subscribe). It connects in the background: while NATS is
+// away the waits read Redis every statusRecheck instead.
+func (d *deps) subscribeVerdicts(c cfg) (closeConn func(), err error) {
+	natsOpts, err := dial.NATSOptions(c.NATS, "signer")
+	if err != nil {
+		return nil, err
+	}
+	natsOpts = append(natsOpts, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(c.NATS.URL, natsOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("MINTGATE_NATS_URL: verdict events: %w", err)
+	}
+	if err := d.waits.Subscribe(nc); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("MINTGATE_NATS_URL: verdict events: %w", err)
+	}
+	return nc.Close, nil
 }
 
 // warnRisky logs configurations that start but are likely mistakes. An

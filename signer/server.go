@@ -17,6 +17,7 @@ import (
 	"github.com/mintgate/mintgate/signer/internal/identity"
 	"github.com/mintgate/mintgate/signer/internal/presign"
 	"github.com/mintgate/mintgate/signer/internal/readlimit"
+	"github.com/mintgate/mintgate/signer/internal/verdict"
 )
 
 // deps is everything the handlers use; run builds it from the
@@ -36,6 +37,7 @@ type deps struct {
 	reads   *readlimit.Limiter // per-address limit of the reads that cost Redis; nil: off
 	live    *tiers.Live
 	hooks   *webhook.Failed // the admin routes' failed webhooks; nil without the admin API
+	waits   *verdict.Hub    // the status long polls in progress
 
 	noRedisClock bool // tests: never read Redis's clock, so Spends carry no Until and the canceller alone covers a stall
 }

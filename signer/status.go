@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -40,6 +41,10 @@ type statusResponse struct {
 // Referer) tells no one else whether or when it was used. An anonymous
 // caller's subject is a daily-salted IP hash, so it sees its grants until
 // UTC midnight or until its address changes.
+//
+// With ?wait=N (seconds, at most maxStatusWait) it is a long poll
+// (waitStatus): it answers as soon as the status is a verdict, or after N
+// seconds with the status then. The read limit counts it once.
 func handleStatus(d deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		who, aerr := d.ident.Authenticate(c.Request())
@@ -50,29 +55,51 @@ func handleStatus(d deps) echo.HandlerFunc {
 		if u, err := uuid.Parse(id); err != nil || u.String() != id {
 			return apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "urlId must be a lower-case UUID")
 		}
-		st, err := d.gate.Status(c.Request().Context(), who.Tenant, id)
+		wait, err := parseWait(c.QueryParam("wait"), c.QueryParams().Has("wait"))
 		if err != nil {
-			return apierr.Unavailable(apierr.CodeLimiterDown, "grant status is unavailable", apierr.RetryLimiter, err)
+			return err
 		}
-		if !st.Found || st.Subject != who.Subject {
-			return apierr.New(http.StatusNotFound, apierr.CodeNotFound, "no upload of yours with this urlId")
+		resp, err := readStatus(c.Request().Context(), d, who.Tenant, who.Subject, id)
+		if err != nil || wait == 0 || !undecided(resp.Status) {
+			return statusAnswer(c, resp, err)
 		}
-		at := st.ExpiresAt
-		resp := statusResponse{URLID: id, ExpiresAt: &at, ChecksumSHA256: st.ChecksumSHA256}
-		switch {
-		case st.Done:
-			resp.Status, resp.Reason = doneStatus(st.DoneValue)
-		case st.Refunded && st.Multipart != "":
-			resp.Status = statusAborted
-		case st.Refunded:
-			resp.Status = statusRefunded
-		case d.now().Before(at):
-			resp.Status = statusPending
-		default:
-			resp.Status = statusExpired
-		}
-		return c.JSON(http.StatusOK, resp)
+		return waitStatus(c, d, who.Tenant, who.Subject, id, wait)
 	}
+}
+
+// statusAnswer is the answer of a status read: resp, or err.
+func statusAnswer(c echo.Context, resp statusResponse, err error) error {
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+// readStatus reads the status of tenant's grant id, as subject sees it: the
+// 404 of an unknown urlId when the grant is gone or another subject's.
+func readStatus(ctx context.Context, d deps, tenant, subject, id string) (statusResponse, error) {
+	st, err := d.gate.Status(ctx, tenant, id)
+	if err != nil {
+		return statusResponse{}, apierr.Unavailable(apierr.CodeLimiterDown, "grant status is unavailable", apierr.RetryLimiter, err)
+	}
+	if !st.Found || st.Subject != subject {
+		return statusResponse{}, apierr.New(http.StatusNotFound, apierr.CodeNotFound, "no upload of yours with this urlId")
+	}
+	at := st.ExpiresAt
+	resp := statusResponse{URLID: id, ExpiresAt: &at, ChecksumSHA256: st.ChecksumSHA256}
+	switch {
+	case st.Done:
+		resp.Status, resp.Reason = doneStatus(st.DoneValue)
+	case st.Refunded && st.Multipart != "":
+		resp.Status = statusAborted
+	case st.Refunded:
+		resp.Status = statusRefunded
+	case d.now().Before(at):
+		resp.Status = statusPending
+	default:
+		resp.Status = statusExpired
+	}
+	return resp, nil
 }
 
 // doneStatus is the status of an upload whose done marker holds value: the

@@ -490,8 +490,19 @@ func TestNATSAuthorizationFile(t *testing.T) {
 				t.Errorf("%s: %s is not an allow list of its own subjects:\n%s", service, dir, d)
 			}
 		}
-		if sub := natsBlock(block, "subscribe"); !strings.Contains(sub, `"_INBOX.`+service+`.>"`) || strings.Count(sub, `"`) != 2 {
-			t.Errorf("%s may subscribe to more than its own replies (_INBOX.%s.>):%s", service, service, sub)
+		// Besides its own replies, only the signer subscribes: to the
+		// upload events that wake its status waits (core NATS).
+		sub, subscribes := natsBlock(block, "subscribe"), []string{"_INBOX." + service + ".>"}
+		if service == "signer" {
+			subscribes = append(subscribes, "mintgate.uploads.completed.>", "mintgate.uploads.rejected.>")
+		}
+		if got := regexp.MustCompile(`"([^"]*)"`).FindAllStringSubmatch(sub, -1); len(got) != len(subscribes) {
+			t.Errorf("%s may subscribe to more than %q:%s", service, subscribes, sub)
+		}
+		for _, subject := range subscribes {
+			if !strings.Contains(sub, `"`+subject+`"`) {
+				t.Errorf("%s may not subscribe to %s:%s", service, subject, sub)
+			}
 		}
 		pub := natsBlock(block, "publish")
 		for _, op := range []string{"STREAM.CREATE", "STREAM.UPDATE", "STREAM.DELETE", "CONSUMER.DELETE", "STREAM.>", "API.>"} {

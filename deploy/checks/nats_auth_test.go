@@ -246,6 +246,17 @@ func TestNATSAuthorizationLetsTheLedgerWork(t *testing.T) {
 		t.Fatalf("the sweeper never rescued the overdue schedule; the server refused %q", s.violations(t))
 	}
 
+	// The signer's status waits hear the completer's events (OnVerdict,
+	// core subscriptions), by their own code.
+	signerNC, _ := s.connect(t, signer)
+	heard := make(chan string, 1)
+	if err := events.OnVerdict(signerNC, func(id string) { heard <- id }); err != nil {
+		t.Fatal(err)
+	}
+	if err := signerNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
 	// The completer's upload events (docs/events.md), by its own code.
 	nc, _ := s.connect(t, completer)
 	js, err := jetstream.New(nc)
@@ -261,6 +272,14 @@ func TestNATSAuthorizationLetsTheLedgerWork(t *testing.T) {
 	}
 	if err := pub.Ping(ctx); err != nil {
 		t.Errorf("completer's readiness check: %v", err)
+	}
+	select {
+	case id := <-heard:
+		if id != g.URLID {
+			t.Errorf("the signer heard %s, want %s", id, g.URLID)
+		}
+	case <-ctx.Done():
+		t.Errorf("the signer never heard the completed event; the server refused %q", s.violations(t))
 	}
 
 	if v := s.violations(t); len(v) > 0 {
@@ -347,6 +366,8 @@ func TestNATSAuthorizationRefuses(t *testing.T) {
 		{sweeper, "request", "$JS.API.CONSUMER.DELETE.MINTGATE_GRANTS.sweeper"},
 		{signer, "subscribe", ledger.SubjectDue},
 		{signer, "subscribe", "_INBOX.sweeper.>"},
+		{signer, "publish", events.SubjectPrefix + "acme"},
+		{signer, "subscribe", "mintgate.webhooks.due.>"},
 		{sweeper, "subscribe", "_INBOX.>"},
 	} {
 		try(a)

@@ -174,9 +174,41 @@ export class Client implements Signer {
     }
   }
 
-  /** GET /uploads/{urlId}. */
-  async status(urlId: string, opts: { signal?: AbortSignal } = {}): Promise<StatusResponse> {
-    return (await this.call<StatusResponse>("GET", `/uploads/${enc(urlId)}`, { signal: opts.signal })).body;
+  /**
+   * GET /uploads/{urlId}. With waitSeconds (1 to 30) it is the signer's
+   * long poll: the answer comes at the verdict, or after waitSeconds with
+   * the status then.
+   */
+  async status(urlId: string, opts: { signal?: AbortSignal; waitSeconds?: number } = {}): Promise<StatusResponse> {
+    const wait = opts.waitSeconds ? `?wait=${Math.min(30, Math.max(0, Math.floor(opts.waitSeconds)))}` : "";
+    return (await this.call<StatusResponse>("GET", `/uploads/${enc(urlId)}${wait}`, { signal: opts.signal })).body;
+  }
+
+  /**
+   * waitForVerdict waits for the verdict of an upload whose bytes are up:
+   * the first status other than pending and verifying (completed,
+   * rejected, or expired, refunded, aborted), with one long poll
+   * (GET /uploads/{urlId}?wait=) after another, never a poll a second. A
+   * signer restarted mid-wait answers with the status then, or breaks the
+   * connection, and the wait is simply asked again (call retries network
+   * errors, 429 and 503). timeoutMs (default 300000) bounds it: then it
+   * resolves with the last status seen, still pending or verifying.
+   */
+  async waitForVerdict(
+    urlId: string,
+    opts: { timeoutMs?: number; signal?: AbortSignal; onStatus?: (s: StatusResponse) => void } = {},
+  ): Promise<StatusResponse> {
+    const until = Date.now() + (opts.timeoutMs ?? 300000);
+    for (;;) {
+      const asked = Date.now();
+      const left = Math.ceil((until - asked) / 1000);
+      const s = await this.status(urlId, { signal: opts.signal, waitSeconds: Math.min(25, Math.max(1, left)) });
+      opts.onStatus?.(s);
+      if ((s.status !== "pending" && s.status !== "verifying") || Date.now() >= until) return s;
+      // An undecided answer before a second passed: a signer shutting
+      // down, or one without ?wait= (older): never more than a poll a second.
+      await sleep(asked + 1000 - Date.now(), opts.signal);
+    }
   }
 
   /** GET /uploads/quota. */
@@ -186,14 +218,16 @@ export class Client implements Signer {
 
   /**
    * waitForStatus polls GET /uploads/{urlId} until the grant is in one of
-   * states (default: any but pending and verifying), or timeoutMs passes
-   * (then it resolves with the last status seen). onStatus is told every
-   * status read, e.g. to show verifying.
+   * states (default: any but pending and verifying, which waitForVerdict
+   * waits for with long polls instead), or timeoutMs passes (then it
+   * resolves with the last status seen). onStatus is told every status
+   * read, e.g. to show verifying.
    */
   async waitForStatus(
     urlId: string,
     opts: { states?: UploadState[]; timeoutMs?: number; intervalMs?: number; signal?: AbortSignal; onStatus?: (s: StatusResponse) => void } = {},
   ): Promise<StatusResponse> {
+    if (!opts.states) return this.waitForVerdict(urlId, { ...opts, timeoutMs: opts.timeoutMs ?? 60000 });
     const until = Date.now() + (opts.timeoutMs ?? 60000);
     const interval = opts.intervalMs ?? 1000;
     for (;;) {

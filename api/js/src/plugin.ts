@@ -4,7 +4,7 @@
 // the few calls we make of it are typed below, so the package keeps no
 // runtime dependency (@uppy/core is a peer).
 
-import type { MultipartGrant } from "./api.js";
+import type { MultipartGrant, StatusResponse } from "./api.js";
 import { type Wait } from "./client.js";
 import { Client } from "./index.js";
 import { MintgateError, newIdempotencyKey } from "./errors.js";
@@ -27,6 +27,11 @@ export interface FileGrant {
   multipart?: boolean;
   /** The multipart grant, to resume from the parts S3 holds. */
   grant?: MultipartGrant;
+  /**
+   * The bytes are up (the PUT or the complete answered): a resume only
+   * waits for the verdict, sending nothing again.
+   */
+  uploaded?: { size: number; multipart: boolean };
 }
 
 /** The fields of an Uppy file the plugin reads. */
@@ -85,10 +90,42 @@ export interface MintgateOptions {
   onWait?: (wait: Wait) => void;
   /** Told every progress of every file, with each part's own (Progress.part). */
   onProgress?: (file: MintgateFile, progress: Progress) => void;
+  /**
+   * true (the default): a file's upload-success comes only once mintgate's
+   * verdict is completed; between the bytes' arrival and the verdict the
+   * file is in Uppy's post-processing stage (postprocess-progress,
+   * "Verifying…"), and a rejected verdict is the file's upload-error,
+   * naming the reason. false: upload-success as soon as S3 holds the
+   * bytes, before any verdict.
+   */
+  waitForVerdict?: boolean;
+  /** How long to wait for a verdict (default 300000 ms); then the file fails with "verdict_timeout". */
+  verdictTimeoutMs?: number;
+  /** The post-processing message while mintgate verifies (default "Verifying…"). */
+  verifyingMessage?: string;
 }
 
-/** The body of Uppy's upload-success response (file.response.body). */
-export type MintgateResult = UploadResult;
+/**
+ * The body of Uppy's upload-success response (file.response.body): the
+ * upload, and with waitForVerdict its final status ("completed") and, when
+ * the grant was bound to one, the SHA-256 (base64) S3 checked.
+ */
+export type MintgateResult = UploadResult & { status?: "completed"; checksumSHA256?: string };
+
+/**
+ * RejectedError is the upload-error of a file mintgate rejected: its code
+ * and reason are the verdict's reason (type_mismatch, size_mismatch,
+ * image_too_large, malware, scan_limit, encoding_not_allowed), its message
+ * names it. The object lies in quarantine/; a retry gets the same verdict.
+ */
+export class RejectedError extends MintgateError {
+  readonly reason: string;
+  constructor(reason: string) {
+    super(0, reason, `mintgate rejected the upload: ${reason}${explain(reason)}`);
+    this.name = "RejectedError";
+    this.reason = reason;
+  }
+}
 
 /** grantOf reads what the plugin keeps of a file: its urlId once signed. */
 export function grantOf(file: MintgateFile | undefined): FileGrant | undefined {
@@ -190,21 +227,23 @@ export class Mintgate {
   #handleUpload = async (fileIDs: string[]): Promise<void> => {
     // As Uppy's own uploaders: a file that failed waits for its retry, a
     // file done (restored by Golden Retriever) is not sent again, and a
-    // restored file that had started does not start again.
+    // restored file that had started does not start again. A file
+    // restored while it waited for its verdict (uploadComplete, no
+    // upload-success yet) waits again.
     const files = fileIDs
       .map((id) => this.#uppy.getFile(id))
-      .filter((f): f is MintgateFile => f != null && !f.error && !f.progress?.uploadComplete);
+      .filter((f): f is MintgateFile => f != null && !f.error && (!f.progress?.uploadComplete || awaitingVerdict(f)));
     if (files.length === 0) return;
     this.#uppy.emit("upload-start", files.filter((f) => !f.progress?.uploadStarted || !f.isRestored));
-    await Promise.allSettled(files.map((f) => this.#limited(() => this.#uploadFile(f.id))));
+    await Promise.allSettled(files.map((f) => this.#uploadFile(f.id)));
   };
 
-  async #limited(fn: () => Promise<void>): Promise<void> {
+  async #limited<T>(fn: () => Promise<T>): Promise<T> {
     const limit = Math.max(1, this.opts.limit ?? 3);
     if (this.#running >= limit) await new Promise<void>((ok) => this.#queue.push(ok));
     this.#running++;
     try {
-      await fn();
+      return await fn();
     } finally {
       this.#running--;
       this.#queue.shift()?.();
@@ -228,9 +267,12 @@ export class Mintgate {
       if (file.isRemote || !(data instanceof Blob)) {
         throw new Error("mintgate: only local files can be uploaded (no data for this file; pick it again)");
       }
-      const result = await this.#upload(file, data, controller.signal);
+      // Only the bytes take one of the limit's places: a file waiting for
+      // its verdict lets the next one go up.
+      const result = await this.#limited(() => this.#bytes(file, data, controller.signal));
+      const body = this.opts.waitForVerdict === false ? result : await this.#verdict(id, result, controller.signal);
       const done = this.#uppy.getFile(id);
-      if (done) this.#uppy.emit("upload-success", done, { status: 200, body: result, uploadURL: undefined });
+      if (done) this.#uppy.emit("upload-success", done, { status: 200, body, uploadURL: undefined });
     } catch (err) {
       if (controller.signal.aborted) return; // removed or cancelled: nothing to report
       this.#uppy.log(err, "error");
@@ -239,6 +281,69 @@ export class Mintgate {
     } finally {
       this.#uppy.off("file-removed", onRemoved);
       this.#uppy.off("cancel-all", onCancelAll);
+    }
+  }
+
+  /**
+   * bytes sends the file's bytes, or, for a file whose bytes went up
+   * before (a resume Golden Retriever restored while it was verifying),
+   * sends nothing and answers what they were. It records the bytes' arrival
+   * in the file's state before it answers.
+   */
+  async #bytes(file: MintgateFile, data: Blob, signal: AbortSignal): Promise<UploadResult> {
+    const kept = this.#uppy.getFile(file.id)?.mintgate;
+    if (kept?.uploaded && kept.urlId && kept.key && sameFile(kept.file, identity(file, data))) {
+      this.#uppy.log(`[Mintgate] the bytes of ${file.id} are up: waiting for the verdict of ${kept.urlId}`);
+      return { urlId: kept.urlId, key: kept.key, size: kept.uploaded.size, multipart: kept.uploaded.multipart };
+    }
+    const result = await this.#upload(file, data, signal);
+    const now = this.#uppy.getFile(file.id)?.mintgate;
+    if (now) this.#save(file.id, { ...now, urlId: result.urlId, key: result.key, uploaded: { size: result.size, multipart: result.multipart } });
+    return result;
+  }
+
+  /**
+   * verdict waits for mintgate's verdict on an upload whose bytes are up,
+   * the file in Uppy's post-processing stage meanwhile: completed answers
+   * upload-success's body; any other verdict (rejected, or a grant that
+   * ended unused) throws, naming it, so the file gets upload-error and
+   * never upload-success. The wait is the client's long poll; a signer
+   * restarted mid-wait is asked again.
+   */
+  async #verdict(id: string, result: UploadResult, signal: AbortSignal): Promise<MintgateResult> {
+    // Uppy's Dashboard (its status bar) shows "Uploading" for as long as a
+    // file is not uploadComplete, whatever its post-processing says: the
+    // bytes are up, so the file is, without upload-success (which would
+    // tell the page's handlers it succeeded).
+    const progress = { mode: "indeterminate", message: this.opts.verifyingMessage ?? "Verifying…" };
+    const f = this.#uppy.getFile(id);
+    if (f) {
+      this.#uppy.setFileState(id, { progress: { ...f.progress, uploadComplete: true, postprocess: progress } });
+      this.#uppy.emit("postprocess-progress", this.#uppy.getFile(id), progress);
+    }
+    let v: StatusResponse | undefined;
+    try {
+      v = await this.client.waitForVerdict(result.urlId, { signal, timeoutMs: this.opts.verdictTimeoutMs ?? 300000 });
+    } finally {
+      // Out of the post-processing stage, without Uppy's
+      // postprocess-complete, which would mark a failed file complete;
+      // and, but for a completed verdict, not uploaded (a retry waits
+      // for the verdict again, sending nothing).
+      const now = this.#uppy.getFile(id);
+      if (now?.progress) {
+        this.#uppy.setFileState(id, { progress: { ...now.progress, postprocess: undefined, uploadComplete: v?.status === "completed" } });
+      }
+    }
+    switch (v.status) {
+      case "completed":
+        return { ...result, status: "completed", ...(v.checksumSHA256 ? { checksumSHA256: v.checksumSHA256 } : {}) };
+      case "rejected":
+        throw new RejectedError(v.reason ?? "rejected");
+      case "pending":
+      case "verifying":
+        throw new MintgateError(0, "verdict_timeout", `mintgate: no verdict yet (${v.status}); the upload may still complete`);
+      default:
+        throw new MintgateError(0, v.status, `mintgate: the upload ended ${v.status} without an object`);
     }
   }
 
@@ -285,5 +390,30 @@ export class Mintgate {
       bytesTotal: p.total,
     });
     this.opts.onProgress?.(f, p);
+  }
+}
+
+/** awaitingVerdict: the file's bytes are up and no upload-success was emitted for it. */
+function awaitingVerdict(f: MintgateFile): boolean {
+  return !!f.mintgate?.uploaded && !(f as { response?: unknown }).response;
+}
+
+/** explain says what a rejection's reason means, for the user. */
+function explain(reason: string | undefined): string {
+  switch (reason) {
+    case "type_mismatch":
+      return " (the file's content is not the type its name or type says)";
+    case "size_mismatch":
+      return " (the file's size is not the size that was signed)";
+    case "image_too_large":
+      return " (the image has too many pixels)";
+    case "malware":
+      return " (a virus scanner found a signature)";
+    case "scan_limit":
+      return " (the virus scanner could not read it to its end)";
+    case "encoding_not_allowed":
+      return " (it was stored with a content encoding)";
+    default:
+      return "";
   }
 }

@@ -4,7 +4,7 @@
 // shapes below are the parts of its API we use, so the package keeps no
 // runtime dependency.
 
-export { type FileGrant, Mintgate, type MintgateFile, type MintgateOptions, type MintgateResult, type UppyCore, grantOf } from "./plugin.js";
+export { type FileGrant, Mintgate, type MintgateFile, type MintgateOptions, type MintgateResult, RejectedError, type UppyCore, grantOf } from "./plugin.js";
 
 import type { Limits, MultipartGrant, SignResponse } from "./api.js";
 import type { Client } from "./client.js";

@@ -2,8 +2,9 @@
 // Mintgate plugin, and Golden Retriever to resume after a reload. Each file
 // gets an entry below the Dashboard with its kind (single PUT or
 // multipart), each part's progress, where the signer says it stands after
-// the upload (GET /uploads/{urlId}: verifying, completed, or rejected with
-// its reason), and a countdown while a 429's Retry-After is waited out.
+// the upload (verifying, completed, or rejected with its reason: the
+// plugin waits for the verdict, so the Dashboard shows it too), and a
+// countdown while a 429's Retry-After is waited out.
 
 import Uppy, { debugLogger } from "@uppy/core";
 import Dashboard from "@uppy/dashboard";
@@ -12,7 +13,7 @@ import "@uppy/core/css/style.min.css";
 import "@uppy/dashboard/css/style.min.css";
 
 import { Client, type Limits, type Progress, type StatusResponse, type Wait } from "../../../../api/js/src/index.js";
-import { Mintgate, type MintgateFile, grantOf } from "../../../../api/js/src/uppy.js";
+import { Mintgate, type MintgateFile, RejectedError, grantOf } from "../../../../api/js/src/uppy.js";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 
@@ -257,9 +258,16 @@ async function start(): Promise<void> {
     const e = entryOf(file.id);
     if (e && e.dataset.state !== "completed") setState(e, "cancelled", "cancelled: a multipart upload is aborted and its token given back");
   });
+  // The Dashboard shows the verdict itself (the plugin keeps a file in
+  // post-processing, "Verifying…", until it); the entry says it too.
+  uppy.on("postprocess-progress", (file) => {
+    const e = file && entryOf(file.id);
+    if (e) setState(e, "verifying", "verifying: the completer is checking the object…");
+  });
   uppy.on("upload-error", (file, err) => {
     const e = file && entryOf(file.id);
-    if (e) setState(e, "error", `failed: ${err.message}`);
+    if (e && err instanceof RejectedError) setState(e, "rejected", `rejected: ${err.reason}`);
+    else if (e) setState(e, "error", `failed: ${err.message}`);
   });
   uppy.on("upload-success", (file) => {
     const e = file && entryOf(file.id);
