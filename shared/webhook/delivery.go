@@ -136,7 +136,7 @@ func parseOn(subj string, b []byte) (Delivery, error) {
 		return Delivery{}, err
 	}
 	if !strings.HasSuffix(subj, "."+d.Tenant+"."+d.ID) || strings.Count(subj, ".") != 4 {
-		return Delivery{}, fmt.Errorf("%w: delivery %q of tenant %q on subject %s", errPoison, d.ID, d.Tenant, subj)
+		return Delivery{}, fmt.Errorf("%w: %w: delivery %q of tenant %q on subject %s", errPoison, errForged, d.ID, d.Tenant, subj)
 	}
 	return d, nil
 }
