@@ -31,6 +31,7 @@ type receiver struct {
 	status atomic.Int32
 	mu     sync.Mutex
 	ids    []string
+	keys   []string // each body's data.key
 }
 
 func startReceiver(t *testing.T) *receiver {
@@ -42,8 +43,15 @@ func startReceiver(t *testing.T) *receiver {
 		t.Fatal(err)
 	}
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var body struct {
+			Data struct {
+				Key string `json:"key"`
+			} `json:"data"`
+		}
+		_ = json.NewDecoder(req.Body).Decode(&body)
 		r.mu.Lock()
 		r.ids = append(r.ids, req.Header.Get(webhook.HeaderID))
+		r.keys = append(r.keys, body.Data.Key)
 		r.mu.Unlock()
 		w.WriteHeader(int(r.status.Load()))
 	})}
@@ -194,6 +202,23 @@ func TestForgedDeliveriesOnAnOpenBusAreNeverSent(t *testing.T) {
 	})
 	if got := r.got(); !slices.Equal(got, []string{genuine}) {
 		t.Errorf("the receiver got %q, want only %s", got, genuine)
+	}
+
+	// A retry stored before issue 36 (no reference) of the genuine event:
+	// its event is found in MINTGATE_UPLOADS and sent as stored there,
+	// whatever the retry's message says.
+	legacy, err := json.Marshal(webhook.Delivery{ID: genuine, Tenant: "acme", Type: webhook.TypeCompleted, Timestamp: time.Now(), Event: made, Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: webhook.DueSubject("acme", genuine), Data: legacy}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the legacy retry sent", func() bool { return len(r.got()) == 2 })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if want := []string{genuine, genuine}; !slices.Equal(r.ids, want) || r.keys[1] != "incoming/acme/"+urlID {
+		t.Errorf("after the legacy retry: %q with keys %q, want %q, each with the stored event's key", r.ids, r.keys, want)
 	}
 }
 

@@ -27,12 +27,14 @@ var errForged = errors.New("webhooks: the delivery names no event of " + eventsS
 // errForged when it is not del's; ErrUnavailable when the stream did not
 // answer.
 func (d *Deliverer) reread(ctx context.Context, del Delivery) (Delivery, error) {
-	if del.EventSeq == 0 {
-		return Delivery{}, fmt.Errorf("%w: delivery %s carries no event reference", errForged, del.ID)
-	}
 	s, err := d.eventsStream(ctx)
 	if err != nil {
 		return Delivery{}, err
+	}
+	if del.EventSeq == 0 { // stored before issue 36 (legacy.go)
+		if del.EventSeq, err = findEvent(ctx, s, del); err != nil {
+			return Delivery{}, err
+		}
 	}
 	m, err := s.GetMsg(ctx, del.EventSeq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
