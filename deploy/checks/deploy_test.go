@@ -455,7 +455,8 @@ const authorizationConf = "authorization.conf"
 
 // TestNATSAuthorizationFile: one nkey user per service and one for the
 // operator step (streams), each with allow lists for publish and subscribe
-// (so everything else is denied), replies only on its own inbox, and no
+// (so everything else is denied), replies only on its own inbox (the
+// completer also takes the signer's redelivery requests), and no
 // anonymous way in. No service may change a stream: STREAM.CREATE, UPDATE
 // and DELETE are the operator's, which has nothing but those and INFO.
 func TestNATSAuthorizationFile(t *testing.T) {
@@ -490,8 +491,20 @@ func TestNATSAuthorizationFile(t *testing.T) {
 				t.Errorf("%s: %s is not an allow list of its own subjects:\n%s", service, dir, d)
 			}
 		}
-		if sub := natsBlock(block, "subscribe"); !strings.Contains(sub, `"_INBOX.`+service+`.>"`) || strings.Count(sub, `"`) != 2 {
-			t.Errorf("%s may subscribe to more than its own replies (_INBOX.%s.>):%s", service, service, sub)
+		// Besides its replies, the completer alone subscribes to the
+		// signer's redelivery requests (issue 36), answering each only on
+		// the requester's inbox (allow_responses).
+		wantSubs := `"_INBOX.` + service + `.>"`
+		if service == "completer" {
+			wantSubs += `, "mintgate.webhooks.redeliver"`
+			if !regexp.MustCompile(`(?m)^\s*allow_responses:\s*true\s*$`).MatchString(block) {
+				t.Errorf("completer: no allow_responses: true (its redelivery answers)")
+			}
+		} else if strings.Contains(block, "allow_responses") {
+			t.Errorf("%s: allow_responses: only the completer answers requests", service)
+		}
+		if sub := natsBlock(block, "subscribe"); !strings.Contains(sub, wantSubs) || strings.Count(sub, `"`) != strings.Count(wantSubs, `"`) {
+			t.Errorf("%s may subscribe to more than %s:%s", service, wantSubs, sub)
 		}
 		pub := natsBlock(block, "publish")
 		for _, op := range []string{"STREAM.CREATE", "STREAM.UPDATE", "STREAM.DELETE", "CONSUMER.DELETE", "STREAM.>", "API.>"} {
