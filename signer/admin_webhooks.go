@@ -97,7 +97,9 @@ func adminListFailed(f *webhook.Failed) echo.HandlerFunc {
 // the completer tries the delivery again from its first try, with the
 // same webhook-id, and takes it off the failed list. 404 not_found for an
 // id not in it (or whose event MINTGATE_UPLOADS no longer keeps); 503
-// while no completer answers.
+// while no completer answers. A signer SIGKILLed after sending the
+// request leaves the redelivery done or not, as the completer got it
+// (its side: webhook's Deliverer.redeliver); the list shows which.
 func adminRedeliver(d deps, f *webhook.Failed) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), adminWebhooksTimeout)
