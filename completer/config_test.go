@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/service"
+	"github.com/mintgate/mintgate/shared/tiers"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -215,6 +216,32 @@ func TestListenAddressAndNATSURLs(t *testing.T) {
 		}
 		if !tc.ok && (err == nil || !strings.Contains(err.Error(), tc.name)) {
 			t.Errorf("%s=%q: error %v does not name it", tc.name, tc.value, err)
+		}
+	}
+}
+
+// TestRunNeverLogsABadWebhookURLsQuery: a webhook URL that does not parse
+// (a bad escape) stops the start, named without its query, where a
+// receiver keeps its own secret (the third review's finding 5: it was
+// printed whole). Its tenant-file form is refused the same way.
+func TestRunNeverLogsABadWebhookURLsQuery(t *testing.T) {
+	const leak = "tok3n-s3cret"
+	_, err := tiers.ParseWebhooks([]byte(`{"acme":{"webhook":{"url":"https://hooks.example.com/in%zz?token=` + leak + `","secret":"` + testSecret + `"}}}`))
+	if err == nil || strings.Contains(err.Error(), leak) || !strings.Contains(err.Error(), "hooks.example.com/in%zz") {
+		t.Errorf("the tenant tiers file's URL: %v, want it named without its query", err)
+	}
+	for _, vars := range []map[string]string{
+		{"MINTGATE_WEBHOOK_URL": "https://hooks.example.com/in%zz?token=" + leak, "MINTGATE_WEBHOOK_SECRET": testSecret},
+		{"MINTGATE_WEBHOOK_URL": "https://hooks.example.com/in%zz#code=" + leak, "MINTGATE_WEBHOOK_SECRET": testSecret},
+	} {
+		vars["MINTGATE_NATS_URL"] = "nats://127.0.0.1:1"
+		var out bytes.Buffer
+		err := run(context.Background(), []string{"completer"}, env(vars), &out)
+		if err == nil {
+			t.Fatalf("%v: started", vars)
+		}
+		if strings.Contains(err.Error()+out.String(), leak) || !strings.Contains(err.Error(), "hooks.example.com/in%zz") {
+			t.Errorf("%v: %v\n%s\nwant the URL named without its query or fragment", vars, err, out.String())
 		}
 	}
 }

@@ -69,8 +69,8 @@ func TestWebhookPrivateAddressRefused(t *testing.T) {
 		id := es.publishCompleted(t)
 		var failed []webhook.Delivery
 		eventually(t, "the delivery failed every try", func() bool {
-			var err error
-			failed, err = webhook.NewFailed(es.js).List(context.Background())
+			page, err := webhook.NewFailed(es.js).List(context.Background(), "", 0)
+			failed = page.Failed
 			return err == nil && len(failed) == 1
 		})
 		if f := failed[0]; f.ID != id || f.Attempts != 3 || !strings.Contains(f.LastError, "not a public address") {
@@ -161,7 +161,7 @@ func TestWebhookStreamMissingKeepsTheCompleterUnready(t *testing.T) {
 		t.Errorf("/readyz %d without the webhooks stream, want 503", code)
 	}
 	id := es.publish(t, "acme")
-	if _, err := webhook.EnsureStream(ctx, js, 0); err != nil { // the operator step
+	if _, err := webhook.EnsureStream(ctx, js, 0, webhook.DefaultMaxBytes); err != nil { // the operator step
 		t.Fatal(err)
 	}
 	eventually(t, "ready once the stream exists", func() bool { return s.readyz() == 200 })

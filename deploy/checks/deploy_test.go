@@ -455,7 +455,8 @@ const authorizationConf = "authorization.conf"
 
 // TestNATSAuthorizationFile: one nkey user per service and one for the
 // operator step (streams), each with allow lists for publish and subscribe
-// (so everything else is denied), replies only on its own inbox, and no
+// (so everything else is denied), replies only on its own inbox (the
+// completer also takes the signer's redelivery requests), and no
 // anonymous way in. No service may change a stream: STREAM.CREATE, UPDATE
 // and DELETE are the operator's, which has nothing but those and INFO.
 func TestNATSAuthorizationFile(t *testing.T) {
@@ -490,11 +491,22 @@ func TestNATSAuthorizationFile(t *testing.T) {
 				t.Errorf("%s: %s is not an allow list of its own subjects:\n%s", service, dir, d)
 			}
 		}
-		// Besides its own replies, only the signer subscribes: to the
-		// upload events that wake its status waits (core NATS).
+		// Besides its own replies, only the signer subscribes to the upload
+		// events that wake its status waits (core NATS), and only the
+		// completer to the signer's redelivery requests (issue 36),
+		// answering each only on the requester's inbox (allow_responses).
 		sub, subscribes := natsBlock(block, "subscribe"), []string{"_INBOX." + service + ".>"}
-		if service == "signer" {
+		switch service {
+		case "signer":
 			subscribes = append(subscribes, "mintgate.uploads.completed.>", "mintgate.uploads.rejected.>")
+		case "completer":
+			subscribes = append(subscribes, "mintgate.webhooks.redeliver")
+			if !regexp.MustCompile(`(?m)^\s*allow_responses:\s*true\s*$`).MatchString(block) {
+				t.Errorf("completer: no allow_responses: true (its redelivery answers)")
+			}
+		}
+		if service != "completer" && strings.Contains(block, "allow_responses") {
+			t.Errorf("%s: allow_responses: only the completer answers requests", service)
 		}
 		if got := regexp.MustCompile(`"([^"]*)"`).FindAllStringSubmatch(sub, -1); len(got) != len(subscribes) {
 			t.Errorf("%s may subscribe to more than %q:%s", service, subscribes, sub)

@@ -131,7 +131,7 @@ func operatorStep(t *testing.T, s shippedNATS) {
 	if _, err := events.EnsureStream(ctx, js, 15*time.Minute, 0); err != nil {
 		t.Fatalf("the operator step, upload events: %v; the server refused %q", err, s.violations(t))
 	}
-	if _, err := webhook.EnsureStream(ctx, js, 0); err != nil {
+	if _, err := webhook.EnsureStream(ctx, js, 0, webhook.DefaultMaxBytes); err != nil {
 		t.Fatalf("the operator step, webhooks: %v; the server refused %q", err, s.violations(t))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,10 +23,14 @@ import (
 // TestNATSAuthorizationLetsTheWebhooksWork runs the webhooks' own code
 // against the shipped authorization, each end as its user: the
 // completer's deliverer creates its two durables, delivers a first try,
-// schedules a retry that fires and delivers, stores a delivery that
-// failed every try and counts the failed ones; the signer's admin store
-// lists it and redelivers it; the completer fires a schedule the server
-// did not (the rescue). The server reports no permission violation.
+// schedules a retry that fires and delivers (its event read again from
+// MINTGATE_UPLOADS), stores a delivery that failed every try and counts
+// the failed ones; the signer's admin store lists it and asks the
+// completer to redeliver it, which it does; the completer fires a
+// schedule the server did not (the rescue). The server reports no
+// permission violation. The signer can no longer write MINTGATE_WEBHOOKS:
+// its publish of a due delivery and its delete of a failed record are
+// refused (issue 36), and the failed record stays.
 func TestNATSAuthorizationLetsTheWebhooksWork(t *testing.T) {
 	s := startShippedNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -76,20 +81,22 @@ func TestNATSAuthorizationLetsTheWebhooksWork(t *testing.T) {
 	failed := webhook.NewFailed(sjs)
 	var list []webhook.Delivery
 	waitFor(ctx, t, s, "the dead endpoint's delivery listed as failed", func() bool {
-		list, err = failed.List(ctx)
+		page, err := failed.List(ctx, "", 0)
+		list = page.Failed
 		return err == nil && len(list) == 1
 	})
 	if n, err := webhook.NewFailed(js).Count(ctx); err != nil || n != 1 {
 		t.Errorf("completer counts %d failed (%v), want 1", n, err)
 	}
+	checkSignerCannotWrite(ctx, t, s, sjs, list[0])
 	healed.Store(true)
 	if _, err := failed.Redeliver(ctx, list[0].ID); err != nil {
 		t.Fatalf("signer redelivers: %v; the server refused %q", err, s.violations(t))
 	}
 	waitFor(ctx, t, s, "the redelivery delivered", func() bool { return delivered.Load() == 2 })
 
-	checkRescue(ctx, t, s, js, d, delivered)
-	if v := s.violations(t); len(v) > 0 {
+	checkRescue(ctx, t, s, js, d, delivered, list[0])
+	if v := without(s.violations(t), refusedSigner); len(v) > 0 {
 		t.Errorf("the webhooks' own calls were refused: %q\n(add the subjects to deploy/nats/authorization.conf if the code needs them)", v)
 	}
 }
@@ -141,20 +148,77 @@ func startFlakyReceiver(t *testing.T) (base string, delivered *atomic.Int64, hea
 	return "http://" + ln.Addr().String(), delivered, healed
 }
 
-// checkRescue: a retry scheduled in an hour, which a deliverer whose
-// clock runs two hours ahead finds overdue; it fires it itself, as the
-// completer's user, and the endpoint gets it.
-func checkRescue(ctx context.Context, t *testing.T, s shippedNATS, js jetstream.JetStream, d *webhook.Deliverer, delivered *atomic.Int64) {
+// refusedSigner are the signer's refusals checkSignerCannotWrite causes.
+var refusedSigner = []string{
+	"signer publish " + webhook.DueSubject("acme", "msg_forged_completed"),
+	"signer publish $JS.API.STREAM.MSG.DELETE." + webhook.Stream,
+}
+
+// without is v without the entries of drop.
+func without(v, drop []string) []string {
+	var out []string
+	for _, s := range v {
+		if !slices.Contains(drop, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// checkSignerCannotWrite: as the signer, the shipped authorization
+// refuses a delivery published on a due subject (which the completer
+// would send, signed with the tenant's secret) and the delete of a
+// failed record, with the signer's real store and connection; the record
+// stays listed.
+func checkSignerCannotWrite(ctx context.Context, t *testing.T, s shippedNATS, sjs jetstream.JetStream, rec webhook.Delivery) {
 	t.Helper()
-	before := delivered.Load()
-	stuck, err := json.Marshal(webhook.Delivery{ID: "msg_stuck_completed", Tenant: "acme", Type: webhook.TypeCompleted,
-		Timestamp: time.Now(), Event: json.RawMessage(`{"urlId":"stuck","tenant":"acme"}`), Attempts: 1})
+	forged := rec
+	forged.ID, forged.Tenant = "msg_forged_completed", "acme"
+	body, err := json.Marshal(forged)
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := &nats.Msg{Subject: webhook.SchedSubject("acme", "msg_stuck_completed"), Header: nats.Header{}, Data: stuck}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := sjs.PublishMsg(pctx, &nats.Msg{Subject: webhook.DueSubject("acme", forged.ID), Data: body}); err == nil {
+		t.Error("the signer published a due delivery into " + webhook.Stream)
+	}
+	st, err := sjs.Stream(ctx, webhook.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, webhook.FailedSubject(rec.Tenant, rec.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel2 := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel2()
+	if err := st.DeleteMsg(dctx, m.Sequence); err == nil {
+		t.Error("the signer deleted a failed record of " + webhook.Stream)
+	}
+	waitFor(ctx, t, s, "the server's refusals of the signer's writes", func() bool {
+		v := s.violations(t)
+		return slices.Contains(v, refusedSigner[0]) && slices.Contains(v, refusedSigner[1])
+	})
+	if page, err := webhook.NewFailed(sjs).List(ctx, "", 0); err != nil || len(page.Failed) != 1 {
+		t.Errorf("after the signer's refused delete: %d failed listed (%v), want the 1", len(page.Failed), err)
+	}
+}
+
+// checkRescue: a retry of rec's event scheduled in an hour, which a
+// deliverer whose clock runs two hours ahead finds overdue; it fires it
+// itself, as the completer's user, and the endpoint gets it.
+func checkRescue(ctx context.Context, t *testing.T, s shippedNATS, js jetstream.JetStream, d *webhook.Deliverer, delivered *atomic.Int64, rec webhook.Delivery) {
+	t.Helper()
+	before := delivered.Load()
+	rec.Attempts, rec.FailedAt = 1, nil
+	stuck, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := &nats.Msg{Subject: webhook.SchedSubject(rec.Tenant, rec.ID), Header: nats.Header{}, Data: stuck}
 	msg.Header.Set(jetstream.ScheduleHeader, schedule.At(time.Now().Add(time.Hour)))
-	msg.Header.Set(jetstream.ScheduleTargetHeader, webhook.DueSubject("acme", "msg_stuck_completed"))
+	msg.Header.Set(jetstream.ScheduleTargetHeader, webhook.DueSubject(rec.Tenant, rec.ID))
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
 		t.Fatalf("completer schedules a retry: %v; the server refused %q", err, s.violations(t))
 	}

@@ -16,7 +16,9 @@
 // (docs/configuration.md): MINTGATE_URL_TTL and MINTGATE_SWEEP_GRACE bound
 // the ledger's MINTGATE_LEDGER_MAX_AGE from below, MINTGATE_DONE_TTL is the
 // events' de-duplication window, MINTGATE_STREAM_REPLICAS the replicas of
-// all three. Settings left unset keep what the existing streams have.
+// all three, MINTGATE_WEBHOOK_STREAM_MAX_BYTES the webhooks' size bound
+// (1 GiB unless set). Other settings left unset keep what the existing
+// streams have.
 package main
 
 import (
@@ -44,6 +46,10 @@ func main() { service.Main("streams", run) }
 // sweepers.
 const minOutage = 24 * time.Hour
 
+// minWebhookBytes is the least size bound of MINTGATE_WEBHOOKS: room for
+// a few hundred deliveries.
+const minWebhookBytes = 64 << 10
+
 // settings is what shapes the streams.
 type settings struct {
 	NATS   config.NATS
@@ -55,6 +61,8 @@ type settings struct {
 	DoneTTL      time.Duration
 	Replicas     int           // 0: keep the existing stream's, else 1
 	MaxAge       time.Duration // 0: keep the existing ledger's, else ledger.DefaultMaxAge
+	// WebhookMaxBytes bounds MINTGATE_WEBHOOKS (-1: no bound).
+	WebhookMaxBytes int64
 }
 
 func loadSettings(getenv func(string) string) (settings, error) {
@@ -67,6 +75,11 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		DoneTTL:      e.Duration("MINTGATE_DONE_TTL", 15*time.Minute),
 		Replicas:     int(e.Int("MINTGATE_STREAM_REPLICAS", 0)),
 		MaxAge:       e.Duration("MINTGATE_LEDGER_MAX_AGE", 0),
+
+		WebhookMaxBytes: e.Int("MINTGATE_WEBHOOK_STREAM_MAX_BYTES", webhook.DefaultMaxBytes),
+	}
+	if s.WebhookMaxBytes < minWebhookBytes && s.WebhookMaxBytes != -1 {
+		e.Fail("MINTGATE_WEBHOOK_STREAM_MAX_BYTES", "%d must be at least %d bytes, or -1 for no bound", s.WebhookMaxBytes, minWebhookBytes)
 	}
 	if s.Replicas < 0 || s.Replicas > 5 {
 		e.Fail("MINTGATE_STREAM_REPLICAS", "%d must be between 1 and 5 (JetStream's limit), or unset to keep the streams'", s.Replicas)
@@ -128,12 +141,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	log.Info("stream ready", "stream", stream.Config.Name, "replicas", stream.Config.Replicas,
 		"maxAge", stream.Config.MaxAge.String(), "duplicates", stream.Config.Duplicates.String())
-	hooks, err := webhook.EnsureStream(ctx, js, s.Replicas)
+	hooks, err := webhook.EnsureStream(ctx, js, s.Replicas, s.WebhookMaxBytes)
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", webhook.Stream, err)
 	}
 	log.Info("stream ready", "stream", hooks.Config.Name, "replicas", hooks.Config.Replicas,
-		"maxAge", hooks.Config.MaxAge.String(), "schedules", hooks.Config.AllowMsgSchedules)
+		"maxAge", hooks.Config.MaxAge.String(), "maxBytes", hooks.Config.MaxBytes, "discard", hooks.Config.Discard.String(),
+		"schedules", hooks.Config.AllowMsgSchedules)
 	return nil
 }
 

@@ -75,3 +75,38 @@ func TestRunRefusesAMaxAgeThatDropsGrants(t *testing.T) {
 		t.Fatalf("run: %v; want both variables named", err)
 	}
 }
+
+// TestRunBoundsTheWebhooksStream: the operator step bounds
+// MINTGATE_WEBHOOKS to 1 GiB by default, or to
+// MINTGATE_WEBHOOK_STREAM_MAX_BYTES, with new messages refused at the
+// bound; a stream made by an older step (no bound) is updated in place.
+func TestRunBoundsTheWebhooksStream(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	_, js := testenv.JetStream(t, srv.URL())
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, webhook.StreamConfig(1, -1)); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"MINTGATE_NATS_URL": srv.URL()}
+	getenv := func(k string) string { return vars[k] }
+	for _, c := range []struct {
+		set  string
+		want int64
+	}{{"", 1 << 30}, {"1048576", 1 << 20}} {
+		vars["MINTGATE_WEBHOOK_STREAM_MAX_BYTES"] = c.set
+		if err := run(ctx, []string{"streams"}, getenv, &testenv.Buffer{}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := js.Stream(ctx, webhook.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.CachedInfo().Config; got.MaxBytes != c.want {
+			t.Errorf("MINTGATE_WEBHOOK_STREAM_MAX_BYTES=%q: max bytes %d, want %d", c.set, got.MaxBytes, c.want)
+		}
+	}
+	vars["MINTGATE_WEBHOOK_STREAM_MAX_BYTES"] = "1000"
+	if err := run(ctx, []string{"streams"}, getenv, &testenv.Buffer{}); err == nil || !strings.Contains(err.Error(), "MINTGATE_WEBHOOK_STREAM_MAX_BYTES") {
+		t.Errorf("a bound of 1000 bytes: %v, want the variable named", err)
+	}
+}

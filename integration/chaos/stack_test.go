@@ -251,7 +251,7 @@ func (st *stack) createStream(t *testing.T) {
 			return err
 		}},
 		{webhook.Stream, func(ctx context.Context) error {
-			_, err := webhook.EnsureStream(ctx, st.js, st.topo.replicas)
+			_, err := webhook.EnsureStream(ctx, st.js, st.topo.replicas, webhook.DefaultMaxBytes)
 			return err
 		}},
 	} {

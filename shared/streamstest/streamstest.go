@@ -32,7 +32,7 @@ func Ensure(tb testing.TB, url string, opts ...nats.Option) {
 	if _, err := events.EnsureStream(ctx, js, DoneTTL, 0); err != nil {
 		tb.Fatalf("the operator step: %v", err)
 	}
-	if _, err := webhook.EnsureStream(ctx, js, 0); err != nil {
+	if _, err := webhook.EnsureStream(ctx, js, 0, webhook.DefaultMaxBytes); err != nil {
 		tb.Fatalf("the operator step: %v", err)
 	}
 }

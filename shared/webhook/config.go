@@ -116,17 +116,22 @@ func (c Config) String() string {
 // RedactURL is an endpoint's URL as it may be logged, stored with a
 // failed delivery and listed by the admin routes: without its user and
 // password (config.RedactURL), its query and its fragment, where many
-// receivers carry a secret of their own (?code=…, ?token=…).
+// receivers carry a secret of their own (?code=…, ?token=…). The query
+// and the fragment are cut from the text before it is parsed, so a URL
+// that does not parse (a bad escape, "in%zz?token=…") loses them too.
 func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return config.RedactURL(raw)
+	head, tail := raw, ""
+	if i := strings.IndexAny(raw, "?#"); i >= 0 {
+		head = raw[:i]
+		if q := strings.IndexByte(raw, '?'); q >= 0 && q == i {
+			tail = "?redacted"
+		}
+		if strings.Contains(raw[i:], "#") {
+			tail += "#redacted"
+		}
 	}
-	if u.RawQuery != "" || u.ForceQuery {
-		u.RawQuery, u.ForceQuery = "redacted", false
+	if u, err := url.Parse(head); err == nil {
+		head = u.String()
 	}
-	if u.Fragment != "" || u.RawFragment != "" {
-		u.Fragment, u.RawFragment = "redacted", ""
-	}
-	return config.RedactURL(u.String())
+	return config.RedactURL(head + tail)
 }

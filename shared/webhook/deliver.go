@@ -82,6 +82,11 @@ type Deliverer struct {
 	// retries is the stream of the retries, once its consumer is open: a
 	// handled due message is deleted from it.
 	retries atomic.Pointer[jetstream.Stream]
+	// events is MINTGATE_UPLOADS, where each retry reads its event again.
+	events atomic.Pointer[jetstream.Stream]
+	// full is whether MINTGATE_WEBHOOKS was at FullShare of its bound
+	// when last read (watchStream): no new retry or failed record.
+	full atomic.Bool
 
 	mu   sync.Mutex
 	busy map[string]int // tries in flight per endpoint URL
@@ -109,8 +114,9 @@ func (d *Deliverer) Ping(ctx context.Context) error {
 // cannot be opened it logs why and tries again, and a consumer that stops
 // (deleted, its stream made again) is opened again.
 func (d *Deliverer) Run(ctx context.Context) {
-	go d.watchFailed(ctx)
+	go d.watchStream(ctx)
 	go d.rescueLoop(ctx)
+	go d.serveRedeliver(ctx)
 	var loops sync.WaitGroup
 	for _, open := range []func(context.Context) (jetstream.Consumer, error){d.openEvents, d.openRetries} {
 		loops.Go(func() { d.consume(ctx, open) })
@@ -249,10 +255,21 @@ func (d *Deliverer) dispatch(ctx context.Context, msg jetstream.Msg) {
 
 // handle is one message: a first try or a retry.
 func (d *Deliverer) handle(ctx context.Context, msg jetstream.Msg) {
-	del, err := d.parse(msg)
+	del, err := d.parse(ctx, msg)
+	if errors.Is(err, ErrUnavailable) {
+		if ctx.Err() == nil {
+			d.log.Warn("webhooks: cannot read the event again; the delivery is tried again later", "subject", msg.Subject(), "err", err)
+			_ = msg.NakWithDelay(stuckWait(msg))
+		}
+		return
+	}
 	if err != nil {
-		d.log.Error("webhooks: a message no delivery can come of; dropped", "subject", msg.Subject(), "err", err)
+		if errors.Is(err, errForged) {
+			d.m.forged.Inc()
+		}
+		d.log.Error("webhooks: a message no delivery can come of; dropped, nothing sent", "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
+		d.forget(ctx, msg)
 		return
 	}
 	ep, ok := d.endpoint(del.Tenant)
@@ -309,7 +326,7 @@ func (d *Deliverer) settle(ctx context.Context, msg jetstream.Msg, del Delivery,
 	case "failed":
 		d.log.Error("webhooks: delivery failed every try; kept as failed (GET /admin/webhooks/failed)",
 			"webhookId", del.ID, "tenant", del.Tenant, "url", del.URL, "attempts", del.Attempts, "err", del.LastError)
-		d.refreshFailed(ctx)
+		d.m.failed.Inc() // the running count; watchStream counts again now and then
 	case "retry":
 		d.log.Info("webhooks: try failed; scheduled again", "webhookId", del.ID, "tenant", del.Tenant,
 			"attempt", del.Attempts, "status", del.LastStatus, "err", del.LastError)
@@ -331,11 +348,18 @@ func (d *Deliverer) try(ctx context.Context, ep Endpoint, del Delivery) try {
 	return t
 }
 
-// parse reads a message of either stream.
-func (d *Deliverer) parse(msg jetstream.Msg) (Delivery, error) {
+// parse reads a message of either stream: an event of MINTGATE_UPLOADS
+// is its first try's delivery; a retry or redelivery of MINTGATE_WEBHOOKS
+// must be on its own tenant's and id's subject, and is sent as its event,
+// read again (reread).
+func (d *Deliverer) parse(ctx context.Context, msg jetstream.Msg) (Delivery, error) {
 	md, err := msg.Metadata()
 	if err == nil && md.Stream == Stream {
-		return parseDelivery(msg.Data())
+		del, err := parseOn(msg.Subject(), msg.Data())
+		if err != nil {
+			return Delivery{}, err
+		}
+		return d.reread(ctx, del)
 	}
 	return FromEvent(msg)
 }
@@ -370,6 +394,9 @@ const publishTimeout = 5 * time.Second
 // schedule stores del to be tried again after wait: a scheduled message
 // on its own subject, which fires on its due subject.
 func (d *Deliverer) schedule(ctx context.Context, del Delivery, wait time.Duration) error {
+	if d.full.Load() {
+		return fmt.Errorf("%w: %w", ErrUnavailable, ErrStreamFull)
+	}
 	msg, err := deliveryMsg(SchedSubject(del.Tenant, del.ID), del)
 	if err != nil {
 		return err
@@ -381,6 +408,9 @@ func (d *Deliverer) schedule(ctx context.Context, del Delivery, wait time.Durati
 
 // fail stores del as failed.
 func (d *Deliverer) fail(ctx context.Context, del Delivery) error {
+	if d.full.Load() {
+		return fmt.Errorf("%w: %w", ErrUnavailable, ErrStreamFull)
+	}
 	now := time.Now().UTC()
 	del.FailedAt = &now
 	msg, err := deliveryMsg(FailedSubject(del.Tenant, del.ID), del)

@@ -31,8 +31,14 @@ type Delivery struct {
 	// payload's "timestamp".
 	Timestamp time.Time `json:"timestamp"`
 	// Event is the event as the stream MINTGATE_UPLOADS holds it: the
-	// payload's "data".
+	// payload's "data". Stored with a retry or a failed delivery it is
+	// what the admin route lists, never what a try sends: each try reads
+	// the event again at EventSeq (reread.go).
 	Event json.RawMessage `json:"event"`
+	// EventSeq is the event's sequence in MINTGATE_UPLOADS, which only
+	// the completer may write: the reference each try reads the event
+	// from.
+	EventSeq uint64 `json:"eventSeq,omitempty"`
 	// Attempts is how many tries were made.
 	Attempts int `json:"attempts"`
 	// Busy is how many times in a row the delivery found its endpoint
@@ -69,17 +75,28 @@ var errPoison = errors.New("webhooks: not an upload event")
 
 // FromEvent is the first try's delivery of a message of MINTGATE_UPLOADS.
 func FromEvent(msg jetstream.Msg) (Delivery, error) {
+	var seq uint64
+	var at time.Time
+	if md, err := msg.Metadata(); err == nil {
+		seq, at = md.Sequence.Stream, md.Timestamp
+	}
+	return fromEvent(msg.Subject(), msg.Data(), seq, at)
+}
+
+// fromEvent is the delivery of the event data stored on subj at sequence
+// seq of MINTGATE_UPLOADS, at the time stored (the payload's timestamp
+// when the event names none).
+func fromEvent(subj string, data []byte, seq uint64, stored time.Time) (Delivery, error) {
 	var ev struct {
 		URLID       string    `json:"urlId"`
 		Tenant      string    `json:"tenant"`
 		CompletedAt time.Time `json:"completedAt"`
 		RejectedAt  time.Time `json:"rejectedAt"`
 	}
-	if err := json.Unmarshal(msg.Data(), &ev); err != nil {
+	if err := json.Unmarshal(data, &ev); err != nil {
 		return Delivery{}, fmt.Errorf("%w: %w", errPoison, err)
 	}
-	d := Delivery{Tenant: ev.Tenant, Event: json.RawMessage(msg.Data())}
-	subj := msg.Subject()
+	d := Delivery{Tenant: ev.Tenant, Event: json.RawMessage(data), EventSeq: seq}
 	switch {
 	case strings.HasPrefix(subj, events.SubjectPrefix):
 		d.Type, d.Timestamp = TypeCompleted, ev.CompletedAt
@@ -92,9 +109,7 @@ func FromEvent(msg jetstream.Msg) (Delivery, error) {
 		return Delivery{}, fmt.Errorf("%w: tenant %q, urlId %q on %s", errPoison, ev.Tenant, ev.URLID, subj)
 	}
 	if d.Timestamp.IsZero() {
-		if md, err := msg.Metadata(); err == nil {
-			d.Timestamp = md.Timestamp
-		}
+		d.Timestamp = stored
 	}
 	d.ID = ID(ev.URLID, d.Type)
 	return d, nil
@@ -108,6 +123,20 @@ func parseDelivery(b []byte) (Delivery, error) {
 	}
 	if !keys.ValidTenant(d.Tenant) || !token(d.ID) || len(d.Event) == 0 {
 		return Delivery{}, fmt.Errorf("%w: delivery %q of tenant %q", errPoison, d.ID, d.Tenant)
+	}
+	return d, nil
+}
+
+// parseOn reads a message of MINTGATE_WEBHOOKS stored on subj: its
+// subject's tenant and webhook-id must be its body's (a delivery of one
+// tenant published on another's subject is no delivery).
+func parseOn(subj string, b []byte) (Delivery, error) {
+	d, err := parseDelivery(b)
+	if err != nil {
+		return Delivery{}, err
+	}
+	if !strings.HasSuffix(subj, "."+d.Tenant+"."+d.ID) || strings.Count(subj, ".") != 4 {
+		return Delivery{}, fmt.Errorf("%w: %w: delivery %q of tenant %q on subject %s", errPoison, errForged, d.ID, d.Tenant, subj)
 	}
 	return d, nil
 }

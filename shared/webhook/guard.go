@@ -16,7 +16,10 @@ var ErrPrivateAddress = errors.New("not a public address (MINTGATE_WEBHOOK_ALLOW
 // notPublic are the ranges no webhook may reach besides those netip names
 // (loopback, private, link-local, multicast, unspecified): shared address
 // space, the IETF's and the documentation's blocks, benchmarking,
-// reserved, NAT64's well-known prefix (it embeds an IPv4 address), 6to4
+// reserved, the IPv4-translated addresses (::ffff:0:a.b.c.d, RFC 2765:
+// a SIIT translator hands them to the embedded IPv4 address, and they are
+// not the IPv4-mapped form Unmap undoes), NAT64's well-known prefix and
+// the local-use one (each embeds an IPv4 address), 6to4
 // and Teredo (likewise), the deprecated IPv4-compatible IPv6 addresses
 // (::a.b.c.d: a host with a sit tunnel routes ::169.254.169.254 to the
 // metadata service) and site-local ones, and the IPv6 documentation block.
@@ -29,6 +32,7 @@ var notPublic = []netip.Prefix{
 	netip.MustParsePrefix("198.51.100.0/24"),
 	netip.MustParsePrefix("203.0.113.0/24"),
 	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("::ffff:0:0:0/96"),
 	netip.MustParsePrefix("64:ff9b::/96"),
 	netip.MustParsePrefix("64:ff9b:1::/48"),
 	netip.MustParsePrefix("2001::/32"),

@@ -10,6 +10,9 @@ type Metrics struct {
 	seconds    prometheus.Histogram
 	lag        prometheus.Histogram
 	failed     prometheus.Gauge
+	forged     prometheus.Counter
+	bytes      prometheus.Gauge
+	maxBytes   prometheus.Gauge
 }
 
 // NewMetrics registers the deliveries' series on reg.
@@ -32,9 +35,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		failed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mintgate_webhook_failed",
-			Help: "Webhook deliveries that failed every try and are kept in MINTGATE_WEBHOOKS (GET /admin/webhooks/failed).",
+			Help: "Webhook deliveries that failed every try and are kept in MINTGATE_WEBHOOKS (GET /admin/webhooks/failed): a running count, counted again every 10 minutes.",
+		}),
+		forged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mintgate_webhook_forged_total",
+			Help: "Messages of MINTGATE_WEBHOOKS that named no event of MINTGATE_UPLOADS of their own (another id or tenant, or none): dropped, nothing sent. Not written by a completer.",
+		}),
+		bytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mintgate_webhook_stream_bytes",
+			Help: "Bytes stored in MINTGATE_WEBHOOKS (retries waiting, failed deliveries), read every 15 s.",
+		}),
+		maxBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mintgate_webhook_stream_max_bytes",
+			Help: "MINTGATE_WEBHOOKS' size bound (MINTGATE_WEBHOOK_STREAM_MAX_BYTES, set by the operator step); 0 for none. At it, new retries are refused and wait, never dropped.",
 		}),
 	}
-	reg.MustRegister(m.deliveries, m.seconds, m.lag, m.failed)
+	reg.MustRegister(m.deliveries, m.seconds, m.lag, m.failed, m.forged, m.bytes, m.maxBytes)
 	return m
 }

@@ -29,6 +29,12 @@ const (
 	// MaxAge is how long the stream keeps a message: a failed delivery is
 	// listed for 30 days, far beyond the longest retry schedule.
 	MaxAge = 30 * 24 * time.Hour
+	// DefaultMaxBytes is MINTGATE_WEBHOOK_STREAM_MAX_BYTES' default: the
+	// stream's size bound (1 GiB).
+	DefaultMaxBytes = 1 << 30
+	// FullShare is the share of the size bound from which the deliverer
+	// stores no new retry or failed record.
+	FullShare = 0.95
 	// Durable is the name of the completer's consumers, on MINTGATE_UPLOADS
 	// (the first try of each event) and on this stream (the retries).
 	Durable = "webhooks"
@@ -44,6 +50,9 @@ func DueSubject(tenant, id string) string { return DuePrefix + tenant + "." + id
 func FailedSubject(tenant, id string) string { return FailedPrefix + tenant + "." + id }
 
 var (
+	// ErrStreamFull wraps (with ErrUnavailable) a retry or failed record
+	// not stored because the stream is at FullShare of its size bound.
+	ErrStreamFull = errors.New("webhooks: the stream " + Stream + " is at its size bound (MINTGATE_WEBHOOK_STREAM_MAX_BYTES)")
 	// ErrUnavailable wraps every error of the stream: JetStream did not
 	// (known to) store or answer.
 	ErrUnavailable = errors.New("webhooks: stream unavailable")
@@ -55,8 +64,20 @@ var (
 
 // StreamConfig is the stream EnsureStream creates or updates to: file
 // storage, limits retention (a schedule must stay when its delivery is
-// acked), scheduling on, one message per subject.
-func StreamConfig(replicas int) jetstream.StreamConfig {
+// acked), scheduling on, one message per subject, and at most maxBytes
+// (-1: no bound).
+//
+// The server refuses DiscardNew on a stream with schedules, so at
+// maxBytes it would drop the oldest messages (failed records, waiting
+// retries) without a word. The deliverer never lets it get there: from
+// FullShare of the bound on, it stores no new retry or failed record
+// (ErrStreamFull) and leaves the message it came from unacked, tried
+// again later (stuckWait): an event's first try stays in MINTGATE_UPLOADS,
+// a retry on its due subject. Nothing is dropped; deliveries wait until
+// failed records are redelivered or age out (MaxAge), or the bound is
+// raised. mintgate_webhook_stream_bytes and the alert
+// MintgateWebhookStreamNearlyFull (80 % of the bound) warn before.
+func StreamConfig(replicas int, maxBytes int64) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:              Stream,
 		Description:       "mintgate webhooks: retries scheduled per delivery, and deliveries that failed every try",
@@ -66,6 +87,7 @@ func StreamConfig(replicas int) jetstream.StreamConfig {
 		Storage:           jetstream.FileStorage,
 		Replicas:          max(replicas, 1),
 		MaxAge:            MaxAge,
+		MaxBytes:          maxBytes,
 		MaxMsgsPerSubject: 1,
 		AllowMsgSchedules: true,
 		AllowRollup:       true, // schedules need it
@@ -75,8 +97,8 @@ func StreamConfig(replicas int) jetstream.StreamConfig {
 // EnsureStream is the operator's step: it creates the stream or updates
 // it to StreamConfig, keeping an existing stream's replicas unless
 // replicas is above zero. It is idempotent.
-func EnsureStream(ctx context.Context, js jetstream.JetStream, replicas int) (*jetstream.StreamInfo, error) {
-	sc := StreamConfig(replicas)
+func EnsureStream(ctx context.Context, js jetstream.JetStream, replicas int, maxBytes int64) (*jetstream.StreamInfo, error) {
+	sc := StreamConfig(replicas, maxBytes)
 	s, err := js.Stream(ctx, Stream)
 	switch {
 	case err == nil:

@@ -82,6 +82,10 @@ func TestPublic(t *testing.T) {
 		"127.0.0.1": false, "10.1.2.3": false, "172.16.0.1": false, "192.168.1.1": false, "169.254.169.254": false,
 		"100.64.0.1": false, "0.0.0.0": false, "::1": false, "fe80::1": false, "fd00::1": false,
 		"::ffff:127.0.0.1": false, "::ffff:10.0.0.1": false, "::169.254.169.254": false, "::127.0.0.1": false, "fec0::1": false, "64:ff9b::a00:1": false, "224.0.0.1": false, "255.255.255.255": false,
+		// IPv4-translated (SIIT) and NAT64: each embeds an IPv4 address,
+		// a public one too, which a translator reaches for the caller.
+		"::ffff:0:7f00:1": false, "::ffff:0:a9fe:a9fe": false, "::ffff:0:5db8:d70e": false,
+		"64:ff9b::7f00:1": false, "64:ff9b::a9fe:a9fe": false, "64:ff9b::5db8:d70e": false, "64:ff9b:1::a00:1": false,
 	} {
 		if got := Public(netip.MustParseAddr(addr)); got != want {
 			t.Errorf("Public(%s) = %v, want %v", addr, got, want)
@@ -157,6 +161,11 @@ func TestRedactURL(t *testing.T) {
 		"https://hooks.example/in":                          "https://hooks.example/in",
 		"https://user:pass@hooks.example/in?code=s3cret#f":  "https://redacted@hooks.example/in?redacted#redacted",
 		"https://hooks.example/api/hook?token=abc&tenant=x": "https://hooks.example/api/hook?redacted",
+		// Not a URL Go parses (a bad escape): the query goes all the same.
+		"https://hooks.example.com/in%zz?token=abc":   "https://hooks.example.com/in%zz?redacted",
+		"https://u:pass@hooks.example/in%zz#code=abc": "https://redacted@hooks.example/in%zz#redacted",
+		"https://hooks.example/in#frag?token=abc":     "https://hooks.example/in#redacted",
+		"https://hooks.example/%zz?a=s3cret#b=s3cret": "https://hooks.example/%zz?redacted#redacted",
 	} {
 		got := RedactURL(in)
 		if strings.Contains(got, "s3cret") || strings.Contains(got, "pass") || strings.Contains(got, "abc") {
