@@ -324,6 +324,8 @@ func (d deps) issue(ctx context.Context, a attempt, dec gate.Decision, urlID str
 		// Charged to in-process buckets only: no sweeper may credit Redis for it.
 		Degraded: dec.Degraded,
 		Shadow:   dec.Shadow,
+		// Kept for the upload records (shared/records).
+		ContentType: a.req.ContentType, ContentLength: a.req.ContentLength, ChecksumSHA256: a.req.Checksum,
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
 		d.refund(ctx, a, dec, urlID)
