@@ -18,6 +18,7 @@ type sweeper struct {
 	grace    time.Duration
 	metrics  *metrics
 	log      *slog.Logger
+	ender    *ender // nil until the ledger opens; publishes refunded events
 }
 
 // Outcomes of a grant that the sweeper decides without Redis.
@@ -74,6 +75,11 @@ func (s *sweeper) handle(ctx context.Context, b ledger.Batch) error {
 		return err
 	}
 	applied := s.refunder.now()
+	if s.ender != nil {
+		if err := s.ender.refunded(ctx, b.Grants, outs, applied); err != nil {
+			return err
+		}
+	}
 	for i, g := range b.Grants {
 		switch outs[i] {
 		case outcomeEarly:

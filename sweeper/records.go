@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/mintgate/mintgate/shared/events"
+	"github.com/mintgate/mintgate/shared/ledger"
+	"github.com/mintgate/mintgate/shared/ops"
+	"github.com/mintgate/mintgate/shared/records"
+)
+
+// The upload records' writer runs in the sweeper (docs/architecture.md,
+// "Upload records"): it holds the grant secret, so only grants a signer
+// sealed become rows, and its trim of the ledger is the one that must keep
+// the due messages the feed has not written (ledger.WithTrimHold). With
+// MINTGATE_POSTGRES_URL unset none of this runs.
+
+// openRecords is the records' store of cfg, or nil when records are off;
+// it never waits for PostgreSQL.
+func openRecords(ctx context.Context, cfg settings) (*records.Store, error) {
+	if cfg.Postgres == "" {
+		return nil, nil
+	}
+	return records.Open(ctx, cfg.Postgres)
+}
+
+// recordsCheck is the /readyz check "postgres" of the feed, none when
+// records are off.
+func recordsCheck(feed *records.Feed) []ops.Check {
+	if feed == nil {
+		return nil
+	}
+	return []ops.Check{{Name: "postgres", Ping: feed.Ping}}
+}
+
+// ender publishes a refunded event of each grant the sweeper refunded
+// (now or before): the records' feed moves its row to refunded. Its
+// Nats-Msg-Id ("refunded:<urlId>") makes a redelivered batch's second
+// publish a duplicate the stream drops.
+type ender struct {
+	pub     *events.Publisher
+	log     *slog.Logger
+	skipped atomic.Bool // the stream lacks the subject: said once
+}
+
+// refunded publishes the events of gs whose outcome is refunded or
+// already, before the batch is acked. An error leaves the batch for a
+// later delivery (the refunds are applied and answer already then). A
+// stream that does not take the subject yet (an upgrade before its
+// operator step) is logged once and skipped: refunds never wait for it.
+//
+// A SIGKILL at any line: before a publish, the redelivered batch finds
+// the refunds applied (already) and publishes; after, its publish is a
+// duplicate.
+func (e *ender) refunded(ctx context.Context, gs []ledger.Grant, outs []string, now time.Time) error {
+	for i, g := range gs {
+		if outs[i] != outcomeRefunded && outs[i] != outcomeAlready {
+			continue
+		}
+		_, err := e.pub.PublishRefunded(ctx, events.Ended{URLID: g.URLID, Tenant: g.Tenant, Key: g.Key, At: now.UTC()})
+		switch {
+		case errors.Is(err, events.ErrNoSubject):
+			if !e.skipped.Swap(true) {
+				e.log.Warn("refunded events not published: the uploads stream lacks their subject (run the operator step)", "err", err)
+			}
+			return nil
+		case err != nil:
+			return fmt.Errorf("refunded event %s: %w", g.URLID, err)
+		}
+	}
+	return nil
+}
