@@ -91,6 +91,17 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		defer led.Close()
 		d.ledger = led
 		d.checks = append(d.checks, ops.Check{Name: "nats", Ping: led.Ping})
+		stopRecords, err := d.startRecords(ctx, led)
+		if err != nil {
+			return err
+		}
+		defer stopRecords()
+	} else {
+		stopRecords, err := d.startRecords(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer stopRecords()
 	}
 	if len(c.AdminToken) > 0 && d.hooks == nil {
 		hooks, closeHooks, err := dialWebhooks(c)
