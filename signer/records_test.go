@@ -274,3 +274,46 @@ func TestRecordsOffAnswer404(t *testing.T) {
 		mustStatus(t, ops.do(http.MethodGet, p, map[string]string{"Authorization": "Bearer " + recordsAdmin}, ""), http.StatusNotFound, apierr.CodeRecordsOff)
 	}
 }
+
+// TestRecordsAnswersMatchOpenAPI: the records routes' real answers match
+// api/openapi.yaml, on and off, and with PostgreSQL down.
+func TestRecordsAnswersMatchOpenAPI(t *testing.T) {
+	c := &apiCheck{t: t, doc: loadAPI(t), seen: map[string]bool{}}
+	r := newRecordsEnv(t)
+	s, _ := r.signer(t)
+	ops := &signer{t: t, base: s.ops, clock: s.clock}
+	tok := s.token("acme", "alice")
+	admin := map[string]string{"Authorization": "Bearer " + recordsAdmin}
+	get := http.MethodGet
+	for range 3 {
+		mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusCreated, "")
+	}
+	waitFor(t, 5*time.Second, "the rows", func() bool {
+		v, _ := r.db.QueryValue(context.Background(), "SELECT count(*) FROM mintgate.uploads")
+		return v == "3"
+	})
+	page := c.expect(http.StatusOK, get, "/uploads", s.get("/uploads?limit=2", tok))
+	c.expect(http.StatusOK, get, "/uploads", s.get("/uploads?limit=2&cursor="+page.str("next"), tok))
+	c.expect(http.StatusOK, get, "/uploads", s.get("/uploads?status=completed", tok))
+	c.expect(http.StatusBadRequest, get, "/uploads", s.get("/uploads?limit=0", tok))
+	c.expect(http.StatusUnauthorized, get, "/uploads", s.do(get, "/uploads", nil, ""))
+	c.expect(http.StatusOK, get, "/uploads/usage", s.get("/uploads/usage", tok))
+	c.expect(http.StatusOK, get, "/admin/tenants/{tenant}/usage", ops.do(get, "/admin/tenants/acme/usage", admin, ""))
+	c.expect(http.StatusBadRequest, get, "/admin/tenants/{tenant}/usage", ops.do(get, "/admin/tenants/a.b/usage", admin, ""))
+	c.expect(http.StatusOK, get, "/admin/tenants/at-ceiling", ops.do(get, "/admin/tenants/at-ceiling?window=2h", admin, ""))
+	c.expect(http.StatusBadRequest, get, "/admin/tenants/at-ceiling", ops.do(get, "/admin/tenants/at-ceiling?window=1s", admin, ""))
+	c.expect(http.StatusUnauthorized, get, "/admin/tenants/at-ceiling", ops.do(get, "/admin/tenants/at-ceiling", nil, ""))
+	r.pg.Stop()
+	c.expect(http.StatusServiceUnavailable, get, "/uploads", s.get("/uploads", tok))
+	c.expect(http.StatusServiceUnavailable, get, "/uploads/usage", s.get("/uploads/usage", tok))
+	c.expect(http.StatusServiceUnavailable, get, "/admin/tenants/at-ceiling", ops.do(get, "/admin/tenants/at-ceiling", admin, ""))
+	// Signs never wait for PostgreSQL.
+	mustStatus(t, s.sign(tok, newKey(), pngBody), http.StatusCreated, "")
+
+	off := startWith(t, "MINTGATE_ADMIN_TOKEN", recordsAdmin)
+	offOps := &signer{t: t, base: off.ops, clock: off.clock}
+	c.expect(http.StatusNotFound, get, "/uploads", off.get("/uploads", off.token("acme", "alice")))
+	c.expect(http.StatusNotFound, get, "/uploads/usage", off.get("/uploads/usage", off.token("acme", "alice")))
+	c.expect(http.StatusNotFound, get, "/admin/tenants/at-ceiling", offOps.do(get, "/admin/tenants/at-ceiling", admin, ""))
+	c.expect(http.StatusNotFound, get, "/admin/tenants/{tenant}/usage", offOps.do(get, "/admin/tenants/acme/usage", admin, ""))
+}

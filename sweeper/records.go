@@ -51,8 +51,9 @@ type ender struct {
 // refunded publishes the events of gs whose outcome is refunded or
 // already, before the batch is acked. An error leaves the batch for a
 // later delivery (the refunds are applied and answer already then). A
-// stream that does not take the subject yet (an upgrade before its
-// operator step) is logged once and skipped: refunds never wait for it.
+// stream that is missing or does not take the subject yet (an upgrade
+// before its operator step) is logged once and skipped: refunds never
+// wait for it (those rows stay issued).
 //
 // A SIGKILL at any line: before a publish, the redelivered batch finds
 // the refunds applied (already) and publishes; after, its publish is a
@@ -64,7 +65,7 @@ func (e *ender) refunded(ctx context.Context, gs []ledger.Grant, outs []string, 
 		}
 		_, err := e.pub.PublishRefunded(ctx, events.Ended{URLID: g.URLID, Tenant: g.Tenant, Key: g.Key, At: now.UTC()})
 		switch {
-		case errors.Is(err, events.ErrNoSubject):
+		case errors.Is(err, events.ErrNoSubject), errors.Is(err, events.ErrStreamMissing):
 			if !e.skipped.Swap(true) {
 				e.log.Warn("refunded events not published: the uploads stream lacks their subject (run the operator step)", "err", err)
 			}

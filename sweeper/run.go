@@ -105,7 +105,9 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		return fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
 	}
-	sw.ender = &ender{pub: events.New(lc.JetStream()), log: log}
+	if feed != nil { // records off: no refunded events, nothing changes
+		sw.ender = &ender{pub: events.New(lc.JetStream()), log: log}
+	}
 	stopFeed := startFeed(ctx, feed, lc)
 	defer stopFeed()
 	stop, err := consume(ctx, lc, sw, cfg, m, log, feed != nil)
