@@ -65,8 +65,10 @@ func (d deps) aborted(ctx context.Context, tenant, urlID, key string) {
 
 // startRecords turns the upload records on when MINTGATE_POSTGRES_URL is
 // set: the store of the routes, the tallier (run until ctx ends; the
-// function returned waits for its last flush) and the bus on led.
-func (d *deps) startRecords(ctx context.Context, led *ledger.Opening) (func(), error) {
+// function returned waits for its last flush) and the bus on the signer's
+// own ledger (none when a test stands in for it: no tallies then).
+func (d *deps) startRecords(ctx context.Context) (func(), error) {
+	led, _ := d.ledger.(*ledger.Opening)
 	if d.cfg.Postgres == "" {
 		return func() {}, nil
 	}

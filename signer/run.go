@@ -91,18 +91,12 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		defer led.Close()
 		d.ledger = led
 		d.checks = append(d.checks, ops.Check{Name: "nats", Ping: led.Ping})
-		stopRecords, err := d.startRecords(ctx, led)
-		if err != nil {
-			return err
-		}
-		defer stopRecords()
-	} else {
-		stopRecords, err := d.startRecords(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer stopRecords()
 	}
+	stopRecords, err := d.startRecords(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopRecords()
 	if len(c.AdminToken) > 0 && d.hooks == nil {
 		hooks, closeHooks, err := dialWebhooks(c)
 		if err != nil {

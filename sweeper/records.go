@@ -20,13 +20,18 @@ import (
 // the due messages the feed has not written (ledger.WithTrimHold). With
 // MINTGATE_POSTGRES_URL unset none of this runs.
 
-// openRecords is the records' store of cfg, or nil when records are off;
-// it never waits for PostgreSQL.
-func openRecords(ctx context.Context, cfg settings) (*records.Store, error) {
+// openRecords is the records' feed of cfg (not started), and what closes
+// its store; a nil feed when records are off. It never waits for
+// PostgreSQL.
+func openRecords(ctx context.Context, cfg settings, log *slog.Logger) (*records.Feed, func(), error) {
 	if cfg.Postgres == "" {
-		return nil, nil
+		return nil, func() {}, nil
 	}
-	return records.Open(ctx, cfg.Postgres)
+	st, err := records.Open(ctx, cfg.Postgres)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &records.Feed{Store: st, Secrets: [][]byte{cfg.Secret, cfg.Previous}, Log: log}, st.Close, nil
 }
 
 // recordsCheck is the /readyz check "postgres" of the feed, none when

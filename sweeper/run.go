@@ -66,31 +66,18 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	defer pending.Close()
 
-	store, err := openRecords(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	var feed *records.Feed
-	if store != nil {
-		defer store.Close()
-		feed = &records.Feed{Store: store, Secrets: [][]byte{cfg.Secret, cfg.Previous}, Log: log}
-	}
 	reg := ops.NewRegistry()
 	m := newMetrics(reg)
 	sw, err := newSweeper(ctx, cfg, rdb, reg, m, log)
 	if err != nil {
 		return err
 	}
+	defer sw.closeFeed()
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	served := make(chan error, 1)
 	go func() {
-		served <- ops.ServeAll(serveCtx, log, ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: cfg.HTTPAddr, Handler: ops.Handler(reg,
-			append([]ops.Check{
-				{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
-				{Name: "nats", Ping: pending.Ping},
-			}, recordsCheck(feed)...)...,
-		)})
+		served <- ops.ServeAll(serveCtx, log, ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: cfg.HTTPAddr, Handler: ops.Handler(reg, readiness(rdb, pending, sw.feed)...)})
 	}()
 	var lc *ledger.Client
 	select {
@@ -105,12 +92,8 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		return fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
 	}
-	if feed != nil { // records off: no refunded events, nothing changes
-		sw.ender = &ender{pub: events.New(lc.JetStream()), log: log}
-	}
-	stopFeed := startFeed(ctx, feed, lc)
-	defer stopFeed()
-	stop, err := consume(ctx, lc, sw, cfg, m, log, feed != nil)
+	defer startFeed(ctx, sw.feed, lc, sw)()
+	stop, err := consume(ctx, lc, sw, cfg, m, log, sw.feed != nil)
 	if err != nil {
 		stopServing()
 		<-served
@@ -155,7 +138,12 @@ func newSweeper(ctx context.Context, cfg settings, rdb redis.UniversalClient, re
 		return nil, err
 	}
 	store := quota.New(rdb)
+	feed, closeFeed, err := openRecords(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	return &sweeper{
+		feed: feed, closeFeed: closeFeed,
 		refunder: &refunder{store: store, tiers: cfg.Tiers, live: live, now: time.Now},
 		closer:   multipart.NewCloser(store, multipart.New(s3c, cfg.S3.Bucket), time.Now),
 		grace:    cfg.Grace,
@@ -190,13 +178,24 @@ func consume(ctx context.Context, lc *ledger.Client, sw *sweeper, cfg settings, 
 	return stop, nil
 }
 
+// readiness is the sweeper's /readyz checks: Redis, NATS and, with
+// records on, PostgreSQL.
+func readiness(rdb redis.UniversalClient, pending *ledger.Opening, feed *records.Feed) []ops.Check {
+	return append([]ops.Check{
+		{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+		{Name: "nats", Ping: pending.Ping},
+	}, recordsCheck(feed)...)
+}
+
 // startFeed runs the records' feed on lc's connection until ctx ends or
-// the function it returns is called (which waits for it); nothing when
-// feed is nil.
-func startFeed(ctx context.Context, feed *records.Feed, lc *ledger.Client) func() {
+// the function it returns is called (which waits for it), and has sw
+// publish its refunded events; nothing when feed is nil (records off: no
+// refunded events, nothing changes).
+func startFeed(ctx context.Context, feed *records.Feed, lc *ledger.Client, sw *sweeper) func() {
 	if feed == nil {
 		return func() {}
 	}
+	sw.ender = &ender{pub: events.New(lc.JetStream()), log: feed.Log}
 	feed.JS = lc.JetStream()
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

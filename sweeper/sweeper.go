@@ -8,6 +8,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/records"
 )
 
 // sweeper is the business of one due batch; the consume loop in
@@ -19,6 +20,9 @@ type sweeper struct {
 	metrics  *metrics
 	log      *slog.Logger
 	ender    *ender // nil until the ledger opens; publishes refunded events
+
+	feed      *records.Feed // the upload records' writer; nil: records off
+	closeFeed func()        // closes feed's store
 }
 
 // Outcomes of a grant that the sweeper decides without Redis.
