@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
@@ -63,6 +64,7 @@ func handleAbort(d deps) echo.HandlerFunc {
 		if out == quota.Done {
 			return apierr.New(http.StatusConflict, apierr.CodeNotAbortable, "this upload is complete")
 		}
+		d.aborted(ctx, who.Tenant, id, keys.Object(who.Tenant, id))
 		return c.NoContent(http.StatusNoContent)
 	}
 }

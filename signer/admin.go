@@ -68,6 +68,8 @@ func adminHandler(d deps) http.Handler {
 	e.GET("/admin/tenants/:tenant/buckets", adminGetBuckets(d))
 	e.POST("/admin/tenants/:tenant/reset", adminReset(d))
 	e.GET("/admin/grants/:urlId", adminGetGrant(d))
+	e.GET("/admin/tenants/:tenant/usage", adminUsage(d))
+	e.GET("/admin/tenants/at-ceiling", adminAtCeiling(d))
 	if d.hooks != nil {
 		e.GET("/admin/webhooks/failed", adminListFailed(d.hooks))
 		e.POST("/admin/webhooks/failed/:webhookId/redeliver", adminRedeliver(d, d.hooks))

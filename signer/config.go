@@ -82,6 +82,10 @@ type cfg struct {
 	// AdminToken turns the admin API on the ops port on, bearer auth
 	// (MINTGATE_ADMIN_TOKEN; empty: off).
 	AdminToken []byte
+	// Postgres is MINTGATE_POSTGRES_URL: the upload records' routes read
+	// it, and the signer publishes its tallies and aborts for the feed;
+	// "" is records off.
+	Postgres string
 	// DemoPage serves the demo upload page at /demo/ (MINTGATE_DEMO_PAGE=on;
 	// off by default, on in the local stack).
 	DemoPage bool
@@ -232,6 +236,7 @@ func operatorSettings(e *config.Env, c *cfg) {
 			c.ShadowCap = f
 		}
 	}
+	c.Postgres = e.PostgresURL()
 	c.AdminToken = e.Secret("MINTGATE_ADMIN_TOKEN")
 	if n := len(c.AdminToken); n > 0 && n < minAdminToken {
 		e.Fail("MINTGATE_ADMIN_TOKEN", "must be at least %d bytes: it refills buckets", minAdminToken)

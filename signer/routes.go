@@ -17,6 +17,8 @@ func addRoutes(e *echo.Echo, d deps) {
 	e.POST("/uploads/sign", handleSign(d))
 	e.GET("/uploads/limits", handleLimits(d.cfg), reads)
 	e.GET("/uploads/quota", handleQuota(d), reads)
+	e.GET("/uploads", handleListUploads(d), reads)
+	e.GET("/uploads/usage", handleUsage(d), reads)
 	e.GET("/uploads/:urlId", handleStatus(d), reads)
 	// Multipart grants: the create is charged as a sign; the rest cost
 	// Redis and S3 calls but no token, so they are limited as the reads.
@@ -27,7 +29,7 @@ func addRoutes(e *echo.Echo, d deps) {
 	e.DELETE("/uploads/:urlId", handleAbort(d), reads)
 	// DELETE /uploads/:urlId would take these for urlIds: they are routes
 	// of their own, with no DELETE.
-	for _, p := range []string{"/uploads/sign", "/uploads/limits", "/uploads/quota", "/uploads/multipart"} {
+	for _, p := range []string{"/uploads/sign", "/uploads/limits", "/uploads/quota", "/uploads/multipart", "/uploads/usage"} {
 		e.DELETE(p, func(echo.Context) error { return echo.ErrMethodNotAllowed })
 	}
 	e.GET("/healthz", echo.WrapHandler(ops.Healthz()))

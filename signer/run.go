@@ -100,6 +100,11 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	defer closeWakes()
+	stopRecords, err := d.startRecords(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopRecords()
 	if len(c.AdminToken) > 0 && d.hooks == nil {
 		hooks, closeHooks, err := dialWebhooks(c)
 		if err != nil {

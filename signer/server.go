@@ -10,6 +10,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/ops"
+	"github.com/mintgate/mintgate/shared/records"
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/shared/webhook"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
@@ -38,6 +39,9 @@ type deps struct {
 	live    *tiers.Live
 	hooks   *webhook.Failed // the admin routes' failed webhooks; nil without the admin API
 	waits   *verdict.Hub    // the status long polls in progress
+	records *records.Store  // the upload records' routes; nil: records off (MINTGATE_POSTGRES_URL unset)
+	tally   *tallier        // counts signs and refusals per tenant and minute; nil: records off
+	bus     *recordsBus     // publishes the tallies and aborts; nil: records off
 
 	noRedisClock bool // tests: never read Redis's clock, so Spends carry no Until and the canceller alone covers a stall
 }

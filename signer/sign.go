@@ -170,6 +170,7 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	if a.spendsBytes() {
 		d.metrics.bytesGranted.WithLabelValues(who.Tenant).Add(float64(req.ContentLength))
 	}
+	d.tally.signed(who.Tenant, req.ContentLength)
 	ratelimit.SetHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.Result, a.buckets)
 	return c.JSONBlob(http.StatusCreated, body)
 }
@@ -236,6 +237,7 @@ func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *gate.
 	case quota.LiveFull:
 		d.count("rate_limited")
 		d.metrics.limited.WithLabelValues(who.Tenant, ratelimit.ScopeLiveGrants).Inc()
+		d.tally.refused(who.Tenant, ratelimit.ScopeLiveGrants)
 		retry := max(dec.Result.RetryAfter, time.Second)
 		return true, &apierr.Error{
 			Status: http.StatusTooManyRequests, Code: apierr.CodeTooMany, Scope: ratelimit.ScopeLiveGrants,
@@ -251,7 +253,9 @@ func (d deps) refuse(ctx context.Context, c echo.Context, a *attempt, dec *gate.
 			return d.shadow(ctx, c, a, dec, now)
 		}
 		d.count("rate_limited")
-		d.metrics.limited.WithLabelValues(who.Tenant, ratelimit.Scope(who, a.buckets, dec.Result)).Inc()
+		scope := ratelimit.Scope(who, a.buckets, dec.Result)
+		d.metrics.limited.WithLabelValues(who.Tenant, scope).Inc()
+		d.tally.refused(who.Tenant, scope)
 		ratelimit.SetHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.Result, a.buckets)
 		return true, ratelimit.TooMany(who, a.buckets, dec.Result)
 	}
@@ -324,6 +328,8 @@ func (d deps) issue(ctx context.Context, a attempt, dec gate.Decision, urlID str
 		// Charged to in-process buckets only: no sweeper may credit Redis for it.
 		Degraded: dec.Degraded,
 		Shadow:   dec.Shadow,
+		// Kept for the upload records (shared/records).
+		ContentType: a.req.ContentType, ContentLength: a.req.ContentLength, ChecksumSHA256: a.req.Checksum,
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
 		d.refund(ctx, a, dec, urlID)

@@ -25,6 +25,9 @@ type settings struct {
 	Grace    time.Duration
 	Secret   []byte // MINTGATE_GRANT_SECRET: only batches it verifies are applied
 	Previous []byte // MINTGATE_GRANT_SECRET_PREVIOUS: also verifies, during a rotation
+	// Postgres is MINTGATE_POSTGRES_URL: the upload records' database,
+	// whose rows this sweeper's feed writes; "" is records off.
+	Postgres string
 
 	// TrimInterval is how often the ledger messages of swept grants are
 	// purged; no variable sets it (tests shorten it with an option).
@@ -51,6 +54,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		Grace:        e.SweepGrace(),
 		Secret:       ledger.ReadSecret(e),
 		TrimInterval: defaultTrimInterval,
+		Postgres:     e.PostgresURL(),
 	}
 	s.Previous = ledger.ReadPreviousSecret(e, s.Secret)
 	return s, e.Err()

@@ -11,10 +11,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mintgate/mintgate/shared/dial"
+	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/records"
 	"github.com/mintgate/mintgate/shared/service"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
@@ -70,14 +72,12 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
+	defer sw.closeFeed()
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	served := make(chan error, 1)
 	go func() {
-		served <- ops.ServeAll(serveCtx, log, ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: cfg.HTTPAddr, Handler: ops.Handler(reg,
-			ops.Check{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
-			ops.Check{Name: "nats", Ping: pending.Ping},
-		)})
+		served <- ops.ServeAll(serveCtx, log, ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: cfg.HTTPAddr, Handler: ops.Handler(reg, readiness(rdb, pending, sw.feed)...)})
 	}()
 	var lc *ledger.Client
 	select {
@@ -92,7 +92,8 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		return fmt.Errorf("MINTGATE_NATS_URL: grant ledger: %w", err)
 	}
-	stop, err := consume(ctx, lc, sw, cfg, m, log)
+	defer startFeed(ctx, sw.feed, lc, sw)()
+	stop, err := consume(ctx, lc, sw, cfg, m, log, sw.feed != nil)
 	if err != nil {
 		stopServing()
 		<-served
@@ -137,7 +138,12 @@ func newSweeper(ctx context.Context, cfg settings, rdb redis.UniversalClient, re
 		return nil, err
 	}
 	store := quota.New(rdb)
+	feed, closeFeed, err := openRecords(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	return &sweeper{
+		feed: feed, closeFeed: closeFeed,
 		refunder: &refunder{store: store, tiers: cfg.Tiers, live: live, now: time.Now},
 		closer:   multipart.NewCloser(store, multipart.New(s3c, cfg.S3.Bucket), time.Now),
 		grace:    cfg.Grace,
@@ -148,8 +154,14 @@ func newSweeper(ctx context.Context, cfg settings, rdb redis.UniversalClient, re
 
 // consume starts handing the due grants to sw; the function it returns
 // stops the pulls and finishes or releases the grants in hand.
-func consume(ctx context.Context, lc *ledger.Client, sw *sweeper, cfg settings, m *metrics, log *slog.Logger) (func(), error) {
-	stop, err := lc.Consume(ctx, durable, sw.handle,
+func consume(ctx context.Context, lc *ledger.Client, sw *sweeper, cfg settings, m *metrics, log *slog.Logger, recordsOn bool) (func(), error) {
+	opts := []ledger.ConsumeOption{}
+	if recordsOn {
+		// The feed reads a grant from its due message when its schedule
+		// fired before the feed got to it (PostgreSQL down): keep those.
+		opts = append(opts, ledger.WithTrimHold(records.Durable))
+	}
+	stop, err := lc.Consume(ctx, durable, sw.handle, append(opts,
 		ledger.WithLogger(log),
 		ledger.WithObserver(m.observe),
 		ledger.WithTrimInterval(cfg.TrimInterval),
@@ -159,9 +171,37 @@ func consume(ctx context.Context, lc *ledger.Client, sw *sweeper, cfg settings, 
 		// time); this caps it, and how long a shutdown waits for the ones
 		// in flight.
 		ledger.WithHandleTimeout(max(30*time.Second, 10*cfg.Redis.Timeout)),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("consume due grants: %w", err)
 	}
 	return stop, nil
+}
+
+// readiness is the sweeper's /readyz checks: Redis, NATS and, with
+// records on, PostgreSQL.
+func readiness(rdb redis.UniversalClient, pending *ledger.Opening, feed *records.Feed) []ops.Check {
+	return append([]ops.Check{
+		{Name: "redis", Ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+		{Name: "nats", Ping: pending.Ping},
+	}, recordsCheck(feed)...)
+}
+
+// startFeed runs the records' feed on lc's connection until ctx ends or
+// the function it returns is called (which waits for it), and has sw
+// publish its refunded events; nothing when feed is nil (records off: no
+// refunded events, nothing changes).
+func startFeed(ctx context.Context, feed *records.Feed, lc *ledger.Client, sw *sweeper) func() {
+	if feed == nil {
+		return func() {}
+	}
+	sw.ender = &ender{pub: events.New(lc.JetStream()), log: feed.Log}
+	feed.JS = lc.JetStream()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		feed.Run(ctx)
+	}()
+	return func() { cancel(); <-done }
 }

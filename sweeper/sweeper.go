@@ -8,6 +8,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/records"
 )
 
 // sweeper is the business of one due batch; the consume loop in
@@ -18,6 +19,10 @@ type sweeper struct {
 	grace    time.Duration
 	metrics  *metrics
 	log      *slog.Logger
+	ender    *ender // nil until the ledger opens; publishes refunded events
+
+	feed      *records.Feed // the upload records' writer; nil: records off
+	closeFeed func()        // closes feed's store
 }
 
 // Outcomes of a grant that the sweeper decides without Redis.
@@ -74,6 +79,11 @@ func (s *sweeper) handle(ctx context.Context, b ledger.Batch) error {
 		return err
 	}
 	applied := s.refunder.now()
+	if s.ender != nil {
+		if err := s.ender.refunded(ctx, b.Grants, outs, applied); err != nil {
+			return err
+		}
+	}
 	for i, g := range b.Grants {
 		switch outs[i] {
 		case outcomeEarly:

@@ -102,6 +102,8 @@ var addedEnv = map[string][]string{
 	"MINTGATE_WEBHOOK_RETRIES":       {completer},
 	"MINTGATE_WEBHOOK_ALLOW_PRIVATE": {completer},
 	"MINTGATE_TENANT_TIERS_FILE":     {signer, completer, sweeper},
+	// SPEC §10, upload records.
+	"MINTGATE_POSTGRES_URL": {signer, sweeper},
 }
 
 // awsEnv are the SDK's own variables, for the services that call AWS.

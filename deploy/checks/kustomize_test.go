@@ -460,6 +460,9 @@ var secretKeys = map[string]string{
 	// Standard Webhooks' form: whsec_ and the base64 of 32 random bytes.
 	"webhook-secret":    "whsec_" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)),
 	"nats-completer.nk": "",
+	// The upload records (optional keys: records off without them).
+	"postgres-url":       "postgres://mintgate_service:password@postgres.example:5432/mintgate?sslmode=verify-full",
+	"postgres-owner-url": "postgres://mintgate_owner:password@postgres.example:5432/mintgate?sslmode=verify-full",
 }
 
 // checkFiles: the files the environment names are mounted read-only in the

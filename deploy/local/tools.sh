@@ -138,8 +138,18 @@ install_clamd() {
   apt_install clamav-daemon
 }
 
+# install_postgres: Debian's postgresql (its binaries under
+# /usr/lib/postgresql/<major>/bin) for the upload records: tests
+# (shared/testenv/postgres.go) and make up (up.sh) initdb a cluster of their
+# own as the postgres user the package creates, on a port of their own.
+# The package's own cluster on :5432 is never used.
+install_postgres() {
+  ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && return
+  apt_install postgresql
+}
+
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(redis nats staticcheck govulncheck versitygw node fauxqs chromium clamd)
+[ ${#want[@]} -gt 0 ] || want=(redis nats staticcheck govulncheck versitygw node fauxqs chromium clamd postgres)
 for t in "${want[@]}"; do
   "install_$t"
 done

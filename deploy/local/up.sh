@@ -17,7 +17,7 @@
 # users of deploy/nats/authorization.conf, each service with its own key.
 #
 # Ports can be moved with MINTGATE_PORT_<NAME> (REDIS NATS S3 SQS BRIDGE
-# SIGNER OPS COMPLETER SWEEPER WEBHOOK).
+# SIGNER OPS COMPLETER SWEEPER WEBHOOK POSTGRES).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -36,6 +36,7 @@ p_sweeper=${MINTGATE_PORT_SWEEPER:-8082}
 p_ops=${MINTGATE_PORT_OPS:-9080}
 p_clamd=${MINTGATE_PORT_CLAMD:-13310}
 p_webhook=${MINTGATE_PORT_WEBHOOK:-8083}
+p_postgres=${MINTGATE_PORT_POSTGRES:-15432}
 
 log() { echo "up: $*" >&2; }
 
@@ -81,13 +82,13 @@ if [ -f "$stack/pids" ]; then
   sleep 1
 fi
 
-for p in $p_redis $p_nats $p_s3 $p_sqs $p_bridge $p_signer $p_completer $p_sweeper $p_ops $p_clamd $p_webhook; do
+for p in $p_redis $p_nats $p_s3 $p_sqs $p_bridge $p_signer $p_completer $p_sweeper $p_ops $p_clamd $p_webhook $p_postgres; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
     log "port $p is already in use; set MINTGATE_PORT_<NAME> to move a part"; exit 1
   fi
 done
 
-"$root/deploy/local/tools.sh" redis jq nats versitygw node fauxqs clamd
+"$root/deploy/local/tools.sh" redis jq nats versitygw node fauxqs clamd postgres
 # The demo page's script (and the client package), which the signer embeds.
 "$root/deploy/local/web.sh"
 export PATH=$tools/bin:$PATH
@@ -157,6 +158,39 @@ CONF
 start nats env $(cat "$secrets/nats-users.env") nats-server -c "$stack/nats.conf"
 wait_for nats http_ok "http://127.0.0.1:$((p_nats + 1))/healthz?js-enabled-only=true"
 
+# PostgreSQL for the upload records: a cluster of its own in .stack/postgres
+# on loopback (never the package's own on :5432), password-authenticated.
+# initdb and postgres refuse to run as root: as root they run as the
+# postgres user the package creates (setpriv execs in place, so the PID
+# kept is the postmaster's), which must be able to reach .stack. The
+# operator step applies the schema as the owner (postgres); the signer and
+# the sweeper connect as mintgate_service, which may only read and write rows.
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+pgdata=$stack/postgres
+as_pg=()
+mkdir -p "$pgdata"
+chmod 700 "$pgdata"
+if [ "$(id -u)" = 0 ]; then
+  chmod o+x "$stack"
+  chown postgres: "$pgdata"
+  as_pg=(setpriv --reuid=postgres --regid=postgres --clear-groups)
+fi
+[ -s "$secrets/postgres-password" ] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secrets/postgres-password"
+[ -s "$secrets/postgres-service-password" ] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secrets/postgres-service-password"
+pwfile=$pgdata.pw
+cp "$secrets/postgres-password" "$pwfile"
+[ "$(id -u)" != 0 ] || chown postgres: "$pwfile"
+"${as_pg[@]}" "$pg_bin/initdb" -D "$pgdata" --auth=scram-sha-256 --pwfile="$pwfile" -U postgres -E UTF8 --locale=C >"$stack/logs/initdb.log" 2>&1 ||
+  { log "initdb failed; its log:"; tail -n 20 "$stack/logs/initdb.log" >&2; exit 1; }
+rm -f "$pwfile"
+start postgres "${as_pg[@]}" "$pg_bin/postgres" -D "$pgdata" -p "$p_postgres" -k "$pgdata" -c listen_addresses=127.0.0.1
+wait_for postgres "$pg_bin/pg_isready" -h 127.0.0.1 -p "$p_postgres" -q
+export PGPASSWORD
+PGPASSWORD=$(cat "$secrets/postgres-password")
+"$pg_bin/psql" -X -q -h 127.0.0.1 -p "$p_postgres" -U postgres -d postgres -c "CREATE DATABASE mintgate"
+pg_owner_url="postgres://postgres:$(cat "$secrets/postgres-password")@127.0.0.1:$p_postgres/mintgate?sslmode=disable"
+pg_service_url="postgres://mintgate_service:$(cat "$secrets/postgres-service-password")@127.0.0.1:$p_postgres/mintgate?sslmode=disable"
+
 # clamd for the completer's verification gate, with the repository's own
 # signatures (the EICAR test string) and no other: freshclam cannot reach
 # its mirrors here. Loading them takes a few seconds.
@@ -208,9 +242,14 @@ nats=(
 # settings that shape the streams from the same variables as the services.
 log "creating the streams"
 if ! env "${common[@]}" MINTGATE_NATS_URL="tls://127.0.0.1:$p_nats" MINTGATE_NATS_CA="$secrets/ca.crt" \
-  MINTGATE_NATS_CREDS="$secrets/nats-streams.nk" "$stack/bin/streams" >"$stack/logs/streams.log" 2>&1; then
+  MINTGATE_NATS_CREDS="$secrets/nats-streams.nk" MINTGATE_POSTGRES_URL="$pg_owner_url" \
+  "$stack/bin/streams" >"$stack/logs/streams.log" 2>&1; then
   log "the operator step (deploy/streams) failed; its log:"; tail -n 30 "$stack/logs/streams.log" >&2; exit 1
 fi
+# The services' role exists now (deploy/postgres/grants.sql): its password.
+"$pg_bin/psql" -X -q -h 127.0.0.1 -p "$p_postgres" -U postgres -d mintgate \
+  -c "ALTER ROLE mintgate_service PASSWORD '$(cat "$secrets/postgres-service-password")'"
+unset PGPASSWORD
 
 # MINTGATE_IP_SOURCE=remote, said explicitly: here browsers and curl connect
 # to the signer directly on loopback, with no proxy in between, so the
@@ -222,7 +261,7 @@ start signer env "${common[@]}" "${nats[@]}" MINTGATE_NATS_CREDS="$secrets/nats-
   MINTGATE_S3_BUCKET="$bucket" MINTGATE_S3_ENDPOINT="http://127.0.0.1:$p_s3" \
   MINTGATE_S3_PATH_STYLE=true MINTGATE_S3_REGION=us-east-1 \
   MINTGATE_JWT_HS256_SECRET="$secret" MINTGATE_JWT_AUDIENCE="$jwt_aud" MINTGATE_JWT_ISSUER="$jwt_iss" MINTGATE_ANON_TENANTS=demo MINTGATE_IP_SOURCE=remote \
-  MINTGATE_IP_HASH_SECRET="$secret" MINTGATE_DEMO_PAGE=on \
+  MINTGATE_IP_HASH_SECRET="$secret" MINTGATE_DEMO_PAGE=on MINTGATE_POSTGRES_URL="$pg_service_url" \
   "$stack/bin/signer"
 start completer env "${common[@]}" \
   MINTGATE_HTTP_ADDR="127.0.0.1:$p_completer" MINTGATE_S3_BUCKET="$bucket" \
@@ -234,7 +273,7 @@ start completer env "${common[@]}" \
   MINTGATE_WEBHOOK_ALLOW_PRIVATE=true \
   "$stack/bin/completer"
 start sweeper env "${common[@]}" "${nats[@]}" MINTGATE_NATS_CREDS="$secrets/nats-sweeper.nk" \
-  MINTGATE_HTTP_ADDR="127.0.0.1:$p_sweeper" \
+  MINTGATE_HTTP_ADDR="127.0.0.1:$p_sweeper" MINTGATE_POSTGRES_URL="$pg_service_url" \
   MINTGATE_S3_BUCKET="$bucket" MINTGATE_S3_ENDPOINT="http://127.0.0.1:$p_s3" \
   MINTGATE_S3_PATH_STYLE=true MINTGATE_S3_REGION=us-east-1 \
   "$stack/bin/sweeper"
@@ -246,7 +285,7 @@ token=$("$stack/bin/devtoken" -secret "$secret" -aud "$jwt_aud" -iss "$jwt_iss" 
 echo "$token" >"$stack/devtoken"
 cat <<MSG
 
-mintgate is ready: signer http://127.0.0.1:$p_signer (metrics http://127.0.0.1:$p_ops/metrics)  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  webhooks received http://127.0.0.1:$p_webhook/deliveries  (S3 http://127.0.0.1:$p_s3, clamd 127.0.0.1:$p_clamd, SQS http://127.0.0.1:$p_sqs, Redis rediss://127.0.0.1:$p_redis, NATS tls://127.0.0.1:$p_nats; logs in .stack/logs, credentials in .stack/secrets)
+mintgate is ready: signer http://127.0.0.1:$p_signer (metrics http://127.0.0.1:$p_ops/metrics)  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  webhooks received http://127.0.0.1:$p_webhook/deliveries  (S3 http://127.0.0.1:$p_s3, clamd 127.0.0.1:$p_clamd, SQS http://127.0.0.1:$p_sqs, Redis rediss://127.0.0.1:$p_redis, NATS tls://127.0.0.1:$p_nats, PostgreSQL 127.0.0.1:$p_postgres (upload records; owner password in .stack/secrets/postgres-password); logs in .stack/logs, credentials in .stack/secrets)
 
 Try it (a dev JWT for tenant acme, user alice, valid 24 h, also written to .stack/devtoken):
   curl -s -X POST http://127.0.0.1:$p_signer/uploads/sign \\

@@ -12,6 +12,11 @@
 // deploy/k8s/base/streams.yaml run it before the services start; on an
 // upgrade run it before rolling them (docs/production.md).
 //
+// With MINTGATE_POSTGRES_URL set (a role that owns the schema) it also
+// applies the upload records' migrations (shared/records.Migrate, embedded
+// and versioned) and the grants of the services' role
+// (deploy/postgres/grants.sql), after the streams.
+//
 // The streams are shaped by the variables the services read
 // (docs/configuration.md): MINTGATE_URL_TTL and MINTGATE_SWEEP_GRACE bound
 // the ledger's MINTGATE_LEDGER_MAX_AGE from below, MINTGATE_DONE_TTL is the
@@ -25,6 +30,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +40,7 @@ import (
 	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/events"
 	"github.com/mintgate/mintgate/shared/ledger"
+	"github.com/mintgate/mintgate/shared/records"
 	"github.com/mintgate/mintgate/shared/service"
 	"github.com/mintgate/mintgate/shared/webhook"
 )
@@ -63,6 +70,7 @@ type settings struct {
 	MaxAge       time.Duration // 0: keep the existing ledger's, else ledger.DefaultMaxAge
 	// WebhookMaxBytes bounds MINTGATE_WEBHOOKS (-1: no bound).
 	WebhookMaxBytes int64
+	Postgres        string // MINTGATE_POSTGRES_URL: "" leaves the records' schema alone
 }
 
 func loadSettings(getenv func(string) string) (settings, error) {
@@ -75,6 +83,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		DoneTTL:      e.Duration("MINTGATE_DONE_TTL", 15*time.Minute),
 		Replicas:     int(e.Int("MINTGATE_STREAM_REPLICAS", 0)),
 		MaxAge:       e.Duration("MINTGATE_LEDGER_MAX_AGE", 0),
+		Postgres:     e.PostgresURL(),
 
 		WebhookMaxBytes: e.Int("MINTGATE_WEBHOOK_STREAM_MAX_BYTES", webhook.DefaultMaxBytes),
 	}
@@ -148,6 +157,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	log.Info("stream ready", "stream", hooks.Config.Name, "replicas", hooks.Config.Replicas,
 		"maxAge", hooks.Config.MaxAge.String(), "maxBytes", hooks.Config.MaxBytes, "discard", hooks.Config.Discard.String(),
 		"schedules", hooks.Config.AllowMsgSchedules)
+	return migrate(ctx, s.Postgres, log)
+}
+
+// migrate applies the records' schema when url is set. A SIGKILL at any
+// line leaves each migration applied whole or not at all (one
+// transaction each); the next run applies the rest.
+func migrate(ctx context.Context, url string, log *slog.Logger) error {
+	if url == "" {
+		log.Info("upload records off (MINTGATE_POSTGRES_URL unset): no schema applied")
+		return nil
+	}
+	v, err := records.Migrate(ctx, url, log)
+	if err != nil {
+		return fmt.Errorf("MINTGATE_POSTGRES_URL %s: %w", config.RedactURL(url), err)
+	}
+	log.Info("upload records schema ready", "version", v, "database", config.RedactURL(url))
 	return nil
 }
 

@@ -110,3 +110,24 @@ func TestRunBoundsTheWebhooksStream(t *testing.T) {
 		t.Errorf("a bound of 1000 bytes: %v, want the variable named", err)
 	}
 }
+
+// TestRunAppliesTheRecordsSchema: with MINTGATE_POSTGRES_URL the operator
+// step migrates the records' schema and grants the services' role its
+// rows, twice without harm; the role can then write a row.
+func TestRunAppliesTheRecordsSchema(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	pg := testenv.StartPostgres(t)
+	vars := map[string]string{"MINTGATE_NATS_URL": srv.URL(), "MINTGATE_POSTGRES_URL": pg.URL("")}
+	for range 2 {
+		var out testenv.Buffer
+		if err := run(context.Background(), []string{"streams"}, func(k string) string { return vars[k] }, &out); err != nil {
+			t.Fatalf("run: %v\n%s", err, out.String())
+		}
+		if !strings.Contains(out.String(), "upload records schema ready") {
+			t.Fatalf("no schema line:\n%s", out.String())
+		}
+	}
+	if got := pg.SQL(t, "SELECT has_table_privilege('mintgate_service', 'mintgate.uploads', 'INSERT')"); got != "t" {
+		t.Fatalf("the services' role may insert rows: %s", got)
+	}
+}

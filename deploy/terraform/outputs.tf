@@ -35,3 +35,8 @@ output "sweeper_role_arn" {
   description = "Annotate the mintgate-sweeper service account with it (eks.amazonaws.com/role-arn)."
   value       = aws_iam_role.sweeper.arn
 }
+
+output "postgres_url_secret_arn" {
+  description = "The Secrets Manager secret holding MINTGATE_POSTGRES_URL (null while records are off)."
+  value       = var.postgres_url == "" ? null : aws_secretsmanager_secret.postgres_url[0].arn
+}

@@ -74,3 +74,18 @@ variable "tags" {
     app = "mintgate"
   }
 }
+
+variable "postgres_url" {
+  description = <<-EOT
+    The upload records' PostgreSQL for the signer and the sweeper
+    (MINTGATE_POSTGRES_URL, the role mintgate_service of
+    deploy/postgres/grants.sql), e.g. an RDS or Aurora PostgreSQL instance
+    this module does not manage: postgres://mintgate_service:<password>@<host>:5432/mintgate?sslmode=verify-full.
+    Kept in a Secrets Manager secret (postgres_url_secret_arn) for the
+    overlay's external secret store to copy into mintgate-secrets/postgres-url.
+    Empty: records off.
+  EOT
+  type        = string
+  default     = ""
+  sensitive   = true
+}

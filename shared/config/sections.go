@@ -109,3 +109,11 @@ func (e *Env) S3() S3 {
 // S3Bucket reads MINTGATE_S3_BUCKET, required: the bucket the signer signs
 // for and the only one whose records the completer marks done.
 func (e *Env) S3Bucket() string { return e.Required("MINTGATE_S3_BUCKET") }
+
+// PostgresURL reads MINTGATE_POSTGRES_URL, the upload records' database
+// (postgres:// or postgresql://): empty when unset, and records are off.
+// The operator step's names the schema's owner; the services' their role
+// (deploy/postgres/grants.sql).
+func (e *Env) PostgresURL() string {
+	return e.URL("MINTGATE_POSTGRES_URL", "", "postgres", "postgresql")
+}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,6 +27,18 @@ const (
 	// RejectedPrefix starts the subjects of upload-rejected events, in the
 	// same stream: mintgate.uploads.rejected.<tenant>.
 	RejectedPrefix = "mintgate.uploads.rejected."
+	// RefundedPrefix and AbortedPrefix start the subjects of an upload's
+	// other ends, in the same stream: mintgate.uploads.refunded.<tenant>
+	// (the sweeper gave its tokens back: no upload came) and
+	// mintgate.uploads.aborted.<tenant> (its caller aborted its multipart
+	// upload), each an Ended.
+	RefundedPrefix = "mintgate.uploads.refunded."
+	AbortedPrefix  = "mintgate.uploads.aborted."
+	// TalliesPrefix starts the subjects of the signers' per-minute
+	// tallies (shared/records.Tally): mintgate.tallies.<signer instance>.
+	// Outside mintgate.uploads.>, so an app reading the uploads never
+	// meets them.
+	TalliesPrefix = "mintgate.tallies."
 	// DefaultMaxAge is how long the stream Open creates keeps an event.
 	DefaultMaxAge = 7 * 24 * time.Hour
 	// PublishTimeout bounds one publish and its ack.
@@ -92,14 +105,19 @@ func RejectedSubject(tenant string) string { return RejectedPrefix + tenant }
 // no lifecycle rule of the uploads).
 func QuarantineKey(tenant, urlID string) string { return "quarantine/" + tenant + "/" + urlID }
 
+// Subjects is every subject the stream takes.
+func Subjects() []string {
+	return []string{SubjectPrefix + ">", RejectedPrefix + ">", RefundedPrefix + ">", AbortedPrefix + ">", TalliesPrefix + ">"}
+}
+
 // StreamConfig is the stream EnsureStream creates or updates to: file
 // storage, limits retention (every consumer reads every event), events
 // kept DefaultMaxAge, and a de-duplication window of dedupe.
 func StreamConfig(dedupe time.Duration) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        Stream,
-		Description: "mintgate upload events: one completed or rejected per upload, Nats-Msg-Id = urlId",
-		Subjects:    []string{SubjectPrefix + ">", RejectedPrefix + ">"},
+		Description: "mintgate upload events: one completed or rejected per upload (Nats-Msg-Id = urlId), refunds, aborts, the signers' tallies",
+		Subjects:    Subjects(),
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		Storage:     jetstream.FileStorage,
@@ -168,6 +186,9 @@ type Publisher struct {
 	// Window is the stream's de-duplication window as the server had it
 	// when Open read it (zero from New).
 	Window time.Duration
+
+	mu       sync.Mutex
+	subjects map[string]bool // the subjects the stream was seen to take (takes)
 }
 
 // New is the publisher of the stream on js; it does not touch the server.

@@ -52,6 +52,14 @@ type Grant struct {
 	// credits anything for it. Roll sweepers out before signers that set
 	// it: an older sweeper would refund it.
 	Shadow bool `json:"shadow,omitempty"`
+	// What the caller asked for, kept for the upload records
+	// (shared/records): the declared type and length, the SHA-256 the URL
+	// is bound to (base64, empty for none and for multipart) and the
+	// caller's filename (empty when none was given). No sweeper reads them.
+	ContentType    string `json:"contentType,omitempty"`
+	ContentLength  int64  `json:"contentLength,omitempty"`
+	ChecksumSHA256 string `json:"checksumSHA256,omitempty"`
+	Filename       string `json:"filename,omitempty"`
 }
 
 // Credit is one bucket a grant's sign spent from, as it was then.

@@ -338,3 +338,7 @@ func (l *Client) Close() {
 
 // Config is the ledger's configuration with defaults applied.
 func (l *Client) Config() Config { return l.cfg }
+
+// JetStream is the client's JetStream context, for the other streams a
+// service reads or writes on the same connection.
+func (l *Client) JetStream() jetstream.JetStream { return l.js }

@@ -21,6 +21,7 @@ type consumeOptions struct {
 	log           *slog.Logger
 	observe       func(Outcome)
 	observeTrim   func(Trim)
+	trimHold      string // another durable whose unacked due messages the trim keeps
 }
 
 // DefaultAckWait is how long the server waits for a consumer's ack before
@@ -106,3 +107,11 @@ func WithLogger(l *slog.Logger) ConsumeOption { return func(o *consumeOptions) {
 
 // WithObserver is called after each delivery, from the worker that handled it.
 func WithObserver(f func(Outcome)) ConsumeOption { return func(o *consumeOptions) { o.observe = f } }
+
+// WithTrimHold has the trim also keep every due message durable (another
+// consumer of the stream, such as the upload records' feed) has not
+// acked: the purge goes no higher than the lower of the two ack floors.
+// A durable that does not exist holds nothing.
+func WithTrimHold(durable string) ConsumeOption {
+	return func(o *consumeOptions) { o.trimHold = durable }
+}

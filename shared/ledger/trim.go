@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -88,6 +89,16 @@ func (c *consumeLoop) trim(done uint64) (uint64, error) {
 		return 0, fmt.Errorf("consumer %s info: %w", c.cfg.Durable, err)
 	}
 	floor := cons.CachedInfo().AckFloor.Stream
+	if c.o.trimHold != "" {
+		held, err := c.stream.Consumer(ctx, c.o.trimHold)
+		switch {
+		case errors.Is(err, jetstream.ErrConsumerNotFound):
+		case err != nil:
+			return 0, fmt.Errorf("consumer %s info: %w", c.o.trimHold, err)
+		default:
+			floor = min(floor, held.CachedInfo().AckFloor.Stream)
+		}
+	}
 	if floor == 0 || floor == done {
 		return floor, nil
 	}

@@ -41,6 +41,8 @@ const (
 	CodeChecksumRequired = "checksum_required"   // a sign or create without a checksum where one is required, a part without its checksumSHA256
 	CodeNotAbortable     = "not_abortable"       // DELETE of a single PUT's grant, or of a completed upload
 	CodeNotFound         = "not_found"
+	CodeRecordsOff       = "records_off"         // the upload records' routes without MINTGATE_POSTGRES_URL
+	CodeRecordsDown      = "records_unavailable" // PostgreSQL did not answer a records route
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeInternal         = "internal_error"
 )
@@ -50,6 +52,7 @@ const (
 	RetryLimiter = time.Second
 	RetryLedger  = 2 * time.Second
 	RetryPresign = 5 * time.Second
+	RetryRecords = 5 * time.Second
 )
 
 // Header names Handler writes.
