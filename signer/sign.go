@@ -325,6 +325,7 @@ func (d deps) issue(ctx context.Context, a attempt, dec gate.Decision, urlID str
 		// Charged to in-process buckets only: no sweeper may credit Redis for it.
 		Degraded: dec.Degraded,
 		Shadow:   dec.Shadow,
+		Filename: a.req.Filename,
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
 		d.refund(ctx, a, dec, urlID)
@@ -363,6 +364,8 @@ func (d deps) finished(a attempt, urlID string, body []byte, expiresAt time.Time
 		ContentType: a.req.ContentType, ContentLength: a.req.ContentLength,
 		// What the object's SHA-256 is, for its status and its events.
 		ChecksumSHA256: a.req.Checksum,
+		// The name its downloads give it (Content-Disposition).
+		Filename: a.req.Filename,
 	}
 }
 

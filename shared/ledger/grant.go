@@ -52,6 +52,10 @@ type Grant struct {
 	// credits anything for it. Roll sweepers out before signers that set
 	// it: an older sweeper would refund it.
 	Shadow bool `json:"shadow,omitempty"`
+	// Filename is the name the uploader gave the file on its sign or
+	// create ("filename", at most 255 bytes of UTF-8), never part of Key;
+	// empty when none was given. Records of uploads read it from here.
+	Filename string `json:"filename,omitempty"`
 }
 
 // Credit is one bucket a grant's sign spent from, as it was then.
