@@ -143,3 +143,8 @@ func DownloadShadowBucket(tenant, subject string) string {
 func DownloadIdempotency(tenant, subject, key string) string {
 	return "download:idem:" + tag(tenant) + ":" + strconv.Itoa(len(subject)) + ":" + subject + ":" + key
 }
+
+// DownloadOnce is the in-flight record of a download grant asked without
+// an Idempotency-Key, named by the request's own nonce: no later request
+// names it, and it expires with its in-flight mark.
+func DownloadOnce(tenant, nonce string) string { return "download:once:" + tag(tenant) + ":" + nonce }

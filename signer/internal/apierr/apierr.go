@@ -41,6 +41,9 @@ const (
 	CodeChecksumRequired = "checksum_required"   // a sign or create without a checksum where one is required, a part without its checksumSHA256
 	CodeNotAbortable     = "not_abortable"       // DELETE of a single PUT's grant, or of a completed upload
 	CodeNotFound         = "not_found"
+	CodeNotCompleted     = "not_completed"              // a download of an upload still pending or verifying
+	CodeUploadRejected   = "upload_rejected"            // a download of an upload the verification gate rejected
+	CodeTooManyDownloads = "too_many_download_requests" // a download grant refused by its caller's or tenant's bucket
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeInternal         = "internal_error"
 )

@@ -421,3 +421,7 @@ func unknownField(err error) (string, bool) {
 	}
 	return "", false
 }
+
+// ValidKey is whether k may be an Idempotency-Key: 1 to MaxKeyLen
+// characters of 0x21–0x7E.
+func ValidKey(k string) bool { return validIdempotencyKey(k) }
