@@ -1,6 +1,7 @@
 // Package disposition writes the Content-Disposition a download grant pins
 // (RFC 6266): inline for raster images, attachment for everything else,
-// with the uploader's filename sanitised, as filename*=UTF-8''… (RFC 8187)
+// with the uploader's filename sanitised, as an RFC 8187 filename* (UTF-8,
+// percent-encoded)
 // and an ASCII fallback filename="…", or <urlId>.<ext> when it gave none.
 package disposition
 
