@@ -236,3 +236,29 @@ func TestDownloadTiersHold(t *testing.T) {
 		t.Errorf("metrics: no 20 rate_limited downloads")
 	}
 }
+
+// A sign's filename is kept in its grant record (what a download names),
+// is part of what its Idempotency-Key names (another name is 422), and is
+// refused (400 invalid_request) empty, above 255 bytes or with a control
+// character (JSON decoding makes invalid UTF-8 U+FFFD, which the download's
+// disposition drops).
+func TestSignKeepsItsFilename(t *testing.T) {
+	s := start(t, newStack(t).env(t), withoutRedisClock)
+	tok, key := s.token("acme", "alice"), newKey()
+	body := func(name string) string {
+		b, _ := json.Marshal(map[string]any{"contentType": "image/png", "contentLength": 10, "filename": name})
+		return string(b)
+	}
+	r := s.sign(tok, key, body("été.png"))
+	if r.status != http.StatusCreated {
+		t.Fatalf("sign: %d %s", r.status, r.raw)
+	}
+	if got := s.rdb.HGet(context.Background(), keys.Grant("acme", r.str("urlId")), "filename").Val(); got != "été.png" {
+		t.Errorf("grant record's filename %q", got)
+	}
+	mustStatus(t, s.sign(tok, key, body("other.png")), http.StatusUnprocessableEntity, apierr.CodeKeyReused)
+	for _, bad := range []string{"", strings.Repeat("é", 128), "a\nb.png", "a\u0085b", "a\x7fb"} {
+		mustStatus(t, s.sign(tok, newKey(), body(bad)), http.StatusBadRequest, apierr.CodeInvalidRequest)
+	}
+	mustStatus(t, s.sign(tok, newKey(), body(strings.Repeat("a", 255))), http.StatusCreated, "")
+}
