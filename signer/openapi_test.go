@@ -377,7 +377,7 @@ func TestAPIDocsListEveryErrorCode(t *testing.T) {
 	for _, v := range doc.Components.Schemas["Error"].Value.Properties["error"].Value.Enum {
 		documented = append(documented, v.(string))
 	}
-	for _, limited := range []string{"RateLimited", "ReadLimited"} {
+	for _, limited := range []string{"RateLimited", "ReadLimited", "DownloadRateLimited"} {
 		documented = append(documented, doc.Components.Schemas[limited].Value.Properties["error"].Value.Const.(string))
 	}
 	slices.Sort(codes)
