@@ -133,9 +133,10 @@ func (d deps) serveDownload(ctx context.Context, c echo.Context, who identity.Ca
 	buckets := tiers.Plain(tagged)
 	ask := downloadAsk(who, id, key, buckets)
 	dec, err := d.gate.Decide(ctx, ask, buckets, now)
+	shadowed := false
 	if err == nil && dec.Outcome == quota.Denied && hard != nil && !dec.Degraded {
 		d.metrics.shadowDenied.WithLabelValues(ratelimit.Scope(who, buckets, dec.Result)).Inc()
-		count("shadow_limited")
+		shadowed = true
 		hardAsk := ask
 		hardAsk.Buckets = hard
 		dec, err = d.gate.Decide(ctx, hardAsk, hard, now)
@@ -159,9 +160,12 @@ func (d deps) serveDownload(ctx context.Context, c echo.Context, who identity.Ca
 			d.log.Error("storing a download grant's replay failed; answering it anyway", "tenant", who.Tenant, "urlId", id, "err", err)
 		}
 	}
-	if dec.Degraded {
+	switch {
+	case shadowed:
+		count("shadow_limited")
+	case dec.Degraded:
 		count("issued_degraded")
-	} else {
+	default:
 		count("issued")
 	}
 	ratelimit.SetHeaders(c.Response().Header(), d.cfg.RateLimitHeader, who, dec.Result, buckets)
