@@ -44,6 +44,10 @@ func newAttempt(who identity.Caller, req request.Sign, set tiers.Set, shadowCap 
 	if req.ChecksumAlgorithm != "" {
 		io.WriteString(h, "\x00checksumAlgorithm:"+req.ChecksumAlgorithm)
 	}
+	// So is a filename: a key reused with another name is refused.
+	if req.Filename != "" {
+		io.WriteString(h, "\x00filename:"+req.Filename)
+	}
 	// tiers.Parse guarantees the caller tiers and the tenant tier exist;
 	// tiers.Set.For derives anonymous_all when it is not named.
 	charged, _ := set.SignBuckets(who.Tenant, who.Subject, who.Tier)

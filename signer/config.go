@@ -104,7 +104,14 @@ type cfg struct {
 	// PprofAddr serves net/http/pprof (MINTGATE_PPROF_ADDR; empty = off by
 	// default, loopback addresses only).
 	PprofAddr string
+	// DownloadTTL is the life of a download grant's URL
+	// (MINTGATE_DOWNLOAD_TTL, default 300 s, at most 7 days).
+	DownloadTTL time.Duration
 }
+
+// defaultDownloadTTL is MINTGATE_DOWNLOAD_TTL's default: long enough to
+// start a download, short enough that a leaked URL is soon worthless.
+const defaultDownloadTTL = 300 * time.Second
 
 // defaultHTTPAddr is where the signer listens without MINTGATE_HTTP_ADDR.
 const defaultHTTPAddr = ":8080"
@@ -132,6 +139,7 @@ func loadConfig(getenv func(string) string) (cfg, error) {
 	if c.OpsAddr == c.HTTPAddr {
 		e.Fail("MINTGATE_OPS_ADDR", "%q is MINTGATE_HTTP_ADDR too: /metrics must not be on the public port", c.OpsAddr)
 	}
+	c.DownloadTTL = e.Lifetime("MINTGATE_DOWNLOAD_TTL", defaultDownloadTTL, config.MaxURLTTL, " (the SigV4 presign limit)")
 	c.MaxObject, c.ContentTypes = uploadLimits(e)
 	c.Multipart = readMultipartLimits(e)
 	if n := e.Int("MINTGATE_MAX_LIVE_GRANTS", 0); n < 0 || n > maxLiveGrants {

@@ -22,6 +22,7 @@ type metrics struct {
 	bytesGranted  *prometheus.CounterVec   // contentLength of the grants issued under tiers of bytes, by tenant
 	waiting       prometheus.Gauge         // status waits (?wait=) in progress
 	waitsRefused  prometheus.Counter       // status waits refused 429: no place free
+	downloads     *prometheus.CounterVec   // download grant requests by tenant and outcome
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -53,6 +54,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mintgate_signer_bytes_granted_total",
 			Help: "Bytes (contentLength) of the grants issued to callers of tenants with a tier of bytes set, by tenant: what they spent from their buckets of bytes (a refund gives some back).",
 		}, []string{"tenant"}),
+		downloads: factory.NewCounterVec(prometheus.CounterOpts{
+			Name: "mintgate_signer_downloads_total",
+			Help: "Download grant requests (POST /uploads/{urlId}/download) by tenant and outcome: issued, issued_degraded, replayed, rate_limited, shadow_limited (issued in shadow mode although a bucket was short), not_found, not_completed, upload_rejected, reused, in_progress, too_many_requests, limiter_unavailable, presign_unavailable, rejected.",
+		}, []string{"tenant", "outcome"}),
 		multipart: factory.NewCounterVec(prometheus.CounterOpts{
 			Name: "mintgate_signer_multipart_total",
 			Help: "Multipart requests by step (create, parts, list, complete, abort) and outcome. A create's decision is also counted in mintgate_signer_signs_total, as a sign's.",

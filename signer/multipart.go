@@ -130,6 +130,7 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec gate.Decision, u
 		URLID: urlID, Tenant: who.Tenant, Tier: who.Tier, Subject: who.Subject, Key: key, UploadID: uploadID,
 		IssuedAt: now.UTC(), ExpiresAt: expiresAt, Credits: a.credits(), Shadow: dec.Shadow,
 		ContentType: a.req.ContentType, ContentLength: a.req.ContentLength, // kept for the upload records
+		Filename: a.req.Filename,
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
 		return fail("ledger_unavailable", apierr.Unavailable(apierr.CodeLedgerDown, "the grant ledger is unavailable; no upload was created and nothing was charged", apierr.RetryLedger, err))

@@ -206,7 +206,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	}{
 		{http.StatusBadRequest, apierr.CodeKeyRequired, s.sign(tok, "", pngBody)},
 		{http.StatusBadRequest, apierr.CodeKeyInvalid, s.sign(tok, "a key", pngBody)},
-		{http.StatusBadRequest, apierr.CodeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1,"filename":"x"}`)},
+		{http.StatusBadRequest, apierr.CodeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":1,"extra":"x"}`)},
 		{http.StatusBadRequest, apierr.CodeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":0}`)},
 		{http.StatusBadRequest, apierr.CodeInvalidRequest, s.sign(tok, newKey(), `{"contentType":"image/png","contentLength":"1"}`)},
 		{http.StatusUnauthorized, apierr.CodeUnauthenticated, s.sign("", newKey(), pngBody)},
@@ -224,7 +224,7 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 		c.expect(tc.status, post, sign, tc.r)
 	}
 	for _, body := range []string{
-		`{"contentType":"image/png","contentLength":1,"filename":"x"}`,
+		`{"contentType":"image/png","contentLength":1,"extra":"x"}`,
 		`{"contentType":"image/png","contentLength":0}`,
 		`{"contentType":"image/png"}`,
 	} {
@@ -316,9 +316,10 @@ func TestAnswersMatchOpenAPI(t *testing.T) {
 	c.expect(http.StatusTooManyRequests, http.MethodGet, quota, s.do(http.MethodGet, quota, auth, ""))
 	c.expect(http.StatusTooManyRequests, http.MethodGet, limitsPath, s.do(http.MethodGet, limitsPath, nil, ""))
 	c.expect(http.StatusTooManyRequests, http.MethodGet, "/readyz", s.do(http.MethodGet, "/readyz", nil, ""))
-	// The same bucket holds back the signs of an address that owes it
-	// (its replays and refusals): 429 too_many_requests, no RateLimit-*.
-	if r := c.expect(http.StatusTooManyRequests, post, sign, s.sign(tok, newKey(), pngBody)); r.code() != apierr.CodeTooManyReads || r.header.Get("RateLimit-Limit") != "" {
+	// The same bucket holds back the anonymous signs of an address that
+	// owes it (an authenticated caller's replays and refusals are charged
+	// to that caller): 429 too_many_requests, no RateLimit-*.
+	if r := c.expect(http.StatusTooManyRequests, post, sign, s.sign("", newKey(), pngBody, identity.HeaderTenant, "pub")); r.code() != apierr.CodeTooManyReads || r.header.Get("RateLimit-Limit") != "" {
 		t.Errorf("a sign from an address past its read limit: %s %v", r.raw, r.header)
 	}
 
@@ -379,7 +380,7 @@ func TestAPIDocsListEveryErrorCode(t *testing.T) {
 	for _, v := range doc.Components.Schemas["Error"].Value.Properties["error"].Value.Enum {
 		documented = append(documented, v.(string))
 	}
-	for _, limited := range []string{"RateLimited", "ReadLimited"} {
+	for _, limited := range []string{"RateLimited", "ReadLimited", "DownloadRateLimited"} {
 		documented = append(documented, doc.Components.Schemas[limited].Value.Properties["error"].Value.Const.(string))
 	}
 	slices.Sort(codes)

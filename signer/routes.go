@@ -27,6 +27,9 @@ func addRoutes(e *echo.Echo, d deps) {
 	e.GET("/uploads/:urlId/parts", handleListParts(d), reads)
 	e.POST("/uploads/:urlId/complete", handleComplete(d), reads)
 	e.DELETE("/uploads/:urlId", handleAbort(d), reads)
+	// A download grant spends from its own tiers; its refusals and
+	// replays are bounded as a sign's (readlimit.Limiter.Admit).
+	e.POST("/uploads/:urlId/download", handleDownload(d))
 	// DELETE /uploads/:urlId would take these for urlIds: they are routes
 	// of their own, with no DELETE.
 	for _, p := range []string{"/uploads/sign", "/uploads/limits", "/uploads/quota", "/uploads/multipart", "/uploads/usage"} {

@@ -106,17 +106,18 @@ type charged struct {
 }
 
 // serveCharged authenticates, validates, decides in one script and issues
-// what route issues. An address whose replays and refusals have emptied
-// its read bucket is refused before any of that (readlimit.Limiter.Admit).
+// what route issues. A caller (an anonymous one: its address) whose
+// replays and refusals have emptied its read bucket is refused before its
+// request is decoded (readlimit.Limiter.Admit).
 func (d deps) serveCharged(c echo.Context, route charged) error {
 	r := c.Request()
-	if aerr := d.reads.Admit(r); aerr != nil {
-		route.count("too_many_requests")
-		return aerr
-	}
 	who, aerr := d.ident.Authenticate(r)
 	if aerr != nil {
 		route.count("rejected")
+		return aerr
+	}
+	if aerr := d.reads.Admit(r, who); aerr != nil {
+		route.count("too_many_requests")
 		return aerr
 	}
 	req, aerr := request.Decode(r.Header.Get(request.HeaderIdempotencyKey), r.Body, route.policy)
@@ -159,7 +160,7 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 		return apierr.Unavailable(apierr.CodeLimiterDown, "the rate limiter is unavailable; "+route.nothing, apierr.RetryLimiter, err)
 	}
 	if done, err := d.refuse(ctx, c, &a, &dec, now); done {
-		d.reads.Charge(r) // it cost Redis and spent no token
+		d.reads.Charge(r, who) // it cost Redis and spent no token
 		return err
 	}
 
@@ -330,6 +331,7 @@ func (d deps) issue(ctx context.Context, a attempt, dec gate.Decision, urlID str
 		Shadow:   dec.Shadow,
 		// Kept for the upload records (shared/records).
 		ContentType: a.req.ContentType, ContentLength: a.req.ContentLength, ChecksumSHA256: a.req.Checksum,
+		Filename: a.req.Filename,
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
 		d.refund(ctx, a, dec, urlID)
@@ -368,6 +370,8 @@ func (d deps) finished(a attempt, urlID string, body []byte, expiresAt time.Time
 		ContentType: a.req.ContentType, ContentLength: a.req.ContentLength,
 		// What the object's SHA-256 is, for its status and its events.
 		ChecksumSHA256: a.req.Checksum,
+		// The name its downloads give it (Content-Disposition).
+		Filename: a.req.Filename,
 	}
 }
 

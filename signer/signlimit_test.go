@@ -213,3 +213,54 @@ func TestMultipartCreateReplaysAreBoundedPerAddress(t *testing.T) {
 	c := &apiCheck{t: t, doc: loadAPI(t), seen: map[string]bool{}}
 	c.expect(http.StatusTooManyRequests, http.MethodPost, "/uploads/multipart", s.create(alice, key, 12*mib))
 }
+
+// Review issue 36, item 7: replays and refusals were charged to the
+// address, so one user hammering from a shared address (a corporate NAT,
+// an app's backend) locked every other user there out of signing: 429
+// too_many_requests before their own buckets were asked. Now an
+// authenticated caller's replays and refusals are charged to that caller:
+// alice's 100 replays and 100 refusals from 198.51.100.7 are limited, bob
+// at the same address still signs and replays, alice's limit holds. Two
+// anonymous callers at one address share its bucket as before.
+func TestOneCallerCannotLockOutAnotherAtItsAddress(t *testing.T) {
+	env := addressEnv(t, newStack(t), "anonymous=100:0.001,user=2:0.001,tenant=600:10")
+	env["MINTGATE_READ_LIMIT"] = "5:5/60s"
+	s := start(t, env, withoutRedisClock)
+	addr := from("198.51.100.7")
+	alice, bob := s.token("acme", "alice"), s.token("acme", "bob")
+	key := newKey()
+	if r := s.sign(alice, key, pngBody, addr...); r.status != http.StatusCreated {
+		t.Fatalf("alice's sign: %d %s", r.status, r.raw)
+	}
+	replays := floodFrom(t, s, 100, func() reply { return s.sign(alice, key, pngBody, addr...) }, http.StatusOK, "")
+	refusals := floodFrom(t, s, 100, func() reply { return s.sign(alice, newKey(), pngBody, addr...) }, http.StatusTooManyRequests, apierr.CodeTooMany)
+	if got := replays.decided + refusals.decided; got > 5 || replays.limited+refusals.limited < 195 {
+		t.Fatalf("alice's replays and refusals: %d answered, %d limited; want at most 5 answered", got, replays.limited+refusals.limited)
+	}
+	bobKey := newKey()
+	if r := s.sign(bob, bobKey, pngBody, addr...); r.status != http.StatusCreated {
+		t.Fatalf("bob at alice's address: %d %s, want 201", r.status, r.raw)
+	}
+	if r := s.sign(bob, bobKey, pngBody, addr...); r.status != http.StatusOK || r.header.Get(request.HeaderReplayed) != "true" {
+		t.Fatalf("bob's replay: %d %s", r.status, r.raw)
+	}
+	if r := s.sign(alice, key, pngBody, from("198.51.100.8")...); r.status != http.StatusTooManyRequests || r.code() != apierr.CodeTooManyReads {
+		t.Fatalf("alice from another address: %d %s, want her own limit", r.status, r.raw)
+	}
+
+	// Anonymous callers are known only by their address: they share it.
+	anon := func(ip, key string) reply {
+		return s.do(http.MethodPost, "/uploads/sign", map[string]string{identity.HeaderTenant: "pub", "Content-Type": "application/json", identity.HeaderForwardedFor: ip, request.HeaderIdempotencyKey: key}, pngBody)
+	}
+	anonKey := newKey()
+	if r := anon("198.51.100.20", anonKey); r.status != http.StatusCreated {
+		t.Fatalf("anonymous sign: %d %s", r.status, r.raw)
+	}
+	f := floodFrom(t, s, 20, func() reply { return anon("198.51.100.20", anonKey) }, http.StatusOK, "")
+	if f.decided > 5 || f.limited == 0 {
+		t.Fatalf("anonymous replays: %d answered, %d limited", f.decided, f.limited)
+	}
+	if r := anon("198.51.100.20", newKey()); r.status != http.StatusTooManyRequests || r.code() != apierr.CodeTooManyReads {
+		t.Fatalf("another anonymous caller at that address: %d %s, want 429 %s", r.status, r.raw, apierr.CodeTooManyReads)
+	}
+}

@@ -9,7 +9,12 @@
 #              same objects: s3:AbortMultipartUpload (DELETE /uploads/{urlId}),
 #              s3:ListMultipartUploadParts (listing the parts, and checking
 #              them before a complete) and s3:GetObject (HeadObject: tells a
-#              completed upload from an aborted one). It signs only PUTs.
+#              completed upload from an aborted one). s3:GetObject on
+#              incoming/* also authorises the download URLs it mints
+#              (POST /uploads/{urlId}/download, presigned GETs of completed
+#              uploads): never on quarantine/*, so no URL it signs can read
+#              a rejected upload's evidence. It signs PUTs, and GETs of
+#              incoming/* only.
 #              And s3:ListBucket on the bucket, as the completer and the
 #              sweeper have it: without it S3 answers the HeadObject of a
 #              missing object 403, not 404, and the multipart closer
@@ -92,6 +97,8 @@ data "aws_iam_policy_document" "signer" {
     resources = ["${aws_s3_bucket.uploads.arn}/incoming/*"]
   }
 
+  # s3:GetObject: the multipart closer's HeadObject and every download
+  # URL (presigned GET) — incoming/* only, never quarantine/*.
   statement {
     sid    = "ManageIncomingMultipartUploads"
     effect = "Allow"

@@ -57,6 +57,12 @@ func (e *Env) MultipartTTL() time.Duration {
 	return e.lifetime("MINTGATE_MULTIPART_TTL", DefaultMultipartTTL, MaxMultipartTTL, "")
 }
 
+// Lifetime reads name as a duration of at least a second and at most
+// most (why says where that bound comes from), def when unset.
+func (e *Env) Lifetime(name string, def, most time.Duration, why string) time.Duration {
+	return e.lifetime(name, def, most, why)
+}
+
 // lifetime reads a duration of at least a second and at most most (why
 // says where that bound comes from).
 func (e *Env) lifetime(name string, def, most time.Duration, why string) time.Duration {

@@ -113,3 +113,38 @@ func ParseObject(key string) (tenant, urlID string, inside, ok bool) {
 	tenant, urlID, ok = strings.Cut(rest, "/")
 	return tenant, urlID, true, ok
 }
+
+// DownloadBucket is the key of a caller's bucket of download grants in a
+// tenant (tier download): POST /uploads/{urlId}/download spends one there.
+func DownloadBucket(tenant, subject string) string {
+	return "rl:" + tag(tenant) + ":download:" + subject
+}
+
+// DownloadTenantBucket is the key of the bucket of download grants every
+// caller of a tenant shares (tier download_tenant). No subject collides
+// with it: subjects start with "u:" or "a:".
+func DownloadTenantBucket(tenant string) string { return "rl:" + tag(tenant) + ":download:tenant" }
+
+// DownloadByteBucket is the key of a caller's bucket of downloaded bytes
+// (tier download_bytes): a download grant spends its object's size there.
+func DownloadByteBucket(tenant, subject string) string {
+	return "rl:" + tag(tenant) + ":download_bytes:" + subject
+}
+
+// DownloadShadowBucket is a caller's ceiling of download grants in shadow
+// mode (MINTGATE_SHADOW_TENANTS), as ShadowBucket is of its signs.
+func DownloadShadowBucket(tenant, subject string) string {
+	return "rl:" + tag(tenant) + ":download_shadow:" + subject
+}
+
+// DownloadIdempotency is the key of a download grant's idempotency record,
+// laid out as Idempotency's, in a namespace of its own: a download and a
+// sign with one Idempotency-Key are two requests.
+func DownloadIdempotency(tenant, subject, key string) string {
+	return "download:idem:" + tag(tenant) + ":" + strconv.Itoa(len(subject)) + ":" + subject + ":" + key
+}
+
+// DownloadOnce is the in-flight record of a download grant asked without
+// an Idempotency-Key, named by the request's own nonce: no later request
+// names it, and it expires with its in-flight mark.
+func DownloadOnce(tenant, nonce string) string { return "download:once:" + tag(tenant) + ":" + nonce }

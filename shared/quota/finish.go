@@ -33,6 +33,9 @@ type Finished struct {
 	// to, kept in the grant record's field "checksumSHA256" (for its
 	// status and its events); empty for none and for a multipart grant.
 	ChecksumSHA256 string
+	// Filename is the name the uploader gave the file, kept in the grant
+	// record's field "filename" (for its downloads); empty for none.
+	Filename string
 }
 
 // Finishing is one Finish of a batch: Store.Finish's arguments.
@@ -125,6 +128,9 @@ func grantFields(f Finished) []any {
 	}
 	if f.Multipart != "" {
 		fields = append(fields, "multipart", f.Multipart)
+	}
+	if f.Filename != "" {
+		fields = append(fields, "filename", f.Filename)
 	}
 	if f.ChecksumSHA256 != "" {
 		fields = append(fields, "checksumSHA256", f.ChecksumSHA256)

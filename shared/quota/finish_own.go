@@ -30,6 +30,7 @@ var (
 		layout.Value("multipart", func(f Finishing) any { return f.Finished.Multipart }),      // '' for a single PUT
 		layout.Value("content_type", func(f Finishing) any { return f.Finished.ContentType }), // '' for none
 		layout.Value("content_length", func(f Finishing) any { return f.Finished.ContentLength }),
+		layout.Value("filename", func(f Finishing) any { return f.Finished.Filename }), // '' for none
 	)
 )
 

@@ -27,6 +27,9 @@ redis.call('HSET', grant, 'expiresAt', ARGV[FINISH_OWN.expires_at], 'subject', A
 if ARGV[FINISH_OWN.content_type] ~= '' then
   redis.call('HSET', grant, 'contentType', ARGV[FINISH_OWN.content_type], 'contentLength', ARGV[FINISH_OWN.content_length])
 end
+if ARGV[FINISH_OWN.filename] ~= '' then
+  redis.call('HSET', grant, 'filename', ARGV[FINISH_OWN.filename])
+end
 if ARGV[FINISH_OWN.multipart] ~= '' then
   redis.call('HSET', grant, 'multipart', ARGV[FINISH_OWN.multipart])
 end

@@ -21,7 +21,13 @@ type Status struct {
 	Multipart string    // from the grant record: Finished.Multipart
 	// ChecksumSHA256 is from the grant record: Finished.ChecksumSHA256.
 	ChecksumSHA256 string
-	Found          bool // the grant record exists
+	// ContentType and ContentLength are what the grant was signed for,
+	// Filename the name its uploader gave: from the grant record, empty
+	// (0) in a record that lacks them.
+	ContentType   string
+	ContentLength int64
+	Filename      string
+	Found         bool // the grant record exists
 }
 
 func status(done, refunded bool, expiresAt, subject, multipart string) Status {
@@ -41,7 +47,7 @@ func (s *Store) Status(ctx context.Context, tenant, urlID string) (Status, error
 	pipe := s.rdb.Pipeline()
 	done := pipe.Get(ctx, keys.Done(tenant, urlID))
 	refunded := pipe.Exists(ctx, keys.Refunded(tenant, urlID))
-	rec := pipe.HMGet(ctx, keys.Grant(tenant, urlID), "expiresAt", "subject", "multipart", "checksumSHA256")
+	rec := pipe.HMGet(ctx, keys.Grant(tenant, urlID), "expiresAt", "subject", "multipart", "checksumSHA256", "contentType", "contentLength", "filename")
 	// A done marker that is absent is GET's redis.Nil, which Exec reports
 	// as its first error: each command's own error decides.
 	_, _ = pipe.Exec(ctx)
@@ -56,6 +62,11 @@ func (s *Store) Status(ctx context.Context, tenant, urlID string) (Status, error
 	st := status(done.Err() == nil, refunded.Val() > 0, expiresAt, subject, mp)
 	st.DoneValue = done.Val()
 	st.ChecksumSHA256, _ = rec.Val()[3].(string)
+	st.ContentType, _ = rec.Val()[4].(string)
+	if n, ok := rec.Val()[5].(string); ok {
+		st.ContentLength, _ = strconv.ParseInt(n, 10, 64)
+	}
+	st.Filename, _ = rec.Val()[6].(string)
 	return st, nil
 }
 

@@ -105,7 +105,11 @@ func (l *Live) reload() (changed bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", l.path, err)
 	}
-	set := Set{Default: l.base.Default, Tenants: maps.Clone(l.base.Tenants), Checksum: checksum, Webhooks: hooks}
+	downloads, err := parseDownloads(b)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", l.path, err)
+	}
+	set := Set{Default: l.base.Default, Tenants: maps.Clone(l.base.Tenants), Checksum: checksum, Webhooks: hooks, TenantDownloads: downloads}
 	if set.Tenants == nil {
 		set.Tenants = map[string]Table{}
 	}
@@ -137,14 +141,14 @@ func ParseFile(b []byte, defaults Table) (map[string]Table, error) {
 	for tenant, entries := range raw {
 		t := Table{}
 		for name, node := range entries {
-			if name == webhookEntry || name == RequireChecksum {
-				continue // not a tier: ParseWebhooks' and parseRequireChecksum's
+			if name == webhookEntry || name == RequireChecksum || name == DownloadsEntry {
+				continue // not a tier: ParseWebhooks', parseRequireChecksum's and parseDownloads'
 			}
 			var spec string
 			if err := node.Decode(&spec); err != nil {
 				return nil, fmt.Errorf("tenant %q: tier %q: want \"capacity:refill\"", tenant, name)
 			}
-			if _, ok := defaults[name]; defaults != nil && !ok && name != AnonymousAll && !bytesTier(name) {
+			if _, ok := defaults[name]; defaults != nil && !ok && name != AnonymousAll && !bytesTier(name) && !downloadTier(name) {
 				return nil, fmt.Errorf("tenant %q: unknown tier %q", tenant, name)
 			}
 			_, lim, err := parseTierItem(name + "=" + spec)

@@ -99,8 +99,8 @@ func parseTierItem(item string) (string, bucket.Limit, error) {
 	if !ok || !ok2 || name == "" {
 		return "", bucket.Limit{}, fmt.Errorf("%q: want name=capacity:refill", item)
 	}
-	if bytesTier(name) && name != AnonymousBytes && name != UserBytes && name != TenantBytes {
-		return "", bucket.Limit{}, fmt.Errorf("tier %q: the tiers of bytes are %s, %s and %s", name, AnonymousBytes, UserBytes, TenantBytes)
+	if bytesTier(name) && name != AnonymousBytes && name != UserBytes && name != TenantBytes && name != DownloadBytes {
+		return "", bucket.Limit{}, fmt.Errorf("tier %q: the tiers of bytes are %s, %s, %s and %s", name, AnonymousBytes, UserBytes, TenantBytes, DownloadBytes)
 	}
 	capacity, err := parseAmount(capS, bytesTier(name))
 	if err != nil {
@@ -186,6 +186,9 @@ type Set struct {
 	// Webhooks holds, per tenant id, the endpoint of its upload events
 	// when MINTGATE_TENANT_TIERS_FILE names one (ParseWebhooks).
 	Webhooks map[string]webhook.Endpoint
+	// TenantDownloads holds the tenants whose file entry says
+	// "downloads":"tenant" (DownloadsByTenant).
+	TenantDownloads map[string]bool
 }
 
 // For is the tenant's limit for tier: its override, else the default. It
@@ -260,7 +263,7 @@ func ParseTenants(s string, defaults Table) (map[string]Table, error) {
 		for name := range tiers {
 			// anonymous_all and the tiers of bytes are optional: a tenant
 			// may have its own without a default.
-			if _, ok := defaults[name]; !ok && name != AnonymousAll && !bytesTier(name) {
+			if _, ok := defaults[name]; !ok && name != AnonymousAll && !bytesTier(name) && !downloadTier(name) {
 				return nil, fmt.Errorf("tenant %q: tier %q is not defined in MINTGATE_TIERS (%s)", id, name, strings.Join(defaults.sorted(), ", "))
 			}
 		}

@@ -29,6 +29,17 @@ export interface SignRequest {
   checksumSHA256?: string;
   /** A multipart create: each part is signed with its own checksum. */
   checksumAlgorithm?: "SHA256";
+  /** The file's name (at most 255 bytes of UTF-8, no control characters): its downloads' Content-Disposition names it; never part of the key. */
+  filename?: string;
+}
+
+/** The 201 (or replayed 200) body of POST /uploads/{urlId}/download. */
+export interface DownloadResponse {
+  /** A presigned GET of the verified object, pinning its type, disposition and `Cache-Control: private`. */
+  url: string;
+  method: "GET";
+  expiresAt: string;
+  expiresIn: number;
 }
 
 /** The 201 (or replayed 200) body of POST /uploads/sign. */

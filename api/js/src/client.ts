@@ -5,6 +5,7 @@
 import type {
   CompletedPart,
   CompleteResponse,
+  DownloadResponse,
   ErrorBody,
   Limits,
   ListedPart,
@@ -209,6 +210,17 @@ export class Client implements Signer {
       // down, or one without ?wait= (older): never more than a poll a second.
       await sleep(asked + 1000 - Date.now(), opts.signal);
     }
+  }
+
+  /**
+   * POST /uploads/{urlId}/download: a presigned GET of one of the caller's
+   * completed uploads, which lives MINTGATE_DOWNLOAD_TTL (default 300 s).
+   * A 409 not_completed (still verifying), 410 upload_rejected or 404
+   * not_found is a MintgateError. A replay with the same idempotencyKey
+   * is free.
+   */
+  async downloadUrl(urlId: string, opts: { idempotencyKey?: string; signal?: AbortSignal } = {}): Promise<DownloadResponse> {
+    return (await this.call<DownloadResponse>("POST", `/uploads/${enc(urlId)}/download`, opts)).body;
   }
 
   /** GET /uploads/quota. */

@@ -361,6 +361,7 @@ export class Mintgate {
     const attempt = (s: FileGrant) =>
       this.client.upload(data, {
         contentType: file.type || data.type || "application/octet-stream",
+        ...(file.name ? { filename: file.name } : {}),
         signal,
         checksum: this.opts.checksum ?? "sha256",
         idempotencyKey: s.idempotencyKey,

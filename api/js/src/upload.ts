@@ -21,6 +21,8 @@ export interface Progress {
 export interface UploadOptions {
   /** The media type to sign (default the Blob's type). */
   contentType?: string;
+  /** The file's name, kept with the grant for its downloads' Content-Disposition (sent only when it is at most 255 bytes of UTF-8 without control characters). */
+  filename?: string;
   /** Aborting it stops the upload; a multipart grant is then aborted and its bytes given back at once (not its token). */
   signal?: AbortSignal;
   onProgress?: (p: Progress) => void;
@@ -76,6 +78,7 @@ export async function upload(client: Signer, file: Blob, opts: UploadOptions = {
   }
   const idempotencyKey = opts.idempotencyKey ?? newIdempotencyKey();
   const req: SignRequest = { contentType, contentLength: file.size };
+  if (opts.filename && validFilename(opts.filename)) req.filename = opts.filename;
   if (!multipart) {
     if (checksum) req.checksumSHA256 = await sha256Base64(file);
     throwIfAborted(opts.signal);
@@ -251,4 +254,10 @@ function isBadDigest(answer: PutAnswer): boolean {
 function checksumMismatch(answer: PutAnswer, what: string): MintgateError {
   return new MintgateError(answer.status, "checksum_mismatch",
     `S3 refused ${what}: its bytes are not those whose SHA-256 was signed (they changed since they were hashed): ${answer.body.slice(0, 200)}`);
+}
+
+/** validFilename is whether the signer takes name as a filename: 1 to 255 bytes of UTF-8, no control character. */
+export function validFilename(name: string): boolean {
+  // eslint-disable-next-line no-control-regex
+  return name.length > 0 && new TextEncoder().encode(name).length <= 255 && !/[\u0000-\u001f\u007f-\u009f]/.test(name);
 }

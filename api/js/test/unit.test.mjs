@@ -106,3 +106,26 @@ test("an upload signs the file's SHA-256 by default, and a PUT S3 refuses as Bad
   assert.equal(got.urlId, "u");
   assert.equal(signed[0].checksumSHA256, undefined, "checksum: false sends none");
 });
+
+test("downloadUrl posts to the upload's download route and returns the presigned GET", async () => {
+  const seen = [];
+  const fake = async (url, init) => {
+    seen.push({ url, method: init.method, key: new Headers(init.headers).get("Idempotency-Key") });
+    return new Response(JSON.stringify({ url: "https://s3.example/x?X-Amz-Signature=s", method: "GET", expiresAt: "2026-12-04T17:05:00Z", expiresIn: 300 }), {
+      status: 201,
+      headers: { "Content-Type": "application/json" },
+    });
+  };
+  const c = new Client({ fetch: fake, baseUrl: "https://signer.example", token: "t" });
+  const got = await c.downloadUrl("0f8fad5b-d9cb-469f-a165-70867728950e", { idempotencyKey: "k-1" });
+  assert.equal(got.method, "GET");
+  assert.equal(got.expiresIn, 300);
+  assert.deepEqual(seen, [{ url: "https://signer.example/uploads/0f8fad5b-d9cb-469f-a165-70867728950e/download", method: "POST", key: "k-1" }]);
+});
+
+test("downloadUrl of an upload still verifying is a MintgateError not_completed", async () => {
+  const fake = async () =>
+    new Response(JSON.stringify({ error: "not_completed", message: "this upload is verifying" }), { status: 409, headers: { "Content-Type": "application/json" } });
+  const c = new Client({ fetch: fake, baseUrl: "https://signer.example", token: "t" });
+  await assert.rejects(c.downloadUrl("0f8fad5b-d9cb-469f-a165-70867728950e"), (err) => err.code === "not_completed" && err.status === 409);
+});

@@ -41,8 +41,11 @@ const (
 	CodeChecksumRequired = "checksum_required"   // a sign or create without a checksum where one is required, a part without its checksumSHA256
 	CodeNotAbortable     = "not_abortable"       // DELETE of a single PUT's grant, or of a completed upload
 	CodeNotFound         = "not_found"
-	CodeRecordsOff       = "records_off"         // the upload records' routes without MINTGATE_POSTGRES_URL
-	CodeRecordsDown      = "records_unavailable" // PostgreSQL did not answer a records route
+	CodeRecordsOff       = "records_off"                // the upload records' routes without MINTGATE_POSTGRES_URL
+	CodeRecordsDown      = "records_unavailable"        // PostgreSQL did not answer a records route
+	CodeNotCompleted     = "not_completed"              // a download of an upload still pending or verifying
+	CodeUploadRejected   = "upload_rejected"            // a download of an upload the verification gate rejected
+	CodeTooManyDownloads = "too_many_download_requests" // a download grant refused by its caller's or tenant's bucket
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeInternal         = "internal_error"
 )

@@ -78,3 +78,9 @@ func (g *Gate) Refund(ctx context.Context, now time.Time, dues []quota.Due) (out
 	})
 	return outs, err
 }
+
+// Keep stores body as the answer of ask's same-key replays for ttl
+// (quota.Store.Keep): a download grant's idempotency record.
+func (g *Gate) Keep(ctx context.Context, ask quota.Ask, body []byte, ttl time.Duration) error {
+	return g.call(ctx, "keep", func(ctx context.Context) error { return g.store.Keep(ctx, ask, body, ttl) })
+}

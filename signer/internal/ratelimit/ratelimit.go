@@ -42,9 +42,10 @@ func Scope(who identity.Caller, bs []bucket.Bucket, res bucket.Result) string {
 		return ScopeCaller
 	}
 	switch bs[res.Blocked].Key {
-	case keys.Bucket(who.Tenant, who.Subject), keys.ShadowBucket(who.Tenant, who.Subject):
+	case keys.Bucket(who.Tenant, who.Subject), keys.ShadowBucket(who.Tenant, who.Subject),
+		keys.DownloadBucket(who.Tenant, who.Subject), keys.DownloadShadowBucket(who.Tenant, who.Subject):
 		return ScopeCaller
-	case keys.ByteBucket(who.Tenant, who.Subject):
+	case keys.ByteBucket(who.Tenant, who.Subject), keys.DownloadByteBucket(who.Tenant, who.Subject):
 		return ScopeCallerBytes
 	case keys.TenantByteBucket(who.Tenant):
 		return ScopeTenantBytes
@@ -63,6 +64,12 @@ func TierOf(who identity.Caller, b bucket.Bucket) string {
 		return tiers.BytesTierOf(who.Tier)
 	case keys.TenantByteBucket(who.Tenant):
 		return tiers.TenantBytes
+	case keys.DownloadBucket(who.Tenant, who.Subject), keys.DownloadShadowBucket(who.Tenant, who.Subject):
+		return tiers.Download
+	case keys.DownloadTenantBucket(who.Tenant):
+		return tiers.DownloadTenant
+	case keys.DownloadByteBucket(who.Tenant, who.Subject):
+		return tiers.DownloadBytes
 	}
 	return who.Tier
 }

@@ -7,11 +7,13 @@ package readlimit
 import (
 	"net/http"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 )
@@ -42,10 +44,19 @@ const DefaultLimit = "30:10"
 // instances let one address through n times as often, which still bounds
 // Redis by the instance count, not by the flood.
 //
-// The address is the one the anonymous buckets are keyed by (clientIP, the
-// configured MINTGATE_IP_SOURCE and MINTGATE_TRUSTED_PROXIES; IPv6 by /64),
-// for every caller: it is checked before the caller is authenticated, which
-// would cost a JWT verification first.
+// A read's address is the one the anonymous buckets are keyed by
+// (clientIP, the configured MINTGATE_IP_SOURCE and MINTGATE_TRUSTED_PROXIES;
+// IPv6 by /64), for every caller: it is checked before the caller is
+// authenticated, which would cost a JWT verification first.
+//
+// A charged route's replays and refusals are checked and charged after
+// the caller is authenticated, and charged to whom they are (review issue
+// 36, item 7): an authenticated caller's to its tenant and subject, only an
+// anonymous caller's to its address. Charged by address, one user
+// hammering from a corporate NAT or an app's backend locked every other
+// user at that address out of signing. Authenticating first costs a JWT
+// verification (no Redis: verified tokens are cached until their exp),
+// which is what the read limit does not bound.
 //
 // /readyz is limited rather than answered from a cached result: a cache
 // would say "ready" for a while after Redis went away, to the probes and the
@@ -84,31 +95,47 @@ func (rl *Limiter) Middleware() echo.MiddlewareFunc {
 }
 
 // Admit is the check of a charged route (a sign, a multipart create)
-// before its Redis script: 429 too_many_requests when r's address owes
-// its bucket, nil otherwise. It spends nothing: a fresh sign is bounded by
+// before its Redis script: 429 too_many_requests when who's bucket (its
+// own when authenticated, r's address's when anonymous) owes, nil
+// otherwise. It spends nothing: a fresh sign is bounded by
 // its own buckets in Redis, and is charged here only if it turns out to
 // cost Redis without spending there (see Charge). A nil limiter admits
 // all.
-func (rl *Limiter) Admit(r *http.Request) *apierr.Error {
+func (rl *Limiter) Admit(r *http.Request, who identity.Caller) *apierr.Error {
 	if rl == nil {
 		return nil
 	}
-	if res := rl.buckets.Peek(rl.now(), 1, rl.bucket(r)); !res.Allowed {
-		return tooManyFromAddress("replayed or refused signs", res.RetryAfter)
+	b := rl.callerBucket(r, who)
+	if res := rl.buckets.Peek(rl.now(), 1, b); !res.Allowed {
+		if who.Tier == tiers.Anonymous {
+			return tooManyFromAddress("replayed or refused signs", res.RetryAfter)
+		}
+		return tooMany("too many replayed or refused signs from this caller", res.RetryAfter)
 	}
 	return nil
 }
 
-// Charge spends one read of r's address for a charged request that cost
+// Charge spends one read of who (its address when anonymous, see Admit)
+// for a charged request that cost
 // Redis and issued nothing: a same-key replay, a 429 refusal, a key
 // reused or still in flight. Those spend no token, so only this bounds
-// them per address. It charges below zero if need be: requests admitted
-// together are all paid for, and the address waits until the debt is
+// them per caller. It charges below zero if need be: requests admitted
+// together are all paid for, and the caller waits until the debt is
 // repaid.
-func (rl *Limiter) Charge(r *http.Request) {
+func (rl *Limiter) Charge(r *http.Request, who identity.Caller) {
 	if rl != nil {
-		rl.buckets.Charge(rl.now(), 1, rl.bucket(r))
+		rl.buckets.Charge(rl.now(), 1, rl.callerBucket(r, who))
 	}
+}
+
+// callerBucket is the bucket a charged request of who is checked and
+// charged on: r's address's for an anonymous caller, its tenant's and
+// subject's otherwise (a key no address can name: it starts "caller:").
+func (rl *Limiter) callerBucket(r *http.Request, who identity.Caller) bucket.Bucket {
+	if who.Tier == tiers.Anonymous {
+		return rl.bucket(r)
+	}
+	return bucket.Bucket{Key: "caller:" + strconv.Quote(who.Tenant) + ":" + strconv.Quote(who.Subject), Limit: rl.limit}
 }
 
 // bucket is r's address's bucket.
@@ -119,7 +146,12 @@ func (rl *Limiter) bucket(r *http.Request) bucket.Bucket {
 // tooManyFromAddress is the 429 too_many_requests of an address past its
 // limit, what it sent too many of named in the message.
 func tooManyFromAddress(what string, retry time.Duration) *apierr.Error {
-	e := apierr.New(http.StatusTooManyRequests, apierr.CodeTooManyReads, "too many %s from this address; retry after %d s", what, apierr.RetrySeconds(retry))
+	return tooMany("too many "+what+" from this address", retry)
+}
+
+// tooMany is a 429 too_many_requests saying msg and when to retry.
+func tooMany(msg string, retry time.Duration) *apierr.Error {
+	e := apierr.New(http.StatusTooManyRequests, apierr.CodeTooManyReads, "%s; retry after %d s", msg, apierr.RetrySeconds(retry))
 	e.Retry = retry
 	e.RetryAfter = apierr.RetrySeconds(retry)
 	return e

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/presign"
@@ -42,7 +44,15 @@ type Sign struct {
 	// ChecksumAlgorithm is a multipart create's checksumAlgorithm:
 	// "SHA256" (each part then signed with its checksum), or "".
 	ChecksumAlgorithm string
+	// Filename is the name the uploader gave the file (at most
+	// MaxFilenameBytes of UTF-8, no control characters), or "": kept with
+	// the grant for its downloads' Content-Disposition, never in the key.
+	Filename string
 }
+
+// MaxFilenameBytes is the longest filename a sign or a create takes, in
+// bytes of UTF-8.
+const MaxFilenameBytes = 255
 
 // checksumSHA256 is the one checksumAlgorithm a multipart create takes.
 const ChecksumSHA256 = "SHA256"
@@ -85,6 +95,7 @@ type wireSign struct {
 	ContentLength     *int64  `json:"contentLength"`
 	ChecksumSHA256    *string `json:"checksumSHA256"`
 	ChecksumAlgorithm *string `json:"checksumAlgorithm"`
+	Filename          *string `json:"filename"`
 }
 
 // Decode validates the Idempotency-Key header value and the body.
@@ -154,7 +165,28 @@ func decodeSlow(raw []byte, p Policy) (Sign, *apierr.Error) {
 	if w.ChecksumAlgorithm != nil {
 		req.ChecksumAlgorithm = *w.ChecksumAlgorithm
 	}
+	if w.Filename != nil {
+		if !ValidFilename(*w.Filename) {
+			return Sign{}, apierr.New(http.StatusBadRequest, apierr.CodeInvalidRequest, "filename must be 1 to %d bytes of UTF-8 without control characters", MaxFilenameBytes)
+		}
+		req.Filename = *w.Filename
+	}
 	return req, nil
+}
+
+// ValidFilename is whether name may be a grant's filename: 1 to
+// MaxFilenameBytes bytes of valid UTF-8, no control character (C0, DEL,
+// C1), which a header or a log line would carry further.
+func ValidFilename(name string) bool {
+	if name == "" || len(name) > MaxFilenameBytes || !utf8.ValidString(name) {
+		return false
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // check checks req's type and length against p.
@@ -389,3 +421,7 @@ func unknownField(err error) (string, bool) {
 	}
 	return "", false
 }
+
+// ValidKey is whether k may be an Idempotency-Key: 1 to MaxKeyLen
+// characters of 0x21–0x7E.
+func ValidKey(k string) bool { return validIdempotencyKey(k) }

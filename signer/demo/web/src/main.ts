@@ -174,6 +174,7 @@ function showStatus(e: HTMLElement, s: StatusResponse): void {
       break;
     case "completed":
       setState(e, "completed", `completed: S3 holds ${e.dataset.size} bytes at ${e.dataset.key}`);
+      addDownload(e, s.urlId);
       break;
     case "rejected":
       setState(e, "rejected", `rejected: ${s.reason ?? "no reason given"}`);
@@ -181,6 +182,30 @@ function showStatus(e: HTMLElement, s: StatusResponse): void {
     default:
       setState(e, "confirming", `uploaded; the signer says ${s.status}: waiting for the completer…`);
   }
+}
+
+/**
+ * addDownload links a completed upload: a click asks the signer for a
+ * fresh presigned GET (POST /uploads/{urlId}/download) and opens it.
+ */
+function addDownload(e: HTMLElement, urlId: string): void {
+  if (e.querySelector("a.download")) return;
+  const a = document.createElement("a");
+  a.className = "download";
+  a.href = "#";
+  a.textContent = "download";
+  a.dataset.urlId = urlId;
+  a.addEventListener("click", async (ev) => {
+    ev.preventDefault();
+    try {
+      const d = await client.downloadUrl(urlId);
+      a.dataset.url = d.url;
+      window.open(d.url, "_blank", "noopener");
+    } catch (err) {
+      setState(e, "error", `download: ${String(err)}`);
+    }
+  });
+  e.append(a);
 }
 
 async function confirm(e: HTMLElement, urlId: string): Promise<void> {
