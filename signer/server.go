@@ -10,6 +10,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/ops"
+	"github.com/mintgate/mintgate/shared/telemetry"
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/shared/webhook"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
@@ -36,6 +37,7 @@ type deps struct {
 	reads   *readlimit.Limiter // per-address limit of the reads that cost Redis; nil: off
 	live    *tiers.Live
 	hooks   *webhook.Failed // the admin routes' failed webhooks; nil without the admin API
+	tel     *telemetry.Provider // tracing (OTEL_*); nil: off
 
 	noRedisClock bool // tests: never read Redis's clock, so Spends carry no Until and the canceller alone covers a stall
 }
@@ -54,6 +56,9 @@ func newServer(d deps) http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = apierr.Handler(d.log)
+	if d.tel.Enabled() {
+		e.Use(traced(d.tel))
+	}
 	e.Use(recoverJSON(d.log))
 	addRoutes(e, d)
 	return e

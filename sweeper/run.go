@@ -16,6 +16,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/service"
+	"github.com/mintgate/mintgate/shared/telemetry"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
 
@@ -50,6 +51,11 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	for _, o := range opts {
 		o(&cfg)
 	}
+	tel, err := telemetry.Setup(ctx, "sweeper", getenv)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tel)
 	rdb, err := dial.Redis(cfg.Redis)
 	if err != nil {
 		return err
@@ -70,6 +76,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
+	sw.tel = tel
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	served := make(chan error, 1)

@@ -8,6 +8,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/telemetry"
 )
 
 // sweeper is the business of one due batch; the consume loop in
@@ -18,6 +19,7 @@ type sweeper struct {
 	grace    time.Duration
 	metrics  *metrics
 	log      *slog.Logger
+	tel      *telemetry.Provider // OTEL_*: each swept grant a span of its upload's trace; nil: off
 }
 
 // Outcomes of a grant that the sweeper decides without Redis.
@@ -74,6 +76,7 @@ func (s *sweeper) handle(ctx context.Context, b ledger.Batch) error {
 		return err
 	}
 	applied := s.refunder.now()
+	s.traceSwept(ctx, b.Grants, outs, now, applied)
 	for i, g := range b.Grants {
 		switch outs[i] {
 		case outcomeEarly:

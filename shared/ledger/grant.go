@@ -52,6 +52,10 @@ type Grant struct {
 	// credits anything for it. Roll sweepers out before signers that set
 	// it: an older sweeper would refund it.
 	Shadow bool `json:"shadow,omitempty"`
+	// Trace is the W3C traceparent of the sign's span, empty when the
+	// signer does not trace: the sweeper's refund or abort of the grant
+	// joins the upload's trace. Older sweepers ignore it.
+	Trace string `json:"trace,omitempty"`
 }
 
 // Credit is one bucket a grant's sign spent from, as it was then.

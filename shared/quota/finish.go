@@ -33,6 +33,11 @@ type Finished struct {
 	// to, kept in the grant record's field "checksumSHA256" (for its
 	// status and its events); empty for none and for a multipart grant.
 	ChecksumSHA256 string
+	// Traceparent is the sign's W3C traceparent, kept in the grant
+	// record's field "traceparent" so that the completer's handling of
+	// the upload joins the sign's trace; empty when the signer does not
+	// trace.
+	Traceparent string
 }
 
 // Finishing is one Finish of a batch: Store.Finish's arguments.
@@ -128,6 +133,9 @@ func grantFields(f Finished) []any {
 	}
 	if f.ChecksumSHA256 != "" {
 		fields = append(fields, "checksumSHA256", f.ChecksumSHA256)
+	}
+	if f.Traceparent != "" {
+		fields = append(fields, "traceparent", f.Traceparent)
 	}
 	return fields
 }
