@@ -36,7 +36,7 @@ type deps struct {
 	checks  []ops.Check        // what /readyz pings
 	reads   *readlimit.Limiter // per-address limit of the reads that cost Redis; nil: off
 	live    *tiers.Live
-	hooks   *webhook.Failed // the admin routes' failed webhooks; nil without the admin API
+	hooks   *webhook.Failed     // the admin routes' failed webhooks; nil without the admin API
 	tel     *telemetry.Provider // tracing (OTEL_*); nil: off
 
 	noRedisClock bool // tests: never read Redis's clock, so Spends carry no Until and the canceller alone covers a stall
