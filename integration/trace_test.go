@@ -150,7 +150,10 @@ func TestOneTracePerUpload(t *testing.T) {
 	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = traces.Endpoint()
 	env["MINTGATE_VERIFY"] = "on"
 	env["MINTGATE_CLAMD_ADDR"] = clam.Addr
-	s := newStack(t, stackOptions{URLTTL: 3 * time.Second, Grace: time.Second, Extra: env})
+	// URLs live 20 s: the unused grant below is refunded soon after, and its
+	// grant record (which keeps the sign's traceparent) lives 2 × (20 s +
+	// grace), long enough for the completer's SIGKILL and restart below.
+	s := newStack(t, stackOptions{URLTTL: 20 * time.Second, Grace: time.Second, Extra: env})
 	tok := s.token(t, "acme", "tracer")
 	body := pngBytes(t)
 
@@ -190,7 +193,7 @@ func TestOneTracePerUpload(t *testing.T) {
 	// An expired unused grant: the sweeper's refund joins its trace.
 	unusedTrace, _, tp2 := callerSpan(t)
 	unused := s.signTraced(t, tok, len(body), tp2)
-	s.waitStatus(t, tok, unused.URLID, "refunded", 30*time.Second)
+	s.waitStatus(t, tok, unused.URLID, "refunded", 60*time.Second)
 	spans = waitSpans(t, traces, unusedTrace, "the sweeper's refund", func(spans []testenv.Span) bool {
 		_, ok := find(spans, func(s testenv.Span) bool { return s.Service == "sweeper" && s.Attrs["messaging.system"] == "nats" })
 		return ok

@@ -148,4 +148,3 @@ func TestLogHandler(t *testing.T) {
 		t.Errorf("a line without a span names a trace: %v", second)
 	}
 }
-
