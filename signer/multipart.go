@@ -17,6 +17,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/telemetry"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
@@ -129,6 +130,7 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec gate.Decision, u
 	g := ledger.Grant{
 		URLID: urlID, Tenant: who.Tenant, Tier: who.Tier, Subject: who.Subject, Key: key, UploadID: uploadID,
 		IssuedAt: now.UTC(), ExpiresAt: expiresAt, Credits: a.credits(), Shadow: dec.Shadow,
+		Trace: telemetry.Traceparent(ctx), // the sweeper's abort and refund join the create's trace
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
 		return fail("ledger_unavailable", apierr.Unavailable(apierr.CodeLedgerDown, "the grant ledger is unavailable; no upload was created and nothing was charged", apierr.RetryLedger, err))
