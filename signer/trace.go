@@ -34,9 +34,15 @@ func traced(tel *telemetry.Provider) echo.MiddlewareFunc {
 // recordSpan is the span of a grant's wait for the ledger's ack: a NATS
 // publish (messaging.system nats) of the sign's trace.
 func recordSpan(ctx context.Context) (context.Context, trace.Span) {
+	if span := trace.SpanFromContext(ctx); !span.IsRecording() {
+		return ctx, noSpan // not traced: not even the attributes are built
+	}
 	return telemetry.Start(ctx, "publish "+ledger.SubjectSchedPrefix+"*",
 		telemetry.Messaging(trace.SpanKindProducer, "nats", "publish", ledger.SubjectSchedPrefix+"*")...)
 }
+
+// noSpan is the span of a sign that is not traced; ending it does nothing.
+var noSpan = trace.SpanFromContext(context.Background())
 
 // shutdownTracing exports the spans still buffered when the signer stops.
 func shutdownTracing(tel *telemetry.Provider) {

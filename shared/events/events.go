@@ -238,7 +238,10 @@ func (p *Publisher) publish(ctx context.Context, subject, urlID string, ev any) 
 	msg.Header.Set(jetstream.MsgIDHeader, urlID)
 	ctx, cancel := context.WithTimeout(ctx, PublishTimeout)
 	defer cancel()
-	ctx, span := telemetry.Start(ctx, "publish "+subject, telemetry.Messaging(trace.SpanKindProducer, "nats", "publish", subject)...)
+	span := trace.SpanFromContext(context.Background()) // a no-op, unless traced
+	if trace.SpanFromContext(ctx).IsRecording() {
+		ctx, span = telemetry.Start(ctx, "publish "+subject, telemetry.Messaging(trace.SpanKindProducer, "nats", "publish", subject)...)
+	}
 	if tp := telemetry.Traceparent(ctx); tp != "" {
 		msg.Header.Set(HeaderTraceparent, tp) // the webhook tries join the upload's trace
 	}
