@@ -112,7 +112,7 @@ func (c *completer) set(ctx context.Context, m quota.Completion) (quota.Complete
 		// A PUT that started before its URL expired and finished after
 		// the grant was refunded: it is paid for after all.
 		c.m.takenBack.Inc()
-		c.log.Info("upload landed after its grant was refunded; refund taken back", "tenant", m.Tenant, "urlId", m.URLID)
+		c.log.InfoContext(ctx, "upload landed after its grant was refunded; refund taken back", "tenant", m.Tenant, "urlId", m.URLID)
 	}
 	return got, err
 }

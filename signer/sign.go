@@ -352,7 +352,7 @@ func (d deps) issue(ctx context.Context, a attempt, dec gate.Decision, urlID str
 			// The URL is paid for and in the ledger, so it is still issued;
 			// only a replay of this key and its status lookup are lost.
 			d.metrics.finishFailed.Inc()
-			d.log.Error("storing the completed sign failed; issuing the URL anyway", "tenant", who.Tenant, "urlId", urlID, "err", err)
+			d.log.ErrorContext(ctx, "storing the completed sign failed; issuing the URL anyway", "tenant", who.Tenant, "urlId", urlID, "err", err)
 		}
 		d.count("issued")
 	}
