@@ -32,6 +32,11 @@ type tracing struct {
 // (a completer SIGKILLed mid-way) reads the same record and lands there
 // too. A record gone, or Redis failing that read, only starts a trace of
 // its own: the upload is handled all the same.
+//
+// SIGKILL: the read writes nothing, so a completer killed before, during
+// or after it leaves exactly what complete's own steps say (handle.go);
+// only the spans not exported yet are lost, and the redelivery makes its
+// own in the same trace.
 func (c *completer) completeTraced(ctx context.Context, r awsevents.S3EventRecord, ev events.Event) error {
 	if !c.trace.tel.Enabled() {
 		return c.complete(ctx, r, ev)

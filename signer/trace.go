@@ -44,6 +44,11 @@ func recordSpan(ctx context.Context) (context.Context, trace.Span) {
 // noSpan is the span of a sign that is not traced; ending it does nothing.
 var noSpan = trace.SpanFromContext(context.Background())
 
+// A signer SIGKILLed loses the spans its exporter had not sent yet, and
+// nothing else: the grant's traceparent travels inside the ledger message
+// and the grant record, written as before (no extra write, no extra round
+// trip), so a sign either left both or neither.
+
 // shutdownTracing exports the spans still buffered when the signer stops.
 func shutdownTracing(tel *telemetry.Provider) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -17,6 +17,11 @@ import (
 // its outcome (refunded, done, already, …) an attribute. The batch's Redis
 // round trip is one for many uploads, so it is no child of any of them.
 // Grants not handled yet (early) get theirs when they are due.
+//
+// The spans are made after the refunds are applied and exported in the
+// background: a sweeper SIGKILLed before the export loses them and nothing
+// else (the batch comes back, its grants find their refunded markers, and
+// the redelivery's spans say "already").
 func (s *sweeper) traceSwept(ctx context.Context, gs []ledger.Grant, outs []string, start, applied time.Time) {
 	if !s.tel.Enabled() {
 		return

@@ -41,6 +41,11 @@ func urlIDOf(id string) string {
 	return id
 }
 
+// A deliverer SIGKILLed mid-try loses that try's span if it was not
+// exported; the message is given again and its next try is traced. A
+// retry's traceparent is a header of the retry message, written in the
+// same publish as the retry itself.
+
 // trySpan starts the span of one try of del: a nats consumer span of the
 // upload's trace.
 func (d *Deliverer) trySpan(ctx context.Context, del Delivery) (context.Context, trace.Span) {
