@@ -2,8 +2,10 @@
 # Installs what the tests and the local stack need, idempotently, into a
 # git-ignored cache ($MINTGATE_TOOLS, default .tools/ in the repo). Safe to
 # run again: each tool is checked before anything is fetched.
-#   deploy/local/tools.sh [redis] [jq] [nats] [staticcheck] [govulncheck] [versitygw] [fauxqs] [clamd] ...
-# With no argument it installs everything the test suite uses.
+#   deploy/local/tools.sh [redis] [jq] [nats] [staticcheck] [govulncheck] [versitygw] [fauxqs] [clamd] [jaeger] ...
+# With no argument it installs everything the test suite uses, jaeger aside
+# (see install_jaeger: make up builds it; the tracing test uses it when it
+# is there, else an OTLP receiver of its own).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tools=${MINTGATE_TOOLS:-$root/.tools}
@@ -169,6 +171,9 @@ install_clamd() {
 }
 
 want=("$@")
+# Not jaeger: built cold it takes 10-20 minutes on 2 cores (51 measured on
+# a busy one), more than the rest of CI's 30 together; the tracing test
+# runs against a real Jaeger wherever make up or tools.sh jaeger built it.
 [ ${#want[@]} -gt 0 ] || want=(redis nats staticcheck govulncheck versitygw node fauxqs chromium clamd)
 for t in "${want[@]}"; do
   "install_$t"
