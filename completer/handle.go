@@ -55,6 +55,7 @@ type completer struct {
 	// events publishes upload events; nil when they are off.
 	events eventPublisher
 	gate   *gate
+	trace  tracing // OTEL_*: each record's handling a span of its upload's trace
 	m      *metrics
 	log    *slog.Logger
 }
@@ -93,7 +94,7 @@ func (c *completer) handle(ctx context.Context, n s3event.Notification) error {
 			c.log.Debug("record ignored", "reason", reason, "bucket", r.S3.Bucket.Name, "key", key)
 			continue
 		}
-		if err := c.complete(ctx, r, events.Event{URLID: urlID, Tenant: tenant, Key: key}); err != nil {
+		if err := c.completeTraced(ctx, r, events.Event{URLID: urlID, Tenant: tenant, Key: key}); err != nil {
 			return fmt.Errorf("complete %s: %w", key, err)
 		}
 		c.m.done.Inc()
@@ -111,7 +112,7 @@ func (c *completer) set(ctx context.Context, m quota.Completion) (quota.Complete
 		// A PUT that started before its URL expired and finished after
 		// the grant was refunded: it is paid for after all.
 		c.m.takenBack.Inc()
-		c.log.Info("upload landed after its grant was refunded; refund taken back", "tenant", m.Tenant, "urlId", m.URLID)
+		c.log.InfoContext(ctx, "upload landed after its grant was refunded; refund taken back", "tenant", m.Tenant, "urlId", m.URLID)
 	}
 	return got, err
 }

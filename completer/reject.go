@@ -46,7 +46,7 @@ func (c *completer) verify(ctx context.Context, ev events.Event, prev string) (s
 	case !moved:
 		return held, nil
 	case reason != "":
-		c.log.Warn("upload rejected by the verification gate", "tenant", ev.Tenant, "urlId", ev.URLID, "reason", reason, "size", ev.Size)
+		c.log.WarnContext(ctx, "upload rejected by the verification gate", "tenant", ev.Tenant, "urlId", ev.URLID, "reason", reason, "size", ev.Size)
 		return c.reject(ctx, ev, reason)
 	case c.events == nil:
 		return "", nil

@@ -20,6 +20,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/service"
+	"github.com/mintgate/mintgate/shared/telemetry"
 )
 
 // run starts the completer with the environment getenv reads and works
@@ -37,6 +38,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	tel, err := telemetry.Setup(ctx, "completer", getenv)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tel)
 
 	// Redis connects lazily: a completer started while Redis is down holds
 	// what its first receives bring, and receives nothing more, until it
@@ -46,17 +52,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer rdb.Close()
+	if tel.Enabled() {
+		rdb.AddHook(telemetry.RedisHook{})
+	}
 	q, err := newSQS(ctx, c)
 	if err != nil {
 		return err
 	}
 	reg := ops.NewRegistry()
 	m := newMetrics(reg)
-	comp := &completer{store: quota.New(rdb), bucket: c.Bucket, doneTTL: c.DoneTTL, m: m, log: log}
+	store := quota.New(rdb)
+	comp := &completer{store: store, bucket: c.Bucket, doneTTL: c.DoneTTL, m: m, log: log,
+		trace: tracing{tel: tel, queue: c.QueueURL, traceparent: store.Traceparent}}
 	clam, err := newGate(ctx, c, comp)
 	if err != nil {
 		return err
 	}
+	traceGate(comp.gate, tel)
 	checks, ready, closeEvents, err := withEvents(ctx, c, comp, rdb, q, log)
 	if err != nil {
 		return err
@@ -83,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		// clamd: more than the 30 s a batch of Redis writes gets.
 		cons.batchTimeout = verifyBatchTimeout
 	}
-	hooks, err := startWebhooks(ctx, c, reg, log)
+	hooks, err := startWebhooks(ctx, c, reg, log, tel)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	_ "golang.org/x/image/webp" // and WebP headers
 
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/telemetry"
 )
 
 // Reasons an upload is rejected: the "reason" of GET /uploads/{urlId} and
@@ -97,7 +98,9 @@ func (g *gate) check(ctx context.Context, key string, size int64, shape quota.Gr
 	if !shape.Known && !g.content {
 		return "", size, nil // nothing to check: the record's size stands
 	}
-	head, err := g.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(g.bucket), Key: aws.String(key)})
+	hctx, span := telemetry.Start(ctx, "gate head")
+	head, err := g.s3.HeadObject(hctx, &s3.HeadObjectInput{Bucket: aws.String(g.bucket), Key: aws.String(key)})
+	telemetry.End(span, err)
 	switch {
 	case isCode(err, "NoSuchKey", "NotFound"):
 		return "", 0, errGone
@@ -114,13 +117,13 @@ func (g *gate) check(ctx context.Context, key string, size int64, shape quota.Gr
 	if !g.content {
 		return "", size, nil
 	}
-	if reason, err := g.checkHead(ctx, key, shape); reason != "" || err != nil {
+	if reason, err := gateStep(ctx, "type", func(ctx context.Context) (string, error) { return g.checkHead(ctx, key, shape) }); reason != "" || err != nil {
 		return reason, size, err
 	}
 	if g.scan == nil {
 		return "", size, nil
 	}
-	reason, err := g.scanObject(ctx, key, size)
+	reason, err := gateStep(ctx, "scan", func(ctx context.Context) (string, error) { return g.scanObject(ctx, key, size) })
 	return reason, size, err
 }
 

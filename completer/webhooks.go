@@ -13,6 +13,7 @@ import (
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/ops"
+	"github.com/mintgate/mintgate/shared/telemetry"
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/shared/webhook"
 )
@@ -53,7 +54,7 @@ type hooks struct {
 // deliverer's loop, its /readyz check (the stream of retries, never the
 // receivers) and the function closing the connection. A tiers file
 // missing or bad at start stops the completer, as it stops the signer.
-func startWebhooks(_ context.Context, c cfg, reg prometheus.Registerer, log *slog.Logger) (hooks, error) {
+func startWebhooks(_ context.Context, c cfg, reg prometheus.Registerer, log *slog.Logger, tel *telemetry.Provider) (hooks, error) {
 	off := hooks{close: func() {}}
 	if !c.webhooksOn() {
 		return off, nil
@@ -84,6 +85,7 @@ func startWebhooks(_ context.Context, c cfg, reg prometheus.Registerer, log *slo
 		return c.Webhooks.Default, c.Webhooks.Default.URL != ""
 	}
 	d := webhook.NewDeliverer(js, c.Webhooks, endpoint, webhook.NewMetrics(reg), log)
+	d.TraceWith(tel)
 	log.Info("webhooks on", "webhooks", c.Webhooks.String(), "tiersFile", c.TiersFile)
 	run := func(ctx context.Context) {
 		live.WatchAndLog(ctx, reg, log)

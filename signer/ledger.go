@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mintgate/mintgate/shared/ledger"
+	"github.com/mintgate/mintgate/shared/telemetry"
 )
 
 // recorder records an issued grant durably and returns once it is
@@ -23,8 +24,10 @@ const ledgerTimeout = 2 * time.Second
 func record(ctx context.Context, r recorder, m *metrics, g ledger.Grant) error {
 	ctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	defer cancel()
+	ctx, span := recordSpan(ctx)
 	start := time.Now()
 	err := r.Record(ctx, g)
+	telemetry.End(span, err)
 	result := "ok"
 	if err != nil {
 		result = "error"

@@ -17,6 +17,7 @@ import (
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/telemetry"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
@@ -131,6 +132,7 @@ func (d deps) openMultipart(ctx context.Context, a attempt, dec gate.Decision, u
 		IssuedAt: now.UTC(), ExpiresAt: expiresAt, Credits: a.credits(), Shadow: dec.Shadow,
 		ContentType: a.req.ContentType, ContentLength: a.req.ContentLength, // kept for the upload records
 		Filename: a.req.Filename,
+		Trace:    telemetry.Traceparent(ctx), // the sweeper's abort and refund join the create's trace
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
 		return fail("ledger_unavailable", apierr.Unavailable(apierr.CodeLedgerDown, "the grant ledger is unavailable; no upload was created and nothing was charged", apierr.RetryLedger, err))

@@ -16,6 +16,7 @@ import (
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/service"
+	"github.com/mintgate/mintgate/shared/telemetry"
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/gate"
 	"github.com/mintgate/mintgate/signer/internal/identity"
@@ -49,11 +50,16 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	warnRisky(log, c)
+	tel, err := telemetry.Setup(ctx, "signer", getenv)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tel)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the JWKS refresh, the tiers file watch and pprof
 
-	d := deps{cfg: c, log: log, now: time.Now}
+	d := deps{cfg: c, log: log, now: time.Now, tel: tel}
 	for _, o := range opts {
 		o(&d)
 	}
@@ -67,6 +73,9 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	defer rdb.Close()
+	if tel.Enabled() {
+		rdb.AddHook(telemetry.RedisHook{})
+	}
 	// Deferred after rdb.Close, so it runs before it: once the servers
 	// have drained the handlers, the canceller's last round still has Redis.
 	defer d.startGate(ctx, rdb)()

@@ -11,6 +11,7 @@ import (
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/ops"
 	"github.com/mintgate/mintgate/shared/records"
+	"github.com/mintgate/mintgate/shared/telemetry"
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/shared/webhook"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
@@ -37,11 +38,12 @@ type deps struct {
 	checks  []ops.Check        // what /readyz pings
 	reads   *readlimit.Limiter // per-address limit of the reads that cost Redis; nil: off
 	live    *tiers.Live
-	hooks   *webhook.Failed // the admin routes' failed webhooks; nil without the admin API
-	waits   *verdict.Hub    // the status long polls in progress
-	records *records.Store  // the upload records' routes; nil: records off (MINTGATE_POSTGRES_URL unset)
-	tally   *tallier        // counts signs and refusals per tenant and minute; nil: records off
-	bus     *recordsBus     // publishes the tallies and aborts; nil: records off
+	hooks   *webhook.Failed     // the admin routes' failed webhooks; nil without the admin API
+	waits   *verdict.Hub        // the status long polls in progress
+	records *records.Store      // the upload records' routes; nil: records off (MINTGATE_POSTGRES_URL unset)
+	tally   *tallier            // counts signs and refusals per tenant and minute; nil: records off
+	bus     *recordsBus         // publishes the tallies and aborts; nil: records off
+	tel     *telemetry.Provider // tracing (OTEL_*); nil: off
 
 	noRedisClock bool // tests: never read Redis's clock, so Spends carry no Until and the canceller alone covers a stall
 }
@@ -60,6 +62,9 @@ func newServer(d deps) http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = apierr.Handler(d.log)
+	if d.tel.Enabled() {
+		e.Use(traced(d.tel))
+	}
 	e.Use(recoverJSON(d.log))
 	addRoutes(e, d)
 	return e

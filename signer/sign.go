@@ -15,6 +15,7 @@ import (
 	"github.com/mintgate/mintgate/shared/keys"
 	"github.com/mintgate/mintgate/shared/ledger"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/telemetry"
 	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/gate"
@@ -144,6 +145,7 @@ func (d deps) serveCharged(c echo.Context, route charged) error {
 	// cancel or an undo touches only what this very request did.
 	urlID := uuid.NewString()
 	a.ask.Nonce = urlID
+	ctx = telemetry.WithUpload(ctx, who.Tenant, urlID) // every span from here on names the upload
 	now := d.now()
 	a.ask.Live = d.liveSlot(who, route.multipart, now)
 	dec, err := d.gate.Decide(ctx, a.ask, a.buckets, now)
@@ -332,6 +334,9 @@ func (d deps) issue(ctx context.Context, a attempt, dec gate.Decision, urlID str
 		// Kept for the upload records (shared/records).
 		ContentType: a.req.ContentType, ContentLength: a.req.ContentLength, ChecksumSHA256: a.req.Checksum,
 		Filename: a.req.Filename,
+		// The sign's span: the completer's, the webhooks' and the
+		// sweeper's spans of this upload join its trace.
+		Trace: telemetry.Traceparent(ctx),
 	}
 	if err := record(ctx, d.ledger, d.metrics, g); err != nil {
 		d.refund(ctx, a, dec, urlID)
@@ -349,11 +354,13 @@ func (d deps) issue(ctx context.Context, a attempt, dec gate.Decision, urlID str
 		// and no status; its ledger record still refunds it if unused.
 		d.count("issued_degraded")
 	default:
-		if err := d.gate.Finish(ctx, a.ask, d.finished(a, urlID, body, expiresAt, d.cfg.URLTTL)); err != nil {
+		fin := d.finished(a, urlID, body, expiresAt, d.cfg.URLTTL)
+		fin.Traceparent = g.Trace
+		if err := d.gate.Finish(ctx, a.ask, fin); err != nil {
 			// The URL is paid for and in the ledger, so it is still issued;
 			// only a replay of this key and its status lookup are lost.
 			d.metrics.finishFailed.Inc()
-			d.log.Error("storing the completed sign failed; issuing the URL anyway", "tenant", who.Tenant, "urlId", urlID, "err", err)
+			d.log.ErrorContext(ctx, "storing the completed sign failed; issuing the URL anyway", "tenant", who.Tenant, "urlId", urlID, "err", err)
 		}
 		d.count("issued")
 	}

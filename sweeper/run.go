@@ -18,6 +18,7 @@ import (
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/records"
 	"github.com/mintgate/mintgate/shared/service"
+	"github.com/mintgate/mintgate/shared/telemetry"
 	"github.com/mintgate/mintgate/shared/tiers"
 )
 
@@ -52,6 +53,11 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	for _, o := range opts {
 		o(&cfg)
 	}
+	tel, err := telemetry.Setup(ctx, "sweeper", getenv)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tel)
 	rdb, err := dial.Redis(cfg.Redis)
 	if err != nil {
 		return err
@@ -73,6 +79,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer sw.closeFeed()
+	sw.tel = tel
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	served := make(chan error, 1)

@@ -9,6 +9,7 @@ import (
 	"github.com/mintgate/mintgate/shared/multipart"
 	"github.com/mintgate/mintgate/shared/quota"
 	"github.com/mintgate/mintgate/shared/records"
+	"github.com/mintgate/mintgate/shared/telemetry"
 )
 
 // sweeper is the business of one due batch; the consume loop in
@@ -21,8 +22,9 @@ type sweeper struct {
 	log      *slog.Logger
 	ender    *ender // nil until the ledger opens; publishes refunded events
 
-	feed      *records.Feed // the upload records' writer; nil: records off
-	closeFeed func()        // closes feed's store
+	feed      *records.Feed       // the upload records' writer; nil: records off
+	closeFeed func()              // closes feed's store
+	tel       *telemetry.Provider // OTEL_*: each swept grant a span of its upload's trace; nil: off
 }
 
 // Outcomes of a grant that the sweeper decides without Redis.
@@ -84,6 +86,7 @@ func (s *sweeper) handle(ctx context.Context, b ledger.Batch) error {
 			return err
 		}
 	}
+	s.traceSwept(ctx, b.Grants, outs, now, applied)
 	for i, g := range b.Grants {
 		switch outs[i] {
 		case outcomeEarly:

@@ -130,6 +130,15 @@ var widenedBy7 = map[string][]string{
 var runtimeEnv = map[string][]string{
 	"GOMEMLIMIT": {signer},
 	"GOGC":       {signer},
+	// Tracing (docs/configuration.md, "Tracing"): the standard OTEL_*
+	// variables, read by every service.
+	"OTEL_EXPORTER_OTLP_ENDPOINT":        {signer, completer, sweeper},
+	"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": {signer, completer, sweeper},
+	"OTEL_EXPORTER_OTLP_PROTOCOL":        {signer, completer, sweeper},
+	"OTEL_TRACES_SAMPLER":                {signer, completer, sweeper},
+	"OTEL_TRACES_SAMPLER_ARG":            {signer, completer, sweeper},
+	"OTEL_SERVICE_NAME":                  {signer, completer, sweeper},
+	"OTEL_SDK_DISABLED":                  {signer, completer, sweeper},
 }
 
 // requiredEnv is what each service cannot do without in a deployment (a

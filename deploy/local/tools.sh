@@ -2,8 +2,10 @@
 # Installs what the tests and the local stack need, idempotently, into a
 # git-ignored cache ($MINTGATE_TOOLS, default .tools/ in the repo). Safe to
 # run again: each tool is checked before anything is fetched.
-#   deploy/local/tools.sh [redis] [jq] [nats] [staticcheck] [govulncheck] [versitygw] [fauxqs] [clamd] ...
-# With no argument it installs everything the test suite uses.
+#   deploy/local/tools.sh [redis] [jq] [nats] [staticcheck] [govulncheck] [versitygw] [fauxqs] [clamd] [jaeger] ...
+# With no argument it installs everything the test suite uses, jaeger aside
+# (see install_jaeger: make up builds it; the tracing test uses it when it
+# is there, else an OTLP receiver of its own).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tools=${MINTGATE_TOOLS:-$root/.tools}
@@ -25,6 +27,10 @@ VULNDB_VERSION=v0.0.0-20261105234957-e22db6528018
 VERSITYGW_VERSION=v1.8.0
 FAUXQS_VERSION=2.4.1
 FAUXQS_NODE_VERSION=22.23.5
+JAEGER_VERSION=v1.75.0
+# Jaeger's own go.mod replaces sarama; a module that depends on Jaeger must
+# copy that replace, or the build picks a sarama Jaeger does not compile with.
+JAEGER_SARAMA=github.com/Shopify/sarama@v1.33.0
 
 log() { echo "tools: $*" >&2; }
 
@@ -86,6 +92,32 @@ install_govulncheck() {
   rm -rf "$tools/vulndb" && mv "$tools/vulndb.new" "$tools/vulndb"
 }
 install_versitygw() { go_tool versitygw "$VERSITYGW_VERSION" github.com/versity/versitygw/cmd/versitygw; }
+
+# install_jaeger: Jaeger v2 (an OpenTelemetry Collector distribution: OTLP
+# receivers, in-memory storage, the query API) for the local stack and the
+# tracing test. `go install jaeger@v1.75.0` refuses because Jaeger's go.mod
+# has replace directives, so it is built from a tool module of its own in
+# $tools/src/jaeger that copies the sarama replace. Cold, the build takes
+# 10-20 minutes on 2 cores; the stamp keeps it cached like versitygw. Built
+# this way it has no UI assets (its / is a placeholder page): the demo page
+# draws traces itself from the query API.
+install_jaeger() {
+  local dir=$tools/src/jaeger stamp=$tools/bin/.jaeger.version
+  if [ -x "$tools/bin/jaeger" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$JAEGER_VERSION" ]; then
+    return
+  fi
+  log "go build jaeger@$JAEGER_VERSION (cold: 10-20 minutes)"
+  rm -rf "$dir" && mkdir -p "$dir"
+  (
+    cd "$dir"
+    go mod init mintgate.local/tools/jaeger >/dev/null 2>&1
+    go mod edit -replace "${JAEGER_SARAMA%@*}=$JAEGER_SARAMA"
+    go get -tool "github.com/jaegertracing/jaeger/cmd/jaeger@$JAEGER_VERSION"
+    go build -o "$tools/bin/jaeger.new" github.com/jaegertracing/jaeger/cmd/jaeger
+  )
+  mv "$tools/bin/jaeger.new" "$tools/bin/jaeger"
+  echo "$JAEGER_VERSION" >"$stamp"
+}
 
 # install_fauxqs: the fauxqs SQS server and the Node 22 it needs (the
 # machine's Node 20 is too old), both from npm into $tools/fauxqs. A wrapper,
@@ -149,6 +181,9 @@ install_postgres() {
 }
 
 want=("$@")
+# Not jaeger: built cold it takes 10-20 minutes on 2 cores (51 measured on
+# a busy one), more than the rest of CI's 30 together; the tracing test
+# runs against a real Jaeger wherever make up or tools.sh jaeger built it.
 [ ${#want[@]} -gt 0 ] || want=(redis nats staticcheck govulncheck versitygw node fauxqs chromium clamd postgres)
 for t in "${want[@]}"; do
   "install_$t"

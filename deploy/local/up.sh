@@ -37,6 +37,12 @@ p_ops=${MINTGATE_PORT_OPS:-9080}
 p_clamd=${MINTGATE_PORT_CLAMD:-13310}
 p_webhook=${MINTGATE_PORT_WEBHOOK:-8083}
 p_postgres=${MINTGATE_PORT_POSTGRES:-15432}
+# Jaeger: OTLP over HTTP and gRPC in, the query API out (deploy/local/jaeger.yaml).
+p_otlp=${MINTGATE_PORT_OTLP:-4318}
+p_otlp_grpc=${MINTGATE_PORT_OTLP_GRPC:-4317}
+p_jaeger=${MINTGATE_PORT_JAEGER:-16686}
+p_jaeger_grpc=${MINTGATE_PORT_JAEGER_GRPC:-16685}
+p_jaeger_health=${MINTGATE_PORT_JAEGER_HEALTH:-13133}
 
 log() { echo "up: $*" >&2; }
 
@@ -82,13 +88,15 @@ if [ -f "$stack/pids" ]; then
   sleep 1
 fi
 
-for p in $p_redis $p_nats $p_s3 $p_sqs $p_bridge $p_signer $p_completer $p_sweeper $p_ops $p_clamd $p_webhook $p_postgres; do
+for p in $p_redis $p_nats $p_s3 $p_sqs $p_bridge $p_signer $p_completer $p_sweeper $p_ops $p_clamd $p_webhook \
+  $p_otlp $p_otlp_grpc $p_jaeger $p_jaeger_grpc $p_jaeger_health $p_postgres; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
     log "port $p is already in use; set MINTGATE_PORT_<NAME> to move a part"; exit 1
   fi
 done
 
-"$root/deploy/local/tools.sh" redis jq nats versitygw node fauxqs clamd postgres
+# jaeger: built once into the cache (10-20 minutes cold, then cached).
+"$root/deploy/local/tools.sh" redis jq nats versitygw node fauxqs clamd postgres jaeger
 # The demo page's script (and the client package), which the signer embeds.
 "$root/deploy/local/web.sh"
 export PATH=$tools/bin:$PATH
@@ -210,6 +218,15 @@ clamd_bin=$(command -v clamd || echo /usr/sbin/clamd)
 start clamd "$clamd_bin" -c "$stack/clamav/clamd.conf"
 wait_for clamd clamd_pong "$p_clamd"
 
+# Jaeger, in memory, every port on loopback: the services export their
+# traces to it (OTEL_EXPORTER_OTLP_ENDPOINT below) and the demo page reads
+# a finished upload's trace from its query API (CORS: the demo's origin).
+start jaeger env JAEGER_OTLP_HTTP_PORT="$p_otlp" JAEGER_OTLP_GRPC_PORT="$p_otlp_grpc" \
+  JAEGER_QUERY_PORT="$p_jaeger" JAEGER_QUERY_GRPC_PORT="$p_jaeger_grpc" JAEGER_HEALTH_PORT="$p_jaeger_health" \
+  JAEGER_CORS_ORIGIN="http://127.0.0.1:$p_signer" \
+  "$tools/bin/jaeger" --config "$root/deploy/local/jaeger.yaml"
+wait_for jaeger http_ok "http://127.0.0.1:$p_jaeger/api/services"
+
 # The app's backend, as far as webhooks go: a receiver that verifies each
 # delivery with the standardwebhooks npm package under the dev secret
 # (.stack/secrets/webhook-secret) and lists them at /deliveries.
@@ -230,6 +247,7 @@ common=(
   MINTGATE_REDIS_CA="$secrets/ca.crt"
   MINTGATE_URL_TTL=120s
   MINTGATE_SWEEP_GRACE=30s
+  OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$p_otlp"
 )
 # The ledger's two ends, each with its own NATS user, and the grants' MAC key.
 nats=(
@@ -285,7 +303,7 @@ token=$("$stack/bin/devtoken" -secret "$secret" -aud "$jwt_aud" -iss "$jwt_iss" 
 echo "$token" >"$stack/devtoken"
 cat <<MSG
 
-mintgate is ready: signer http://127.0.0.1:$p_signer (metrics http://127.0.0.1:$p_ops/metrics)  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  webhooks received http://127.0.0.1:$p_webhook/deliveries  (S3 http://127.0.0.1:$p_s3, clamd 127.0.0.1:$p_clamd, SQS http://127.0.0.1:$p_sqs, Redis rediss://127.0.0.1:$p_redis, NATS tls://127.0.0.1:$p_nats, PostgreSQL 127.0.0.1:$p_postgres (upload records; owner password in .stack/secrets/postgres-password); logs in .stack/logs, credentials in .stack/secrets)
+mintgate is ready: signer http://127.0.0.1:$p_signer (metrics http://127.0.0.1:$p_ops/metrics)  demo page http://127.0.0.1:$p_signer/demo/  completer http://127.0.0.1:$p_completer/metrics  sweeper http://127.0.0.1:$p_sweeper/metrics  webhooks received http://127.0.0.1:$p_webhook/deliveries  traces (Jaeger query API) http://127.0.0.1:$p_jaeger/api/traces/{traceId}  (S3 http://127.0.0.1:$p_s3, clamd 127.0.0.1:$p_clamd, SQS http://127.0.0.1:$p_sqs, Redis rediss://127.0.0.1:$p_redis, NATS tls://127.0.0.1:$p_nats, PostgreSQL 127.0.0.1:$p_postgres (upload records; owner password in .stack/secrets/postgres-password); logs in .stack/logs, credentials in .stack/secrets)
 
 Try it (a dev JWT for tenant acme, user alice, valid 24 h, also written to .stack/devtoken):
   curl -s -X POST http://127.0.0.1:$p_signer/uploads/sign \\

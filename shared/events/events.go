@@ -18,6 +18,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mintgate/mintgate/shared/telemetry"
 )
 
 // The stream and its subjects.
@@ -180,6 +183,11 @@ func checkStream(info *jetstream.StreamInfo) error {
 	return nil
 }
 
+// HeaderTraceparent is the header of an event message that carries the
+// W3C traceparent of its publish, in its upload's trace (absent when the
+// completer does not trace).
+const HeaderTraceparent = "traceparent"
+
 // Publisher publishes events into the stream.
 type Publisher struct {
 	js jetstream.JetStream
@@ -252,7 +260,15 @@ func (p *Publisher) publish(ctx context.Context, subject, urlID string, ev any) 
 	msg.Header.Set(jetstream.MsgIDHeader, urlID)
 	ctx, cancel := context.WithTimeout(ctx, PublishTimeout)
 	defer cancel()
+	span := trace.SpanFromContext(context.Background()) // a no-op, unless traced
+	if trace.SpanFromContext(ctx).IsRecording() {
+		ctx, span = telemetry.Start(ctx, "publish "+subject, telemetry.Messaging(trace.SpanKindProducer, "nats", "publish", subject)...)
+	}
+	if tp := telemetry.Traceparent(ctx); tp != "" {
+		msg.Header.Set(HeaderTraceparent, tp) // the webhook tries join the upload's trace
+	}
 	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(Stream), jetstream.WithRetryAttempts(0))
+	telemetry.End(span, err)
 	if err != nil {
 		return false, fmt.Errorf("%w: publish event %s: %w", ErrUnavailable, urlID, err)
 	}

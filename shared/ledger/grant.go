@@ -60,6 +60,10 @@ type Grant struct {
 	ContentLength  int64  `json:"contentLength,omitempty"`
 	ChecksumSHA256 string `json:"checksumSHA256,omitempty"`
 	Filename       string `json:"filename,omitempty"`
+	// Trace is the W3C traceparent of the sign's span, empty when the
+	// signer does not trace: the sweeper's refund or abort of the grant
+	// joins the upload's trace. Older sweepers ignore it.
+	Trace string `json:"trace,omitempty"`
 }
 
 // Credit is one bucket a grant's sign spent from, as it was then.

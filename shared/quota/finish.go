@@ -36,6 +36,11 @@ type Finished struct {
 	// Filename is the name the uploader gave the file, kept in the grant
 	// record's field "filename" (for its downloads); empty for none.
 	Filename string
+	// Traceparent is the sign's W3C traceparent, kept in the grant
+	// record's field "traceparent" so that the completer's handling of
+	// the upload joins the sign's trace; empty when the signer does not
+	// trace.
+	Traceparent string
 }
 
 // Finishing is one Finish of a batch: Store.Finish's arguments.
@@ -134,6 +139,9 @@ func grantFields(f Finished) []any {
 	}
 	if f.ChecksumSHA256 != "" {
 		fields = append(fields, "checksumSHA256", f.ChecksumSHA256)
+	}
+	if f.Traceparent != "" {
+		fields = append(fields, "traceparent", f.Traceparent)
 	}
 	return fields
 }

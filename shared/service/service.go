@@ -22,6 +22,7 @@ import (
 
 	"github.com/mintgate/mintgate/shared/config"
 	"github.com/mintgate/mintgate/shared/ops"
+	"github.com/mintgate/mintgate/shared/telemetry"
 )
 
 // Run is a service's run: it works until ctx ends, reading its
@@ -97,8 +98,9 @@ func Flags(name string, args []string, stdout io.Writer, define func(*flag.FlagS
 }
 
 // Logger is the service's logger: JSON lines on stdout (run's, so a test
-// reads them), each with service=name. Everything a service starts logs
+// reads them), each with service=name, and trace_id and span_id when
+// logged with a context that holds a span (telemetry.LogHandler). Everything a service starts logs
 // through it, never slog.Default().
 func Logger(stdout io.Writer, name string) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(stdout, nil)).With("service", name)
+	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(stdout, nil))).With("service", name)
 }

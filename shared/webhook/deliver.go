@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mintgate/mintgate/shared/schedule"
+	"github.com/mintgate/mintgate/shared/telemetry"
 )
 
 // perEndpoint bounds the tries in flight to one endpoint (URL): a slow or
@@ -92,6 +93,8 @@ type Deliverer struct {
 	busy map[string]int // tries in flight per endpoint URL
 	all  chan struct{}
 	wg   sync.WaitGroup
+
+	tel *telemetry.Provider // nil: tries are not traced (TraceWith)
 }
 
 // NewDeliverer delivers on js with cfg to the endpoint of each tenant
@@ -342,9 +345,11 @@ func (d *Deliverer) try(ctx context.Context, ep Endpoint, del Delivery) try {
 	if err := CheckURL(ep.URL, d.cfg.AllowPrivate); err != nil {
 		return try{Err: err}
 	}
+	ctx, span := d.trySpan(ctx, del)
 	start := time.Now()
 	t := d.post.post(ctx, ep, del.ID, start, body)
 	d.m.seconds.Observe(time.Since(start).Seconds())
+	endTry(span, t)
 	return t
 }
 
@@ -354,14 +359,17 @@ func (d *Deliverer) try(ctx context.Context, ep Endpoint, del Delivery) try {
 // read again (reread).
 func (d *Deliverer) parse(ctx context.Context, msg jetstream.Msg) (Delivery, error) {
 	md, err := msg.Metadata()
+	var del Delivery
 	if err == nil && md.Stream == Stream {
-		del, err := parseOn(msg.Subject(), msg.Data())
-		if err != nil {
-			return Delivery{}, err
+		del, err = parseOn(msg.Subject(), msg.Data())
+		if err == nil {
+			del, err = d.reread(ctx, del)
 		}
-		return d.reread(ctx, del)
+	} else {
+		del, err = FromEvent(msg)
 	}
-	return FromEvent(msg)
+	del.Trace = traceOf(msg)
+	return del, err
 }
 
 // acquire takes one of url's slots, or reports that all are taken.
@@ -425,7 +433,11 @@ func deliveryMsg(subject string, del Delivery) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &nats.Msg{Subject: subject, Header: nats.Header{}, Data: body}, nil
+	msg := &nats.Msg{Subject: subject, Header: nats.Header{}, Data: body}
+	if del.Trace != "" {
+		msg.Header.Set(headerTrace, del.Trace) // the retry stays in its upload's trace
+	}
+	return msg, nil
 }
 
 // publish stores msg in MINTGATE_WEBHOOKS and waits for the ack.

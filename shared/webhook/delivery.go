@@ -52,6 +52,9 @@ type Delivery struct {
 	LastError string `json:"lastError,omitempty"`
 	// FailedAt is when the last try failed (failed records only).
 	FailedAt *time.Time `json:"failedAt,omitempty"`
+	// Trace is the upload's W3C traceparent, carried by the message's
+	// header (never the body: the admin routes list the body).
+	Trace string `json:"-"`
 }
 
 // Body is the request body: the Standard Webhooks payload. It is the same
