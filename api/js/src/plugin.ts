@@ -4,64 +4,12 @@
 // the few calls we make of it are typed below, so the package keeps no
 // runtime dependency (@uppy/core is a peer).
 
-import type { MultipartGrant, StatusResponse } from "./api.js";
+import type { StatusResponse } from "./api.js";
 import { type Wait } from "./client.js";
 import { Client } from "./index.js";
 import { MintgateError, newIdempotencyKey } from "./errors.js";
 import type { Progress, UploadResult } from "./upload.js";
-
-/**
- * What the plugin keeps in an Uppy file's state (file.mintgate), set with
- * setFileState as soon as it is known, so that Golden Retriever persists
- * it: a page reloaded mid-upload resumes the same grant with the same
- * Idempotency-Key, and spends no second token.
- */
-export interface FileGrant {
-  /** The Idempotency-Key of the sign or create: every try of this file sends it. */
-  idempotencyKey: string;
-  /** The file it was made for: a resume checks the file is still that one. */
-  file: { name: string; size: number; lastModified: number | undefined };
-  /** Known once the signer answered. */
-  urlId?: string;
-  key?: string;
-  multipart?: boolean;
-  /** The multipart grant, to resume from the parts S3 holds. */
-  grant?: MultipartGrant;
-  /**
-   * The bytes are up (the PUT or the complete answered): a resume only
-   * waits for the verdict, sending nothing again.
-   */
-  uploaded?: { size: number; multipart: boolean };
-}
-
-/** The fields of an Uppy file the plugin reads. */
-export interface MintgateFile {
-  id: string;
-  name?: string;
-  type?: string;
-  size: number | null;
-  data?: Blob | { size: number | null };
-  isRemote?: boolean;
-  isRestored?: boolean;
-  error?: string | null;
-  progress?: { uploadStarted?: number | null; uploadComplete?: boolean };
-  meta?: Record<string, unknown>;
-  mintgate?: FileGrant;
-}
-
-/** The part of an Uppy instance (@uppy/core 5.x or 6.x) the plugin calls. */
-export interface UppyCore {
-  addUploader(fn: (fileIDs: string[], uploadID: string) => Promise<unknown>): void;
-  removeUploader(fn: (fileIDs: string[], uploadID: string) => Promise<unknown>): unknown;
-  getFile(id: string): MintgateFile | undefined;
-  setFileState(id: string, state: Record<string, unknown>): void;
-  getState(): { plugins?: Record<string, unknown> } & Record<string, unknown>;
-  setState(patch: Record<string, unknown>): void;
-  emit(event: string, ...args: unknown[]): void;
-  on(event: string, fn: (...args: any[]) => void): unknown;
-  off(event: string, fn: (...args: any[]) => void): unknown;
-  log(msg: unknown, type?: string): void;
-}
+import type { FileGrant, MintgateFile, UppyCore } from "./uppyshapes.js";
 
 export interface MintgateOptions {
   /** The plugin's id (default "Mintgate"). */
@@ -125,11 +73,6 @@ export class RejectedError extends MintgateError {
     this.name = "RejectedError";
     this.reason = reason;
   }
-}
-
-/** grantOf reads what the plugin keeps of a file: its urlId once signed. */
-export function grantOf(file: MintgateFile | undefined): FileGrant | undefined {
-  return file?.mintgate;
 }
 
 function identity(file: MintgateFile, data: Blob): FileGrant["file"] {

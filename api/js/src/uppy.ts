@@ -1,30 +1,18 @@
 // Uppy and mintgate: the Mintgate uploader plugin (plugin.ts) for
 // @uppy/core 6.x, and for @uppy/aws-s3 5.x users the options that make it
 // upload through mintgate (mintgateUppy, below). No import of Uppy: the
-// shapes below are the parts of its API we use, so the package keeps no
-// runtime dependency.
+// shapes of its API we use are in uppyshapes.ts, one set for both, so the
+// package keeps no runtime dependency.
 
-export { type FileGrant, Mintgate, type MintgateFile, type MintgateOptions, type MintgateResult, RejectedError, type UppyCore, grantOf } from "./plugin.js";
+export { Mintgate, type MintgateOptions, type MintgateResult, RejectedError } from "./plugin.js";
+export { type FileGrant, type Grant, type MintgateFile, type UppyCore, type UppyFileLike, type UppyLike, grantOf } from "./uppyshapes.js";
 
 import type { Limits, MultipartGrant, SignResponse } from "./api.js";
 import type { Client } from "./client.js";
 import { newIdempotencyKey } from "./errors.js";
 import { PartURLs } from "./parts.js";
 import { TransportError, isExpired, withoutLength } from "./put.js";
-
-/** The fields of an Uppy file the integration reads. */
-export interface UppyFileLike {
-  id: string;
-  type?: string;
-  size: number | null;
-  /** A Blob for local files (Uppy's remote files have only a size). */
-  data?: { size: number | null } | Blob;
-}
-
-/** The part of an Uppy instance the integration listens to. */
-export interface UppyLike {
-  on(event: "upload-success" | "file-removed" | "cancel-all", cb: (file?: UppyFileLike) => void): unknown;
-}
+import { type Grant, type UppyFileLike, type UppyLike, grantOf } from "./uppyshapes.js";
 
 /** What @uppy/aws-s3 5.x's getUploadParameters and signPart return. */
 export interface AwsS3UploadParameters {
@@ -83,15 +71,6 @@ export interface PartProgress {
 export interface MintgateUppyOptions {
   /** Told every PUT's progress (each part's, for multipart uploads). */
   onPart?: (p: PartProgress) => void;
-}
-
-/** What the integration knows of one Uppy file's grant. */
-export interface Grant {
-  urlId: string;
-  key: string;
-  multipart: boolean;
-  /** The multipart grant, for multipart uploads. */
-  grant?: MultipartGrant;
 }
 
 /** The Uppy options plus what the page may want to read back. */
@@ -258,5 +237,5 @@ export function mintgateUppy(uppy: UppyLike | undefined, client: Client, limits:
       return { ETag: answer.etag };
     },
   };
-  return { options, grantOf: (id) => grants.get(id) };
+  return { options, grantOf: (id) => grantOf(id, grants) };
 }
