@@ -11,10 +11,14 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mintgate/mintgate/shared/bucket"
+	"github.com/mintgate/mintgate/shared/tiers"
 	"github.com/mintgate/mintgate/signer/internal/apierr"
 	"github.com/mintgate/mintgate/signer/internal/identity"
 	"github.com/mintgate/mintgate/signer/internal/readlimit"
 )
+
+// anon is an anonymous caller: its charged requests go to its address.
+var anon = identity.Caller{Tenant: "acme", Subject: "a:0123", Tier: tiers.Anonymous}
 
 // three is a burst of 3 reads that barely refills while a test runs.
 var three = bucket.Limit{Capacity: 3, Rate: 0.001}
@@ -73,8 +77,8 @@ func TestOffLetsAllThrough(t *testing.T) {
 		if status, _ := read("203.0.113.7:1"); status != 200 {
 			t.Fatalf("read %d: %d", i, status)
 		}
-		rl.Charge(r)
-		if err := rl.Admit(r); err != nil {
+		rl.Charge(r, anon)
+		if err := rl.Admit(r, anon); err != nil {
 			t.Fatalf("admit %d: %v", i, err)
 		}
 	}
@@ -88,20 +92,43 @@ func TestAdmitRefusesOnlyWhatWasCharged(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/uploads/sign", nil)
 	r.RemoteAddr = "203.0.113.7:1"
 	for i := range 10 {
-		if err := rl.Admit(r); err != nil {
+		if err := rl.Admit(r, anon); err != nil {
 			t.Fatalf("admit %d refused with nothing charged: %v", i, err)
 		}
 	}
 	for range 3 {
-		rl.Charge(r)
+		rl.Charge(r, anon)
 	}
-	err := rl.Admit(r)
+	err := rl.Admit(r, anon)
 	if err == nil || err.Status != http.StatusTooManyRequests || err.Code != apierr.CodeTooManyReads || err.RetryAfter < 1 {
 		t.Fatalf("admit after the burst was charged: %+v", err)
 	}
 	other := httptest.NewRequest(http.MethodPost, "/uploads/sign", nil)
 	other.RemoteAddr = "203.0.113.8:1"
-	if err := rl.Admit(other); err != nil {
+	if err := rl.Admit(other, anon); err != nil {
 		t.Errorf("another address refused: %v", err)
+	}
+}
+
+// An authenticated caller's replays and refusals are charged to that
+// caller: one user who empties its bucket leaves another user at the same
+// address, and the address's anonymous callers, admitted.
+func TestChargedToTheAuthenticatedCaller(t *testing.T) {
+	rl := readlimit.New(three, true, identity.ClientIP{})
+	r := httptest.NewRequest(http.MethodPost, "/uploads/sign", nil)
+	r.RemoteAddr = "203.0.113.7:1"
+	alice := identity.Caller{Tenant: "acme", Subject: "u:alice", Tier: tiers.User}
+	bob := identity.Caller{Tenant: "acme", Subject: "u:bob", Tier: tiers.User}
+	for range 4 {
+		rl.Charge(r, alice)
+	}
+	if err := rl.Admit(r, alice); err == nil || err.Status != http.StatusTooManyRequests {
+		t.Fatalf("alice after her burst: %+v, want 429", err)
+	}
+	if err := rl.Admit(r, bob); err != nil {
+		t.Errorf("bob at alice's address refused: %v", err)
+	}
+	if err := rl.Admit(r, anon); err != nil {
+		t.Errorf("an anonymous caller at alice's address refused: %v", err)
 	}
 }
