@@ -111,6 +111,9 @@ func TestGateStoredHeaders(t *testing.T) {
 			in.ContentDisposition = aws.String(`inline; filename="invoice.html"`)
 		}, reasonMetadata},
 		{"cache-control", body, func(in *s3.PutObjectInput) { in.CacheControl = aws.String("public, max-age=31536000") }, reasonMetadata},
+		// What fetch and XMLHttpRequest add to a PUT with If-None-Match:
+		// every browser's upload carries it.
+		{"cache-control no-cache (fetch's own)", body, func(in *s3.PutObjectInput) { in.CacheControl = aws.String("no-cache") }, ""},
 		{"expires", body, func(in *s3.PutObjectInput) { in.Expires = aws.Time(time.Now().Add(24 * 365 * time.Hour)) }, reasonMetadata},
 		{"none", body, func(*s3.PutObjectInput) {}, ""},
 	}

@@ -265,11 +265,23 @@ func headerVerdict(h *s3.HeadObjectOutput) string {
 			return reasonEncoding
 		}
 	}
-	if aws.ToString(h.ContentDisposition) != "" || aws.ToString(h.CacheControl) != "" ||
+	if aws.ToString(h.ContentDisposition) != "" || !fetchCacheControl(aws.ToString(h.CacheControl)) ||
 		aws.ToString(h.ExpiresString) != "" || aws.ToString(h.ContentLanguage) != "" {
 		return reasonMetadata
 	}
 	return ""
+}
+
+// fetchCacheControl reports whether a stored Cache-Control is none, or the
+// "no-cache" that fetch and XMLHttpRequest add by themselves to every
+// request carrying If-None-Match (the Fetch standard turns such a request
+// to cache mode no-store, which appends Cache-Control: no-cache), so every
+// browser's single PUT stores it. It only makes a reader's cache
+// revalidate, never keep the object longer; any other value the uploader
+// chose is refused.
+func fetchCacheControl(v string) bool {
+	v = strings.ToLower(strings.TrimSpace(v))
+	return v == "" || v == "no-cache"
 }
 
 // isCode reports whether err is an S3 API error with one of codes.
