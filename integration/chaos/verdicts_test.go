@@ -238,6 +238,13 @@ func (st *stack) uploadEvents(ctx context.Context) (map[string]*urlEvents, int, 
 
 // countEvent adds one event, of subject and body data, to out.
 func countEvent(out map[string]*urlEvents, subject string, data []byte) error {
+	// The same stream carries the records' feed: refunds, aborts and
+	// the signers' tallies. None is a verdict.
+	for _, p := range []string{events.RefundedPrefix, events.AbortedPrefix, events.TalliesPrefix} {
+		if strings.HasPrefix(subject, p) {
+			return nil
+		}
+	}
 	var ev struct {
 		URLID  string `json:"urlId"`
 		Reason string `json:"reason"`
