@@ -278,6 +278,10 @@ func check(ctx context.Context, t *testing.T, st *stack, res result, faults []in
 	if err != nil {
 		t.Fatalf("reading the verdicts: %v", err)
 	}
+	downloads, err := st.askDownloads(ctx, res)
+	if err != nil {
+		t.Fatalf("asking the downloads: %v", err)
+	}
 	exposed, exposedBytes := 0, int64(0)
 	for _, f := range faults {
 		exposed += f.exposed
@@ -294,6 +298,7 @@ func check(ctx context.Context, t *testing.T, st *stack, res result, faults []in
 	r.checkURLs(res, outs)
 	r.checkMultipart(res, mouts, orphans)
 	r.checkVerdicts(res, outs, mouts, v)
+	r.checkDownloads(res, outs, downloads)
 	r.checkWebhooks(st.readWebhooks(ctx, t, v.events))
 	r.checkBuckets(b, exposed, exposedBytes)
 	r.checkAnswers(res)

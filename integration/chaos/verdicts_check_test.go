@@ -120,3 +120,53 @@ func TestVerdictRowsMultipart(t *testing.T) {
 		t.Fatal("rejected and final misread the marker")
 	}
 }
+
+// The download rows: a URL only for a completed upload, each answer as
+// its verdict says, a 429 counted but not judged, a sampled URL's bytes
+// the upload's.
+func TestDownloadRows(t *testing.T) {
+	u := received{tenant: "t0", user: "u000", urlID: "id", size: 100}
+	completed := outcome{done: true, value: "1"}
+	rejected := outcome{done: true, value: "rejected:type_mismatch"}
+	verifying := outcome{done: true, value: "verifying"}
+	refunded := outcome{refunded: true}
+	const (
+		leak  = "download URL for an upload not completed (rejected, verifying, refunded)"
+		wrong = "download answer not as its verdict (201 completed, 410 rejected, 409 verifying, 404 else)"
+		bytes = "downloaded bytes not the upload's"
+	)
+	for _, c := range []struct {
+		name string
+		o    outcome
+		a    dlAnswer
+		fail []string
+	}{
+		{"completed, granted, same bytes", completed, dlAnswer{status: 201, fetched: true, same: true}, nil},
+		{"completed, granted, not sampled", completed, dlAnswer{status: 201}, []string{bytes}},
+		{"completed, granted, other bytes", completed, dlAnswer{status: 201, fetched: true}, []string{bytes}},
+		{"rejected, 410", rejected, dlAnswer{status: 410, code: "upload_rejected"}, nil},
+		{"verifying, 409", verifying, dlAnswer{status: 409, code: "not_completed"}, nil},
+		{"refunded, 404", refunded, dlAnswer{status: 404, code: "not_found"}, nil},
+		{"completed, short bucket", completed, dlAnswer{status: 429}, nil},
+		{"rejected, granted", rejected, dlAnswer{status: 201, fetched: true}, []string{leak, bytes}},
+		{"verifying, granted", verifying, dlAnswer{status: 201}, []string{leak, bytes}}, // and none fetched
+		{"refunded, granted", refunded, dlAnswer{status: 201, fetched: true, same: true}, []string{leak}},
+		{"completed, 409", completed, dlAnswer{status: 409}, []string{wrong}},
+		{"rejected, 409", rejected, dlAnswer{status: 409}, []string{wrong}},
+		{"verifying, 500", verifying, dlAnswer{status: 500}, []string{wrong}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &report{}
+			r.checkDownloads(result{urls: []received{u}}, []outcome{c.o}, []dlAnswer{c.a})
+			var failed []string
+			for _, x := range r.rows {
+				if !x.ok {
+					failed = append(failed, x.name)
+				}
+			}
+			if !slices.Equal(failed, c.fail) {
+				t.Fatalf("failed rows %q, want %q", failed, c.fail)
+			}
+		})
+	}
+}
