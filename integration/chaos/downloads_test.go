@@ -4,28 +4,38 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mintgate/mintgate/shared/keys"
 )
 
-// Downloads (POST /uploads/{urlId}/download, issue 40): once the soak has
-// settled and every verdict is known, each URL received asks for its
-// download as its own caller. What completed gets a URL (201), and a
-// sample of those URLs is fetched: S3 answers the exact bytes uploaded.
-// What the gate rejected is 410 upload_rejected, what is still verifying
-// 409 not_completed, anything else (refunded, never uploaded) 404. A 201
-// for anything not completed is the row that must stay at 0.
+// Downloads (POST /uploads/{urlId}/download, issue 40). Each URL whose
+// PUT was stored is watched while the load runs and until the soak has
+// settled: as soon as its done marker shows, its own caller asks for its
+// download, at once, and once more when the marker holds a final verdict.
+// What completed gets a URL (201), and a sample of those URLs is fetched
+// at once: S3 answers the exact bytes uploaded. What the gate rejected is
+// 410 upload_rejected, what is still verifying 409 not_completed. A 201
+// for anything whose final verdict is not completed is the row that must
+// stay at 0. Without upload records the signer answers from the grant
+// record, which lives 2 × (URL TTL + grace) from the sign: a 404 after
+// that is not judged (docs/api.md).
 
 // dlSample is how many of the 201s the soak fetches.
 const dlSample = 25
 
-// dlAnswer is the signer's answer to one URL's download request, and,
-// for a sampled 201, what its GET returned.
+// dlAnswer is the signer's answer to one download request, and, for a
+// sampled 201, what its GET returned.
 type dlAnswer struct {
 	status  int
 	code    string // the error code of a 4xx/5xx
@@ -35,51 +45,134 @@ type dlAnswer struct {
 	err     string // a transport error or the GET's status
 }
 
-// askDownloads asks every URL received for its download, eight at a time
-// on the first signer, and fetches the first dlSample URLs it is given.
-func (st *stack) askDownloads(ctx context.Context, res result) ([]dlAnswer, error) {
-	out := make([]dlAnswer, len(res.urls))
-	tokens := map[[2]string]string{}
-	for _, u := range res.urls {
-		k := [2]string{u.tenant, u.user}
-		if _, ok := tokens[k]; ok {
-			continue
+// dlAsk is one download request: of which URL, what its done marker read
+// just before, and when.
+type dlAsk struct {
+	u      received
+	before string // the done marker's value read just before the ask
+	at     time.Time
+	dlAnswer
+}
+
+// downloader watches the stored uploads and asks for their downloads.
+type downloader struct {
+	st      *stack
+	hc      *http.Client
+	life    time.Duration // the grant record's: 2 × (URL TTL + grace)
+	mu      sync.Mutex
+	pending []received // stored, no final verdict asked yet
+	asked   map[string]bool
+	asks    []dlAsk
+	sampled int
+	tokens  map[[2]string]string
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// startDownloads starts the watcher; watch hands it a stored upload, stop
+// ends it and returns every ask.
+func startDownloads(ctx context.Context, st *stack) *downloader {
+	ctx, cancel := context.WithCancel(ctx)
+	d := &downloader{st: st, hc: &http.Client{Timeout: 10 * time.Second}, life: 2 * (st.p.ttl + st.p.grace),
+		asked: map[string]bool{}, tokens: map[[2]string]string{}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		for ctx.Err() == nil {
+			d.pass(ctx)
+			time.Sleep(200 * time.Millisecond)
 		}
-		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
-			"sub": u.user, "tenant_id": u.tenant, "exp": time.Now().Add(time.Hour).Unix(),
-		}).SignedString(st.jwtSecret)
-		if err != nil {
-			return nil, err
-		}
-		tokens[k] = tok
+	}()
+	return d
+}
+
+// watch adds u, whose PUT was stored.
+func (d *downloader) watch(u received) {
+	if d == nil {
+		return
 	}
-	hc := &http.Client{Timeout: 10 * time.Second}
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		sampled int
-		sem     = make(chan struct{}, 8)
-	)
-	for i, u := range res.urls {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			a := askDownload(ctx, hc, st.signers[0].URL, u.urlID, tokens[[2]string{u.tenant, u.user}])
-			if a.status == http.StatusCreated {
-				mu.Lock()
-				sample := sampled < dlSample
-				sampled++
-				mu.Unlock()
-				if sample {
-					a.fetched = true
-					a.same, a.err = fetchEquals(ctx, hc, a.url, body(u.size, u.wrong))
-				}
+	d.mu.Lock()
+	d.pending = append(d.pending, u)
+	d.mu.Unlock()
+}
+
+// stop ends the watcher and returns its asks.
+func (d *downloader) stop() []dlAsk {
+	d.cancel()
+	<-d.done
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.asks
+}
+
+// pass reads the pending uploads' done markers and asks for the download
+// of each that has one: once while verifying, once when final. An upload
+// past its grant record's life leaves the watch.
+func (d *downloader) pass(ctx context.Context) {
+	d.mu.Lock()
+	pending := slices.Clone(d.pending)
+	d.mu.Unlock()
+	if len(pending) == 0 {
+		return
+	}
+	pipe := d.st.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(pending))
+	for i, u := range pending {
+		cmds[i] = pipe.Get(ctx, keys.Done(u.tenant, u.urlID))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return // Redis is down or paused: next pass
+	}
+	keep := map[string]bool{}
+	for i, u := range pending {
+		v, err := cmds[i].Result()
+		final := err == nil && (outcome{done: true, value: v}).final()
+		switch {
+		case time.Since(u.signedAt) > d.life:
+		case err != nil:
+			keep[u.urlID] = true
+		case !final && d.asked[u.urlID]:
+			keep[u.urlID] = true
+		default:
+			d.ask(ctx, u, v)
+			if !final {
+				keep[u.urlID] = true
 			}
-			out[i] = a
-		})
+		}
 	}
-	wg.Wait()
-	return out, ctx.Err()
+	d.mu.Lock()
+	d.pending = slices.DeleteFunc(d.pending, func(u received) bool { return !keep[u.urlID] })
+	d.mu.Unlock()
+}
+
+// ask sends u's download request as its own caller, before being what its
+// done marker read, and fetches the URL of a sampled 201.
+func (d *downloader) ask(ctx context.Context, u received, before string) {
+	k := [2]string{u.tenant, u.user}
+	tok, ok := d.tokens[k]
+	if !ok {
+		var err error
+		tok, err = jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+			"sub": u.user, "tenant_id": u.tenant, "exp": time.Now().Add(time.Hour).Unix(),
+		}).SignedString(d.st.jwtSecret)
+		if err != nil {
+			return
+		}
+		d.tokens[k] = tok
+	}
+	d.asked[u.urlID] = true
+	at := time.Now()
+	a := askDownload(ctx, d.hc, d.st.signers[0].URL, u.urlID, tok)
+	if a.status == http.StatusCreated && d.sampled < dlSample {
+		d.sampled++
+		a.fetched = true
+		a.same, a.err = fetchEquals(ctx, d.hc, a.url, body(u.size, u.wrong))
+	}
+	if ctx.Err() != nil {
+		return // cut by stop: not an answer
+	}
+	d.mu.Lock()
+	d.asks = append(d.asks, dlAsk{u: u, before: before, at: at, dlAnswer: a})
+	d.mu.Unlock()
 }
 
 // askDownload sends one POST /uploads/{urlID}/download with token.
@@ -130,42 +223,69 @@ func fetchEquals(ctx context.Context, hc *http.Client, url string, want []byte) 
 	return true, ""
 }
 
-// wantDownload is the answer a download of an upload with outcome o must
-// get: 201 completed, 410 rejected, 409 verifying (or verified), 404
-// without a done marker (refunded or never uploaded).
-func wantDownload(o outcome) int {
-	_, rejected := o.rejected()
-	switch {
-	case o.completed():
-		return http.StatusCreated
-	case rejected:
-		return http.StatusGone
-	case o.done:
-		return http.StatusConflict
+// judgeDownload says whether a's answer is right for its upload, whose
+// marker read a.before just before and whose final outcome is final, and
+// if not, what is wrong: "leak" (a URL for what did not complete),
+// "wrong" (another answer than the verdict's) or "" when it holds or is
+// not judged (a 429, a 503, no answer, or a 404 once the grant record may
+// be gone). life is the grant record's.
+func judgeDownload(a dlAsk, final outcome, life time.Duration) (bad string, judged bool) {
+	before := outcome{done: true, value: a.before}
+	_, rejectedBefore := before.rejected()
+	_, rejected := final.rejected()
+	switch a.status {
+	case http.StatusCreated:
+		if !final.completed() {
+			return "leak", true
+		}
+	case http.StatusGone:
+		if !rejected {
+			return "wrong", true
+		}
+	case http.StatusConflict:
+		// A final verdict never goes back to verifying.
+		if before.completed() || rejectedBefore {
+			return "wrong", true
+		}
+	case http.StatusNotFound:
+		// The record lives from the sign, which came before signedAt.
+		if a.at.Before(a.u.signedAt.Add(life - 2*time.Second)) {
+			return "wrong", true
+		}
+		return "", false
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable, 0:
+		return "", false
+	default:
+		return "wrong", true
 	}
-	return http.StatusNotFound
+	return "", true
 }
 
-// checkDownloads: no URL for what is not completed; every answer as the
-// verdict says (a 429 is a short download bucket: not judged, counted);
-// every sampled URL gives back the exact bytes uploaded.
-func (r *report) checkDownloads(res result, outs []outcome, ans []dlAnswer) {
-	var granted, leaked, wrong, limited, fetched, differ int
-	statuses := map[string]int{}
+// checkDownloads: no URL for what did not complete; every judged answer
+// as the verdict says; every sampled URL gives back the exact bytes
+// uploaded.
+func (r *report) checkDownloads(res result, outs []outcome, asks []dlAsk, life time.Duration) {
+	finals := make(map[string]outcome, len(res.urls))
 	for i, u := range res.urls {
-		o, a := outs[i], ans[i]
-		statuses[fmt.Sprintf("%d %s", a.status, a.code)]++
-		want := wantDownload(o)
-		switch {
-		case a.status == http.StatusTooManyRequests:
-			limited++
-			continue
-		case a.status == http.StatusCreated && want != http.StatusCreated:
+		finals[u.urlID] = outs[i]
+	}
+	var granted, leaked, wrong, unjudged, fetched, differ, verifying int
+	statuses := map[string]int{}
+	for _, a := range asks {
+		o := finals[a.u.urlID]
+		statuses[strings.TrimSpace(fmt.Sprintf("%d %s", a.status, a.code))]++
+		if !(outcome{done: true, value: a.before}).final() {
+			verifying++
+		}
+		switch bad, judged := judgeDownload(a, o, life); {
+		case !judged:
+			unjudged++
+		case bad == "leak":
 			leaked++
-			r.example(fmt.Sprintf("download URL for an upload not completed (%d)", want), u, o)
-		case a.status != want:
+			r.example("download URL for an upload not completed", a.u, o)
+		case bad == "wrong":
 			wrong++
-			r.example(fmt.Sprintf("download answered %d %s %s, want %d", a.status, a.code, a.err, want), u, o)
+			r.example(fmt.Sprintf("download answered %d %s %s with the marker at %q", a.status, a.code, a.err, a.before), a.u, o)
 		}
 		if a.status == http.StatusCreated {
 			granted++
@@ -174,14 +294,13 @@ func (r *report) checkDownloads(res result, outs []outcome, ans []dlAnswer) {
 			fetched++
 			if !a.same {
 				differ++
-				r.example("downloaded bytes differ ("+a.err+")", u, o)
+				r.example("downloaded bytes differ ("+a.err+")", a.u, o)
 			}
 		}
 	}
-	r.summary = append(r.summary, fmt.Sprintf("downloads: %d URLs asked, %d granted, %d fetched; answers: %s",
-		len(ans), granted, fetched, answers(statuses)))
-	r.add("download URL for an upload not completed (rejected, verifying, refunded)", fmt.Sprint(leaked), "0", leaked == 0)
-	r.add("download answer not as its verdict (201 completed, 410 rejected, 409 verifying, 404 else)",
-		fmt.Sprintf("%d (%d short-bucket 429s not judged)", wrong, limited), "0", wrong == 0)
+	r.summary = append(r.summary, fmt.Sprintf("downloads: %d asked (%d while verifying), %d granted, %d fetched, %d not judged; answers: %s",
+		len(asks), verifying, granted, fetched, unjudged, answers(statuses)))
+	r.add("download URL for an upload not completed (rejected, verifying)", fmt.Sprint(leaked), "0", leaked == 0)
+	r.add("download answer not as its verdict (201 completed, 410 rejected, 409 verifying)", fmt.Sprint(wrong), "0", wrong == 0)
 	r.add("downloaded bytes not the upload's", fmt.Sprintf("%d of %d fetched", differ, fetched), "0", differ == 0 && (fetched > 0 || granted == 0))
 }

@@ -121,43 +121,53 @@ func TestVerdictRowsMultipart(t *testing.T) {
 	}
 }
 
-// The download rows: a URL only for a completed upload, each answer as
-// its verdict says, a 429 counted but not judged, a sampled URL's bytes
-// the upload's.
+// The download rows: a URL only for what completed, each answer as its
+// verdict says (the marker read before the ask, and the final one), a
+// 429, a 503 or a 404 past the grant record's life counted but not
+// judged, a sampled URL's bytes the upload's.
 func TestDownloadRows(t *testing.T) {
-	u := received{tenant: "t0", user: "u000", urlID: "id", size: 100}
+	now := time.Now()
+	const life = 14 * time.Second
+	u := received{tenant: "t0", user: "u000", urlID: "id", size: 100, signedAt: now.Add(-5 * time.Second)}
+	old := u
+	old.signedAt = now.Add(-time.Minute)
 	completed := outcome{done: true, value: "1"}
 	rejected := outcome{done: true, value: "rejected:type_mismatch"}
-	verifying := outcome{done: true, value: "verifying"}
-	refunded := outcome{refunded: true}
 	const (
-		leak  = "download URL for an upload not completed (rejected, verifying, refunded)"
-		wrong = "download answer not as its verdict (201 completed, 410 rejected, 409 verifying, 404 else)"
+		leak  = "download URL for an upload not completed (rejected, verifying)"
+		wrong = "download answer not as its verdict (201 completed, 410 rejected, 409 verifying)"
 		bytes = "downloaded bytes not the upload's"
 	)
+	ask := func(u received, before string, a dlAnswer) dlAsk {
+		return dlAsk{u: u, before: before, at: now, dlAnswer: a}
+	}
 	for _, c := range []struct {
-		name string
-		o    outcome
-		a    dlAnswer
-		fail []string
+		name  string
+		final outcome
+		a     dlAsk
+		fail  []string
 	}{
-		{"completed, granted, same bytes", completed, dlAnswer{status: 201, fetched: true, same: true}, nil},
-		{"completed, granted, not sampled", completed, dlAnswer{status: 201}, []string{bytes}},
-		{"completed, granted, other bytes", completed, dlAnswer{status: 201, fetched: true}, []string{bytes}},
-		{"rejected, 410", rejected, dlAnswer{status: 410, code: "upload_rejected"}, nil},
-		{"verifying, 409", verifying, dlAnswer{status: 409, code: "not_completed"}, nil},
-		{"refunded, 404", refunded, dlAnswer{status: 404, code: "not_found"}, nil},
-		{"completed, short bucket", completed, dlAnswer{status: 429}, nil},
-		{"rejected, granted", rejected, dlAnswer{status: 201, fetched: true}, []string{leak, bytes}},
-		{"verifying, granted", verifying, dlAnswer{status: 201}, []string{leak, bytes}}, // and none fetched
-		{"refunded, granted", refunded, dlAnswer{status: 201, fetched: true, same: true}, []string{leak}},
-		{"completed, 409", completed, dlAnswer{status: 409}, []string{wrong}},
-		{"rejected, 409", rejected, dlAnswer{status: 409}, []string{wrong}},
-		{"verifying, 500", verifying, dlAnswer{status: 500}, []string{wrong}},
+		{"completed, granted, same bytes", completed, ask(u, "1", dlAnswer{status: 201, fetched: true, same: true}), nil},
+		{"completed, granted, not sampled", completed, ask(u, "1", dlAnswer{status: 201}), []string{bytes}},
+		{"completed, granted, other bytes", completed, ask(u, "1", dlAnswer{status: 201, fetched: true}), []string{bytes}},
+		{"verifying, granted, completed since", completed, ask(u, "verifying", dlAnswer{status: 201, fetched: true, same: true}), nil},
+		{"verifying, 409", completed, ask(u, "verifying", dlAnswer{status: 409, code: "not_completed"}), nil},
+		{"rejected, 410", rejected, ask(u, rejected.value, dlAnswer{status: 410, code: "upload_rejected"}), nil},
+		{"rejecting, 410", rejected, ask(u, "rejecting:type_mismatch", dlAnswer{status: 410}), nil},
+		{"short bucket", completed, ask(u, "1", dlAnswer{status: 429}), nil},
+		{"limiter unavailable", completed, ask(u, "1", dlAnswer{status: 503}), nil},
+		{"404 past the record's life", completed, ask(old, "1", dlAnswer{status: 404}), nil},
+		{"404 within the record's life", completed, ask(u, "1", dlAnswer{status: 404}), []string{wrong}},
+		{"rejected, granted", rejected, ask(u, rejected.value, dlAnswer{status: 201, fetched: true, same: true}), []string{leak}},
+		{"verifying, granted, rejected since", rejected, ask(u, "verifying", dlAnswer{status: 201, fetched: true, same: true}), []string{leak}},
+		{"completed, 409", completed, ask(u, "1", dlAnswer{status: 409}), []string{wrong}},
+		{"rejected, 409", rejected, ask(u, rejected.value, dlAnswer{status: 409}), []string{wrong}},
+		{"completed, 410", completed, ask(u, "1", dlAnswer{status: 410}), []string{wrong}},
+		{"a 500", completed, ask(u, "verifying", dlAnswer{status: 500}), []string{wrong}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &report{}
-			r.checkDownloads(result{urls: []received{u}}, []outcome{c.o}, []dlAnswer{c.a})
+			r.checkDownloads(result{urls: []received{u}}, []outcome{c.final}, []dlAsk{c.a}, life)
 			var failed []string
 			for _, x := range r.rows {
 				if !x.ok {
