@@ -136,7 +136,7 @@ func TestDownloadRows(t *testing.T) {
 	const (
 		leak  = "download URL for an upload not completed (rejected, verifying)"
 		wrong = "download answer not as its verdict (201 completed, 410 rejected, 409 verifying)"
-		bytes = "downloaded bytes not the upload's"
+		bytes = "downloaded bytes not the upload's (some fetched when uploads completed)"
 	)
 	ask := func(u received, before string, a dlAnswer) dlAsk {
 		return dlAsk{u: u, before: before, at: now, dlAnswer: a}
@@ -178,5 +178,22 @@ func TestDownloadRows(t *testing.T) {
 				t.Fatalf("failed rows %q, want %q", failed, c.fail)
 			}
 		})
+	}
+}
+
+// The download rows are not vacuous: a stored upload that completed with
+// no download fetched fails the bytes row.
+func TestDownloadRowsNotVacuous(t *testing.T) {
+	u := received{tenant: "t0", user: "u000", urlID: "id", size: 100, uploaded: true}
+	r := &report{}
+	r.checkDownloads(result{urls: []received{u}}, []outcome{{done: true, value: "1"}}, nil, time.Minute)
+	var failed []string
+	for _, x := range r.rows {
+		if !x.ok {
+			failed = append(failed, x.name)
+		}
+	}
+	if want := []string{"downloaded bytes not the upload's (some fetched when uploads completed)"}; !slices.Equal(failed, want) {
+		t.Fatalf("failed rows %q, want %q", failed, want)
 	}
 }
