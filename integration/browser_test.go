@@ -42,7 +42,8 @@ type browserStack struct {
 // client package's Mintgate plugin) in headless Chromium against the whole stack:
 // a 2 MiB file goes up in one PUT, a 120 MiB file in parts (8 of 16 MiB,
 // above MINTGATE_MAX_OBJECT_BYTES' 100 MiB), both land in the bucket with
-// their exact bytes and the page says each completed; every asset the page
+// their exact bytes and the page says each completed, and the first's
+// download link opens those bytes in a new tab; every asset the page
 // loads comes from the signer, under its CSP. Then the caller's bucket is
 // drained and a third file waits out the 429's countdown and completes with
 // the same Idempotency-Key. Screenshots go to artifacts/browser/.
@@ -82,6 +83,8 @@ func TestBrowserUpload(t *testing.T) {
 		browserSameObject(ctx, t, stack, browserUpload(t, tab, "key"), file)
 	}
 	landed("2MiB", small, "single PUT of 2 MiB")
+	// Its download link opens its bytes in a tab of their own.
+	browserDownload(t, tab, small, "image/png")
 	landed("120MiB", large, "multipart: 8 parts of 16 MiB")
 	if n := browserUpload(t, tab, "parts"); n != "8" {
 		t.Errorf("the page shows %s parts of the 120 MiB upload; want 8", n)

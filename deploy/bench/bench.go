@@ -227,7 +227,15 @@ func (b *bench) sideBySide(ctx context.Context, srv servers, rp *report) (string
 	withSum := &measurement{name: "signer end to end, sign with checksumSHA256, ledger `sync_interval: always`", load: httpCallers, dur: b.plan.httpDur,
 		do: closed(c, signSum(b.client, srv.always.base, toks))}
 
-	ms := []*measurement{get, allowOne, allowMany, dec, coal, echoRow, always, withSum, lazy}
+	// Downloads of completed uploads (issue 40): CPU per download grant.
+	ups, err := completeUploads(ctx, b.client, b.rdb, srv.always.base, toks, downloadUploads)
+	if err != nil {
+		return "", err
+	}
+	dl := &measurement{name: "signer end to end, download of a completed upload (`POST /uploads/{urlId}/download`)", load: httpCallers, dur: b.plan.httpDur,
+		do: closed(c, download(b.client, srv.always.base, ups))}
+
+	ms := []*measurement{get, allowOne, allowMany, dec, coal, echoRow, always, withSum, dl, lazy}
 	if err := b.rounds(ctx, "side by side", ms...); err != nil {
 		return "", err
 	}

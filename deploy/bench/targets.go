@@ -34,7 +34,7 @@ const (
 )
 
 // hugeTiers never refuse: saturation runs measure issuing, not 429s.
-const hugeTiers = "anonymous=1e9:1e9,user=1e9:1e9,tenant=1e9:1e9"
+const hugeTiers = "anonymous=1e9:1e9,user=1e9:1e9,tenant=1e9:1e9,download=1e9:1e9,download_tenant=1e9:1e9"
 
 // mixTiers let the mix's light users sign freely and drain its heavy
 // users after mixUserCapacity signs (refill: one token every 100 s).

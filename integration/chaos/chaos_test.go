@@ -122,7 +122,9 @@ func soak(t *testing.T, p plan, topo topology, seed uint64, kinds map[kind]bool)
 
 	ctx, cancel := context.WithTimeout(context.Background(), p.deadline)
 	defer cancel()
-	ld := startLoad(ctx, t, st, p, seed)
+	dls := startDownloads(ctx, st)
+	t.Cleanup(func() { dls.stop() })
+	ld := startLoad(ctx, t, st, p, seed, dls)
 	t.Cleanup(ld.stop) // on a failure below, the clients still end before the servers
 
 	loadStart := time.Now()
@@ -146,7 +148,7 @@ func soak(t *testing.T, p plan, topo topology, seed uint64, kinds map[kind]bool)
 
 	res := ld.result()
 	settled := st.settle(ctx, t, res, loadStop)
-	r := check(ctx, t, st, res, done, loadStart, lastFault)
+	r := check(ctx, t, st, res, dls.stop(), done, loadStart, lastFault)
 	r.seed, r.settled, r.elapsed = seed, settled, time.Since(began)
 	t.Logf("%s\n%s", topo.name, r.table())
 	if r.failed() {

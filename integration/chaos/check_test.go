@@ -255,7 +255,7 @@ func (r *report) table() string {
 
 // check reads Redis and the clients' records and judges every invariant.
 // Times in the report count from origin, the start of the load.
-func check(ctx context.Context, t *testing.T, st *stack, res result, faults []injected, origin, lastFault time.Time) *report {
+func check(ctx context.Context, t *testing.T, st *stack, res result, downloads []dlAsk, faults []injected, origin, lastFault time.Time) *report {
 	t.Helper()
 	r := &report{topo: st.topo.name, settle: st.p.settle, origin: origin, grace: st.p.grace}
 	outs, err := st.outcomes(ctx, res.urls)
@@ -294,6 +294,7 @@ func check(ctx context.Context, t *testing.T, st *stack, res result, faults []in
 	r.checkURLs(res, outs)
 	r.checkMultipart(res, mouts, orphans)
 	r.checkVerdicts(res, outs, mouts, v)
+	r.checkDownloads(res, outs, downloads, 2*(st.p.ttl+st.p.grace))
 	r.checkWebhooks(st.readWebhooks(ctx, t, v.events))
 	r.checkBuckets(b, exposed, exposedBytes)
 	r.checkAnswers(res)

@@ -98,6 +98,9 @@ type load struct {
 	wg      sync.WaitGroup
 	once    sync.Once
 
+	// downloads asks for the stored uploads' downloads (downloads_test.go).
+	downloads *downloader
+
 	mu      sync.Mutex
 	landed  []lateLanding // slow uploads, as they land
 	reputs  []reputDone   // re-PUTs after rejection, as they are answered
@@ -106,10 +109,11 @@ type load struct {
 
 // startLoad starts the plan's clients; stop ends them. Each client's
 // requests (user, size, upload or not, replay or not) come from the seed.
-func startLoad(ctx context.Context, t *testing.T, st *stack, p plan, seed uint64) *load {
+// Each stored upload is handed to dls, which asks for its download.
+func startLoad(ctx context.Context, t *testing.T, st *stack, p plan, seed uint64, dls *downloader) *load {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
-	ld := &load{cancel: cancel}
+	ld := &load{cancel: cancel, downloads: dls}
 	for range st.signers {
 		ld.flights = append(ld.flights, &flight{})
 	}
@@ -237,6 +241,9 @@ func (c *client) single(ctx context.Context, u user) {
 		c.urls[i].wrong, c.urls[i].encoding = wrong, encoding
 		c.urls[i].uploaded, c.urls[i].putStatus = c.put(s, body(size, wrong), encoding)
 		c.urls[i].uploadedAt = time.Now()
+		if c.urls[i].uploaded {
+			c.ld.downloads.watch(c.urls[i])
+		}
 		if wrong && reput && encoding == "" && c.urls[i].uploaded {
 			c.reputAfterVerdict(i, c.urls[i], s)
 		}

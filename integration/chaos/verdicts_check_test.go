@@ -140,3 +140,80 @@ func TestVerdictRowsMultipart(t *testing.T) {
 		t.Fatal("rejected and final misread the marker")
 	}
 }
+
+// The download rows: a URL only for what completed, each answer as its
+// verdict says (the marker read before the ask, and the final one), a
+// 429, a 503 or a 404 past the grant record's life counted but not
+// judged, a sampled URL's bytes the upload's.
+func TestDownloadRows(t *testing.T) {
+	now := time.Now()
+	const life = 14 * time.Second
+	u := received{tenant: "t0", user: "u000", urlID: "id", size: 100, signedAt: now.Add(-5 * time.Second)}
+	old := u
+	old.signedAt = now.Add(-time.Minute)
+	completed := outcome{done: true, value: "1"}
+	rejected := outcome{done: true, value: "rejected:type_mismatch"}
+	const (
+		leak  = "download URL for an upload not completed (rejected, verifying)"
+		wrong = "download answer not as its verdict (201 completed, 410 rejected, 409 verifying)"
+		bytes = "downloaded bytes not the upload's (some fetched when uploads completed)"
+	)
+	ask := func(u received, before string, a dlAnswer) dlAsk {
+		return dlAsk{u: u, before: before, at: now, dlAnswer: a}
+	}
+	for _, c := range []struct {
+		name  string
+		final outcome
+		a     dlAsk
+		fail  []string
+	}{
+		{"completed, granted, same bytes", completed, ask(u, "1", dlAnswer{status: 201, fetched: true, same: true}), nil},
+		{"completed, granted, not sampled", completed, ask(u, "1", dlAnswer{status: 201}), []string{bytes}},
+		{"completed, granted, other bytes", completed, ask(u, "1", dlAnswer{status: 201, fetched: true}), []string{bytes}},
+		{"verifying, granted, completed since", completed, ask(u, "verifying", dlAnswer{status: 201, fetched: true, same: true}), nil},
+		{"verifying, 409", completed, ask(u, "verifying", dlAnswer{status: 409, code: "not_completed"}), nil},
+		{"rejected, 410", rejected, ask(u, rejected.value, dlAnswer{status: 410, code: "upload_rejected"}), nil},
+		{"rejecting, 410", rejected, ask(u, "rejecting:type_mismatch", dlAnswer{status: 410}), nil},
+		{"short bucket", completed, ask(u, "1", dlAnswer{status: 429}), nil},
+		{"limiter unavailable", completed, ask(u, "1", dlAnswer{status: 503}), nil},
+		{"404 past the record's life", completed, ask(old, "1", dlAnswer{status: 404}), nil},
+		{"404 within the record's life", completed, ask(u, "1", dlAnswer{status: 404}), []string{wrong}},
+		{"rejected, granted", rejected, ask(u, rejected.value, dlAnswer{status: 201, fetched: true, same: true}), []string{leak}},
+		{"verifying, granted, rejected since", rejected, ask(u, "verifying", dlAnswer{status: 201, fetched: true, same: true}), []string{leak}},
+		{"completed, 409", completed, ask(u, "1", dlAnswer{status: 409}), []string{wrong}},
+		{"rejected, 409", rejected, ask(u, rejected.value, dlAnswer{status: 409}), []string{wrong}},
+		{"completed, 410", completed, ask(u, "1", dlAnswer{status: 410}), []string{wrong}},
+		{"a 500", completed, ask(u, "verifying", dlAnswer{status: 500}), []string{wrong}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &report{}
+			r.checkDownloads(result{urls: []received{u}}, []outcome{c.final}, []dlAsk{c.a}, life)
+			var failed []string
+			for _, x := range r.rows {
+				if !x.ok {
+					failed = append(failed, x.name)
+				}
+			}
+			if !slices.Equal(failed, c.fail) {
+				t.Fatalf("failed rows %q, want %q", failed, c.fail)
+			}
+		})
+	}
+}
+
+// The download rows are not vacuous: a stored upload that completed with
+// no download fetched fails the bytes row.
+func TestDownloadRowsNotVacuous(t *testing.T) {
+	u := received{tenant: "t0", user: "u000", urlID: "id", size: 100, uploaded: true}
+	r := &report{}
+	r.checkDownloads(result{urls: []received{u}}, []outcome{{done: true, value: "1"}}, nil, time.Minute)
+	var failed []string
+	for _, x := range r.rows {
+		if !x.ok {
+			failed = append(failed, x.name)
+		}
+	}
+	if want := []string{"downloaded bytes not the upload's (some fetched when uploads completed)"}; !slices.Equal(failed, want) {
+		t.Fatalf("failed rows %q, want %q", failed, want)
+	}
+}
