@@ -29,6 +29,7 @@ var jsSchemas = map[string][]string{
 	"StatusResponse":   {"UploadStatus"},
 	"Bucket":           {"QuotaScope"},
 	"QuotaResponse":    {"Quota"},
+	"DownloadResponse": {"DownloadResponse"},
 	// Every error answer: the common body, or the 429s' with more.
 	"ErrorBody": {"Error", "ReadLimited", "RateLimited"},
 }
