@@ -18,7 +18,9 @@ import (
 	"github.com/mintgate/mintgate/shared/backoff"
 	"github.com/mintgate/mintgate/shared/dial"
 	"github.com/mintgate/mintgate/shared/ops"
+	"github.com/mintgate/mintgate/shared/pipeline"
 	"github.com/mintgate/mintgate/shared/quota"
+	"github.com/mintgate/mintgate/shared/s3event"
 	"github.com/mintgate/mintgate/shared/service"
 	"github.com/mintgate/mintgate/shared/telemetry"
 )
@@ -80,21 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		checks = append(checks, ops.Check{Name: "clamd", Ping: clam.Ping})
 		ready = both(ready, clam.Ping)
 	}
-	cons := &consumer{
-		q: q, queueURL: c.QueueURL, visibility: c.Visibility,
-		handle: comp.handle, ready: ready, polls: newPolls(), m: m, log: log,
-		// At most a second between two pings of a Redis that is down: once
-		// it is back, the held events' done markers must land before the
-		// sweeper, waiting for the same Redis, refunds their grants (their
-		// due time may have passed during the outage). A ping a second per
-		// receiver costs Redis nothing.
-		backoff: backoff.Policy{Min: 100 * time.Millisecond, Max: time.Second, Jitter: 0.5},
-	}
-	if c.Verify.Content {
-		// A batch reads up to ten objects from S3 and streams them to
-		// clamd: more than the 30 s a batch of Redis writes gets.
-		cons.batchTimeout = verifyBatchTimeout
-	}
+	cons := newConsumer(c, q, comp.handle, ready, m, log)
 	hooks, err := startWebhooks(ctx, c, reg, log, tel)
 	if err != nil {
 		return err
@@ -108,6 +96,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		append(hooks.workers, func(ctx context.Context) { cons.run(ctx, c.Receivers) }, dlq.run)...)
 	log.Info("completer stopped")
 	return err
+}
+
+// newConsumer is the SQS consumer that hands each received batch to
+// handle while ready answers.
+func newConsumer(c cfg, q queue, handle pipeline.Handler[s3event.Notification], ready func(context.Context) error, m *metrics, log *slog.Logger) *consumer {
+	cons := &consumer{
+		q: q, queueURL: c.QueueURL, visibility: c.Visibility,
+		handle: handle, ready: ready, polls: newPolls(), m: m, log: log,
+		// At most a second between two pings of a Redis that is down: once
+		// it is back, the held events' done markers must land before the
+		// sweeper, waiting for the same Redis, refunds their grants (their
+		// due time may have passed during the outage). A ping a second per
+		// receiver costs Redis nothing.
+		backoff: backoff.Policy{Min: 100 * time.Millisecond, Max: time.Second, Jitter: 0.5},
+	}
+	if c.Verify.Content {
+		// A batch reads up to ten objects from S3 and streams them to
+		// clamd: more than the 30 s a batch of Redis writes gets.
+		cons.batchTimeout = verifyBatchTimeout
+	}
+	return cons
 }
 
 // verifyBatchTimeout bounds the handling of one received batch when the

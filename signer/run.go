@@ -91,42 +91,64 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	d.presign, d.uploads = p, multipart.New(s3c.Calls, c.S3.Bucket, multipart.PartURLsFor(s3c.Public))
+	closeBus, err := d.openBus(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer closeBus()
+	return ops.ServeAll(ctx, log,
+		ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: c.HTTPAddr, Handler: newServer(d)},
+		// /metrics names tenants, and /admin/* will change buckets: neither
+		// belongs on the port the internet reaches.
+		ops.Endpoint{Variable: "MINTGATE_OPS_ADDR", Addr: c.OpsAddr, Handler: withAdmin(d, ops.Handler(d.reg, d.checks...))})
+}
+
+// openBus opens what the signer holds on NATS (the grant ledger, the
+// verdict wakes of the status waits, the upload records' bus, the admin
+// routes' failed webhooks) and returns what closes them, last opened
+// first closed.
+func (d *deps) openBus(ctx context.Context, c cfg, log *slog.Logger) (func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
 	if d.ledger == nil {
 		// Opened in the background: while the stream is missing or
 		// misconfigured (the operator step has not run) the signer serves,
 		// answers 503 grant_ledger_unavailable and is unready.
 		led, err := dialLedger(ctx, c, log)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer led.Close()
+		closers = append(closers, func() { led.Close() })
 		d.ledger = led
 		d.checks = append(d.checks, ops.Check{Name: "nats", Ping: led.Ping})
 	}
 	d.waits = verdict.New(c.WaitersPerAddress, c.Waiters, ctx.Done())
 	closeWakes, err := d.subscribeVerdicts(c)
 	if err != nil {
-		return err
+		closeAll()
+		return nil, err
 	}
-	defer closeWakes()
+	closers = append(closers, closeWakes)
 	stopRecords, err := d.startRecords(ctx)
 	if err != nil {
-		return err
+		closeAll()
+		return nil, err
 	}
-	defer stopRecords()
+	closers = append(closers, stopRecords)
 	if len(c.AdminToken) > 0 && d.hooks == nil {
 		hooks, closeHooks, err := dialWebhooks(c)
 		if err != nil {
-			return err
+			closeAll()
+			return nil, err
 		}
-		defer closeHooks()
+		closers = append(closers, closeHooks)
 		d.hooks = hooks
 	}
-	return ops.ServeAll(ctx, log,
-		ops.Endpoint{Variable: "MINTGATE_HTTP_ADDR", Addr: c.HTTPAddr, Handler: newServer(d)},
-		// /metrics names tenants, and /admin/* will change buckets: neither
-		// belongs on the port the internet reaches.
-		ops.Endpoint{Variable: "MINTGATE_OPS_ADDR", Addr: c.OpsAddr, Handler: withAdmin(d, ops.Handler(d.reg, d.checks...))})
+	return closeAll, nil
 }
 
 // observe starts what watches the signer from outside or from its files:

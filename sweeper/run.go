@@ -63,15 +63,13 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer rdb.Close()
-	// Opened in the background: while the stream is missing or
-	// misconfigured (the operator step has not run) the sweeper serves an
-	// unready /readyz and consumes nothing, rather than exit or create it.
+	// Opened in the background: while the stream is missing (the operator step has not
+	// run) the sweeper serves an unready /readyz and consumes nothing, never creates it.
 	pending, err := dialLedger(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer pending.Close()
-
 	reg := ops.NewRegistry()
 	m := newMetrics(reg)
 	sw, err := newSweeper(ctx, cfg, rdb, reg, m, log)
