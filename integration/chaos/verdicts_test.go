@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mintgate/mintgate/shared/events"
@@ -212,6 +213,13 @@ func (st *stack) uploadEvents(ctx context.Context) (map[string]*urlEvents, int, 
 	read := 0
 	for last := uint64(0); last < info.State.LastSeq; {
 		batch, err := c.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+		if transient(err) && ctx.Err() == nil {
+			// The soak's last fault may have been a NATS node's kill: the
+			// cluster is still electing the stream's leader, and the
+			// ordered consumer resumes after the last event it gave.
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			return nil, read, fmt.Errorf("fetch events: %w", err)
 		}
@@ -226,7 +234,7 @@ func (st *stack) uploadEvents(ctx context.Context) (map[string]*urlEvents, int, 
 				return nil, read, err
 			}
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !(transient(err) && ctx.Err() == nil) {
 			return nil, read, fmt.Errorf("fetch events: %w", err)
 		}
 		if ctx.Err() != nil {
@@ -234,6 +242,13 @@ func (st *stack) uploadEvents(ctx context.Context) (map[string]*urlEvents, int, 
 		}
 	}
 	return out, read, nil
+}
+
+// transient reports whether err is a NATS cluster's passing state (no
+// responder while a stream's leader is elected, a request timed out), which
+// reading again soon gets past.
+func transient(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoHeartbeat)
 }
 
 // countEvent adds one event, of subject and body data, to out.
