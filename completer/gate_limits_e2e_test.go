@@ -114,6 +114,7 @@ func TestGateStoredHeaders(t *testing.T) {
 		// What fetch and XMLHttpRequest add to a PUT with If-None-Match:
 		// every browser's upload carries it.
 		{"cache-control no-cache (fetch's own)", body, func(in *s3.PutObjectInput) { in.CacheControl = aws.String("no-cache") }, ""},
+		{"cache-control max-age=0 (Chromium's XMLHttpRequest's own)", body, func(in *s3.PutObjectInput) { in.CacheControl = aws.String("max-age=0") }, ""},
 		{"expires", body, func(in *s3.PutObjectInput) { in.Expires = aws.Time(time.Now().Add(24 * 365 * time.Hour)) }, reasonMetadata},
 		{"none", body, func(*s3.PutObjectInput) {}, ""},
 	}

@@ -272,16 +272,18 @@ func headerVerdict(h *s3.HeadObjectOutput) string {
 	return ""
 }
 
-// fetchCacheControl reports whether a stored Cache-Control is none, or the
-// "no-cache" that fetch and XMLHttpRequest add by themselves to every
-// request carrying If-None-Match (the Fetch standard turns such a request
-// to cache mode no-store, which appends Cache-Control: no-cache), so every
-// browser's single PUT stores it. It only makes a reader's cache
-// revalidate, never keep the object longer; any other value the uploader
-// chose is refused.
+// fetchCacheControl reports whether a stored Cache-Control is none, or
+// what a browser or Node adds by itself to every request carrying
+// If-None-Match, so that every browser's single PUT stores it: the
+// "no-cache" of fetch (the Fetch standard turns such a request to cache
+// mode no-store, which appends Cache-Control: no-cache) and Node's, and
+// the "max-age=0" of Chromium's XMLHttpRequest (Chromium 156, measured:
+// Uppy's PUT carries it). Both only make a reader's cache revalidate,
+// never keep the object longer; any other value the uploader chose is
+// refused.
 func fetchCacheControl(v string) bool {
 	v = strings.ToLower(strings.TrimSpace(v))
-	return v == "" || v == "no-cache"
+	return v == "" || v == "no-cache" || v == "max-age=0"
 }
 
 // isCode reports whether err is an S3 API error with one of codes.

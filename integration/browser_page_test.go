@@ -69,10 +69,11 @@ func TestBrowserPage(t *testing.T) {
 		if s.tenant != "demo" || s.auth != "" {
 			t.Errorf("identity: X-Tenant-ID %q, Authorization %q; want demo and none", s.tenant, s.auth)
 		}
-		// The client sends the file's SHA-256 by default (issue 30).
+		// The client sends the file's SHA-256 by default (issue 30), and its
+		// name as filename (issue 40).
 		sum := sha256.Sum256(want)
 		checksum := base64.StdEncoding.EncodeToString(sum[:])
-		if wantBody := fmt.Sprintf(`{"contentType":"image/png","contentLength":%d,"checksumSHA256":%q}`, len(want), checksum); s.body != wantBody {
+		if wantBody := fmt.Sprintf(`{"contentType":"image/png","contentLength":%d,"filename":"mintgate-demo.png","checksumSHA256":%q}`, len(want), checksum); s.body != wantBody {
 			t.Errorf("sign body %s, want %s", s.body, wantBody)
 		}
 

@@ -89,6 +89,9 @@ type cfg struct {
 	// DemoPage serves the demo upload page at /demo/ (MINTGATE_DEMO_PAGE=on;
 	// off by default, on in the local stack).
 	DemoPage bool
+	// DemoTracesURL is the Jaeger query API the demo page reads each
+	// upload's trace from (MINTGATE_DEMO_TRACES_URL; "" is no timeline).
+	DemoTracesURL string
 	// ReadLimit bounds each client address's reads that cost Redis
 	// (MINTGATE_READ_LIMIT; ReadLimitOn false: off).
 	ReadLimit   bucket.Limit
@@ -216,6 +219,7 @@ func operatorSettings(e *config.Env, c *cfg) {
 	c.DegradedShare = share(e, "MINTGATE_DEGRADED_SHARE", defaultDegradedShare)
 	c.RateLimitHeader = e.OneOf("MINTGATE_RATELIMIT_HEADERS", ratelimit.FormLegacy, ratelimit.FormLegacy, ratelimit.FormDraft)
 	c.DemoPage = e.OneOf("MINTGATE_DEMO_PAGE", "off", "off", "on") == "on"
+	c.DemoTracesURL = e.URL("MINTGATE_DEMO_TRACES_URL", "", "http", "https")
 	c.RequireChecksum = e.Bool("MINTGATE_REQUIRE_CHECKSUM", false)
 	c.ReadLimit, c.ReadLimitOn = tiers.ReadShape(e, "MINTGATE_READ_LIMIT", readlimit.DefaultLimit)
 	c.PprofAddr = e.String("MINTGATE_PPROF_ADDR", "")

@@ -38,6 +38,6 @@ func addRoutes(e *echo.Echo, d deps) {
 	e.GET("/healthz", echo.WrapHandler(ops.Healthz()))
 	e.GET("/readyz", echo.WrapHandler(ops.Readyz(d.checks...)), reads)
 	if d.cfg.DemoPage {
-		e.GET("/demo*", echo.WrapHandler(demo.Handler()))
+		e.GET("/demo*", echo.WrapHandler(demo.HandlerWith(demo.Options{TracesURL: d.cfg.DemoTracesURL})))
 	}
 }

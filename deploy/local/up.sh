@@ -280,6 +280,7 @@ start signer env "${common[@]}" "${nats[@]}" MINTGATE_NATS_CREDS="$secrets/nats-
   MINTGATE_S3_PATH_STYLE=true MINTGATE_S3_REGION=us-east-1 \
   MINTGATE_JWT_HS256_SECRET="$secret" MINTGATE_JWT_AUDIENCE="$jwt_aud" MINTGATE_JWT_ISSUER="$jwt_iss" MINTGATE_ANON_TENANTS=demo MINTGATE_IP_SOURCE=remote \
   MINTGATE_IP_HASH_SECRET="$secret" MINTGATE_DEMO_PAGE=on MINTGATE_POSTGRES_URL="$pg_service_url" \
+  MINTGATE_DEMO_TRACES_URL="http://127.0.0.1:$p_jaeger" \
   "$stack/bin/signer"
 start completer env "${common[@]}" \
   MINTGATE_HTTP_ADDR="127.0.0.1:$p_completer" MINTGATE_S3_BUCKET="$bucket" \

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,14 +31,19 @@ type Span struct {
 	ParentID string            // "" for a root
 	Kind     string            // server, client, consumer, producer, internal
 	Attrs    map[string]string // every attribute, as text
+	Start    time.Time         // the OTLP receiver's only (Jaeger's Trace leaves it zero)
+	End      time.Time
 }
 
 // Traces is where the services export their spans in a test: Endpoint is
-// OTEL_EXPORTER_OTLP_ENDPOINT for them (OTLP over HTTP), and Trace reads
-// back every span of one trace.
+// OTEL_EXPORTER_OTLP_ENDPOINT for them (OTLP over HTTP), Trace reads
+// back every span of one trace, and QueryURL is the base URL of a Jaeger
+// query API serving GET /api/traces/{id} to any loopback origin (CORS),
+// as the demo page reads it (MINTGATE_DEMO_TRACES_URL).
 type Traces interface {
 	Endpoint() string
 	Trace(tb testing.TB, traceID string) []Span
+	QueryURL() string
 	String() string
 }
 
@@ -79,6 +85,10 @@ func StartOTLPReceiver(tb testing.TB) *OTLPReceiver {
 }
 
 func (r *OTLPReceiver) serve(w http.ResponseWriter, req *http.Request) {
+	if id, ok := strings.CutPrefix(req.URL.Path, "/api/traces/"); ok && req.Method == http.MethodGet {
+		r.serveTrace(w, id)
+		return
+	}
 	body, err := io.ReadAll(req.Body)
 	var in coltracepb.ExportTraceServiceRequest
 	if err == nil {
@@ -96,6 +106,7 @@ func (r *OTLPReceiver) serve(w http.ResponseWriter, req *http.Request) {
 				r.spans = append(r.spans, Span{
 					Service: service, Name: s.Name, TraceID: hex.EncodeToString(s.TraceId), SpanID: hex.EncodeToString(s.SpanId),
 					ParentID: hex.EncodeToString(s.ParentSpanId), Kind: kindName(int32(s.Kind)), Attrs: attrs(s.Attributes),
+					Start: time.Unix(0, int64(s.StartTimeUnixNano)), End: time.Unix(0, int64(s.EndTimeUnixNano)),
 				})
 			}
 		}
@@ -120,6 +131,46 @@ func (r *OTLPReceiver) Trace(_ testing.TB, traceID string) []Span {
 		}
 	}
 	return out
+}
+
+// QueryURL is its own base URL: it serves /api/traces/{id} (serveTrace).
+func (r *OTLPReceiver) QueryURL() string { return r.url }
+
+// serveTrace answers GET /api/traces/{id} in the shape of Jaeger's query
+// API (the fields the demo page and Jaeger.Trace read: spans with their
+// operation, process, start and duration in µs, and processes by service),
+// to any origin: a stand-in for Jaeger when it is not built, so the demo
+// page's timeline is tested everywhere. An unknown trace is 404, as Jaeger's.
+func (r *OTLPReceiver) serveTrace(w http.ResponseWriter, id string) {
+	type jspan struct {
+		TraceID       string `json:"traceID"`
+		SpanID        string `json:"spanID"`
+		OperationName string `json:"operationName"`
+		ProcessID     string `json:"processID"`
+		StartTime     int64  `json:"startTime"`
+		Duration      int64  `json:"duration"`
+	}
+	type process struct {
+		ServiceName string `json:"serviceName"`
+	}
+	trace := struct {
+		TraceID   string             `json:"traceID"`
+		Spans     []jspan            `json:"spans"`
+		Processes map[string]process `json:"processes"`
+	}{TraceID: id, Processes: map[string]process{}}
+	for _, s := range r.Trace(nil, id) {
+		trace.Processes[s.Service] = process{ServiceName: s.Service}
+		trace.Spans = append(trace.Spans, jspan{TraceID: s.TraceID, SpanID: s.SpanID, OperationName: s.Name,
+			ProcessID: s.Service, StartTime: s.Start.UnixMicro(), Duration: s.End.Sub(s.Start).Microseconds()})
+	}
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	w.Header().Set("Content-Type", "application/json")
+	if len(trace.Spans) == 0 {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"data":null,"errors":[{"code":404,"msg":"trace not found"}]}`))
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"data": []any{trace}})
 }
 
 // String names it in test logs.
@@ -172,6 +223,8 @@ func StartJaeger(tb testing.TB) *Jaeger {
 			"JAEGER_OTLP_HTTP_PORT=" + strconv.Itoa(otlp), "JAEGER_OTLP_GRPC_PORT=" + strconv.Itoa(grpc),
 			"JAEGER_QUERY_PORT=" + strconv.Itoa(query), "JAEGER_QUERY_GRPC_PORT=" + strconv.Itoa(qgrpc),
 			"JAEGER_HEALTH_PORT=" + strconv.Itoa(health),
+			// The demo page of any test's signer (a free loopback port) reads the query API.
+			"JAEGER_CORS_ORIGIN=http://127.0.0.1:*",
 		},
 	}), tb: tb}
 	tb.Cleanup(p.Stop)
@@ -241,6 +294,9 @@ func (j *Jaeger) Trace(tb testing.TB, traceID string) []Span {
 	}
 	return spans
 }
+
+// QueryURL is the query API's base URL.
+func (j *Jaeger) QueryURL() string { return j.Query }
 
 // String names it in test logs.
 func (j *Jaeger) String() string { return "jaeger " + j.Query }

@@ -12,6 +12,7 @@ package demo
 
 import (
 	"embed"
+	"encoding/json"
 	"io"
 	"io/fs"
 	"net/http"
@@ -52,11 +53,30 @@ const notBuilt = `<!doctype html><html lang="en"><meta charset="utf-8"><title>mi
 const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; " +
 	"connect-src 'self' http: https:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-// Handler serves the page. It answers for paths under /demo/ as well as for
+// Options are the page's settings, served to its script as config.json.
+type Options struct {
+	// TracesURL is the base URL of a Jaeger query API holding the
+	// services' traces (MINTGATE_DEMO_TRACES_URL): the page reads
+	// {TracesURL}/api/traces/{traceId} to draw a completed upload's
+	// timeline; "" draws none. Jaeger must allow the page's origin (CORS).
+	TracesURL string `json:"tracesUrl"`
+}
+
+// configPath is where the page reads its Options.
+const configPath = "/config.json"
+
+// Handler serves the page with no Options: HandlerWith(Options{}).
+func Handler() http.Handler { return HandlerWith(Options{}) }
+
+// HandlerWith serves the page and its Options. It answers for paths under /demo/ as well as for
 // paths already stripped of that prefix, so it can be mounted as is
 // (echo: e.GET("/demo*", echo.WrapHandler(demo.Handler()))) or behind
 // http.StripPrefix. /demo redirects to /demo/.
-func Handler() http.Handler {
+func HandlerWith(o Options) http.Handler {
+	settings, err := json.Marshal(o)
+	if err != nil {
+		panic(err) // a struct of strings always marshals
+	}
 	files, err := fs.Sub(static, "static")
 	if err != nil {
 		panic(err) // the embedded folder is fixed at build time
@@ -90,6 +110,11 @@ func Handler() http.Handler {
 		if p == serviceWorker {
 			// The worker lives in dist/ but serves the page at /demo/.
 			h.Set("Service-Worker-Allowed", Path)
+		}
+		if p == configPath {
+			h.Set("Content-Type", "application/json")
+			_, _ = w.Write(settings)
+			return
 		}
 		if !built && (p == "/" || p == "/index.html") {
 			h.Set("Content-Type", "text/html; charset=utf-8")

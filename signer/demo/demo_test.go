@@ -80,3 +80,20 @@ func TestServiceWorker(t *testing.T) {
 		t.Errorf("Service-Worker-Allowed %q, want %q", got, demo.Path)
 	}
 }
+
+// TestConfig: the page reads its traces URL from config.json; none is "".
+func TestConfig(t *testing.T) {
+	for _, tc := range []struct {
+		opts demo.Options
+		want string
+	}{
+		{demo.Options{}, `{"tracesUrl":""}`},
+		{demo.Options{TracesURL: "http://127.0.0.1:16686"}, `{"tracesUrl":"http://127.0.0.1:16686"}`},
+	} {
+		rec := httptest.NewRecorder()
+		demo.HandlerWith(tc.opts).ServeHTTP(rec, httptest.NewRequest("GET", "/demo/config.json", nil))
+		if rec.Code != 200 || rec.Body.String() != tc.want || rec.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("config.json with %+v: %d %q (%s), want %s", tc.opts, rec.Code, rec.Body, rec.Header().Get("Content-Type"), tc.want)
+		}
+	}
+}

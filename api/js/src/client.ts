@@ -66,13 +66,34 @@ export interface ClientOptions {
    * asked for anew. Without it a 401 fails the call.
    */
   onUnauthorized?: () => void | Promise<void>;
+  /**
+   * true: every call that creates an upload (sign, createMultipart) sends a
+   * W3C traceparent of a fresh random trace, sampled (the same on each of
+   * its retries), so the signer's span, and the upload's whole trace,
+   * continue it; traceIdOf(urlId) then names that trace. Default false:
+   * no traceparent is sent.
+   */
+  traceparent?: boolean;
 }
 
 interface CallOptions {
   body?: unknown;
   idempotencyKey?: string;
   signal?: AbortSignal | undefined;
+  /** The traceparent to send (ClientOptions.traceparent). */
+  traceparent?: string;
 }
+
+/** newTraceparent is a W3C traceparent of a fresh random trace and span, sampled. */
+function newTraceparent(): string {
+  const b = new Uint8Array(24);
+  globalThis.crypto.getRandomValues(b);
+  const hex = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  return `00-${hex.slice(0, 32)}-${hex.slice(32)}-01`;
+}
+
+/** How many uploads' trace ids a client remembers (the oldest go first). */
+const tracesKept = 1000;
 
 interface Answer<T> {
   status: number;
@@ -101,6 +122,8 @@ export class Client implements Signer {
   #limits: Promise<Limits> | undefined;
   /** The signer's clock minus ours, in ms, from its last Date header. */
   #skew = 0;
+  /** urlId → the trace id its grant was asked for in (ClientOptions.traceparent). */
+  readonly #traces = new Map<string, string>();
 
   constructor(opts: ClientOptions = {}) {
     this.#opts = opts;
@@ -120,6 +143,11 @@ export class Client implements Signer {
     return Date.now() + this.#skew;
   }
 
+  /** The trace id of the upload's sign or createMultipart (only with ClientOptions.traceparent). */
+  traceIdOf(urlId: string): string | undefined {
+    return this.#traces.get(urlId);
+  }
+
   /** GET /uploads/limits, fetched once and kept. */
   limits(opts: { signal?: AbortSignal } = {}): Promise<Limits> {
     if (this.#limits === undefined) {
@@ -134,12 +162,14 @@ export class Client implements Signer {
 
   /** POST /uploads/sign: a presigned single PUT. Retries reuse idempotencyKey. */
   async sign(req: SignRequest, opts: { idempotencyKey: string; signal?: AbortSignal }): Promise<SignResponse> {
-    return (await this.call<SignResponse>("POST", "/uploads/sign", { body: req, ...opts })).body;
+    const tp = this.#traceparent();
+    return this.#traced(tp, (await this.call<SignResponse>("POST", "/uploads/sign", { body: req, ...opts, ...tp })).body);
   }
 
   /** POST /uploads/multipart: a multipart grant. Retries reuse idempotencyKey. */
   async createMultipart(req: SignRequest, opts: { idempotencyKey: string; signal?: AbortSignal }): Promise<MultipartGrant> {
-    return (await this.call<MultipartGrant>("POST", "/uploads/multipart", { body: req, ...opts })).body;
+    const tp = this.#traceparent();
+    return this.#traced(tp, (await this.call<MultipartGrant>("POST", "/uploads/multipart", { body: req, ...opts, ...tp })).body);
   }
 
   /**
@@ -251,6 +281,25 @@ export class Client implements Signer {
     }
   }
 
+  /** A fresh traceparent for a call that creates an upload, if asked for. */
+  #traceparent(): { traceparent?: string } {
+    return this.#opts.traceparent ? { traceparent: newTraceparent() } : {};
+  }
+
+  /** traced remembers the trace a grant was asked in, and returns the grant. */
+  #traced<T extends { urlId: string }>(tp: { traceparent?: string }, grant: T): T {
+    const id = tp.traceparent?.split("-")[1];
+    if (id !== undefined && grant?.urlId) {
+      this.#traces.delete(grant.urlId);
+      this.#traces.set(grant.urlId, id);
+      for (const k of this.#traces.keys()) {
+        if (this.#traces.size <= tracesKept) break;
+        this.#traces.delete(k);
+      }
+    }
+    return grant;
+  }
+
   async #headers(o: CallOptions): Promise<Headers> {
     const h = new Headers({ Accept: "application/json" });
     const t = this.#opts.token;
@@ -262,6 +311,7 @@ export class Client implements Signer {
     }
     if (o.body !== undefined) h.set("Content-Type", "application/json");
     if (o.idempotencyKey !== undefined) h.set("Idempotency-Key", o.idempotencyKey);
+    if (o.traceparent !== undefined) h.set("traceparent", o.traceparent);
     return h;
   }
 

@@ -70,6 +70,31 @@ test("a 429 is waited out for its Retry-After with the same Idempotency-Key", as
   assert.ok(Date.now() - started >= 1000, "retried before Retry-After");
 });
 
+test("traceparent: true sends one fresh sampled traceparent per sign, the same on its retries, and traceIdOf names its trace", async () => {
+  const sent = [];
+  let calls = 0;
+  const fake = async (_url, init) => {
+    sent.push(new Headers(init.headers).get("traceparent"));
+    if (calls++ === 0) return new Response("{}", { status: 503, headers: { "Retry-After": "0" } });
+    return new Response(JSON.stringify({ urlId: `u${calls}` }), { status: 201 });
+  };
+  const c = new Client({ fetch: fake, tenant: "t", traceparent: true });
+  const a = await c.sign({ contentType: "image/png", contentLength: 1 }, { idempotencyKey: "k-1" });
+  const b = await c.sign({ contentType: "image/png", contentLength: 1 }, { idempotencyKey: "k-2" });
+  assert.equal(sent.length, 3);
+  assert.match(sent[0], /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+  assert.equal(sent[1], sent[0], "a retry sends the same traceparent");
+  assert.notEqual(sent[2].split("-")[1], sent[0].split("-")[1], "each sign starts a trace of its own");
+  assert.equal(c.traceIdOf(a.urlId), sent[0].split("-")[1]);
+  assert.equal(c.traceIdOf(b.urlId), sent[2].split("-")[1]);
+
+  const plain = [];
+  const d = new Client({ fetch: async (_u, init) => (plain.push(new Headers(init.headers).get("traceparent")), new Response(JSON.stringify({ urlId: "v" }), { status: 201 })), tenant: "t" });
+  await d.sign({ contentType: "image/png", contentLength: 1 }, { idempotencyKey: "k-3" });
+  assert.deepEqual(plain, [null], "no traceparent by default");
+  assert.equal(d.traceIdOf("v"), undefined);
+});
+
 test("an upload signs the file's SHA-256 by default, and a PUT S3 refuses as BadDigest fails as checksum_mismatch", async () => {
   const { createHash } = await import("node:crypto");
   const body = new Blob([new Uint8Array(1000).fill(7)], { type: "image/png" });

@@ -4,7 +4,9 @@
 // multipart), each part's progress, where the signer says it stands after
 // the upload (verifying, completed, or rejected with its reason: the
 // plugin waits for the verdict, so the Dashboard shows it too), and a
-// countdown while a 429's Retry-After is waited out.
+// countdown while a 429's Retry-After is waited out. When the signer names
+// a Jaeger query API (config.json), each sign carries a traceparent of the
+// page's own, and a completed upload shows its trace as a timeline.
 
 import Uppy, { debugLogger } from "@uppy/core";
 import Dashboard from "@uppy/dashboard";
@@ -14,6 +16,7 @@ import "@uppy/dashboard/css/style.min.css";
 
 import { Client, type Limits, type Progress, type StatusResponse, type Wait } from "../../../../api/js/src/index.js";
 import { Mintgate, type MintgateFile, RejectedError, grantOf } from "../../../../api/js/src/uppy.js";
+import { showTrace } from "./timeline.js";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 
@@ -79,7 +82,35 @@ const client = new Client({
   // A PUT that cannot reach S3 (no CORS rule for this page, say) is told
   // within seconds, not after the default five backoffs.
   retries: 3,
+  // The page knows each upload's trace id (client.traceIdOf) to draw it.
+  traceparent: true,
 });
+
+/** The page's settings from the signer: tracesUrl is the Jaeger query API's base URL, "" for none. */
+interface DemoConfig {
+  tracesUrl: string;
+}
+
+let config: DemoConfig = { tracesUrl: "" };
+async function loadConfig(): Promise<void> {
+  try {
+    const res = await fetch("config.json", { headers: { Accept: "application/json" } });
+    if (res.ok) config = { ...config, ...((await res.json()) as Partial<DemoConfig>) };
+  } catch {
+    // No config: no timelines; the uploads work all the same.
+  }
+}
+
+/** addTimeline draws a completed upload's trace under its entry, once. */
+function addTimeline(e: HTMLElement, urlId: string): void {
+  const traceId = client.traceIdOf(urlId);
+  if (!config.tracesUrl || !traceId || e.querySelector(".timeline")) return;
+  const el = document.createElement("section");
+  el.className = "timeline";
+  el.setAttribute("aria-label", "the upload's trace");
+  e.append(el);
+  void showTrace(el, config.tracesUrl, traceId);
+}
 
 function entryOf(fileId: string): HTMLLIElement | null {
   return uploads.querySelector<HTMLLIElement>(`li[data-file-id="${CSS.escape(fileId)}"]`);
@@ -175,6 +206,7 @@ function showStatus(e: HTMLElement, s: StatusResponse): void {
     case "completed":
       setState(e, "completed", `completed: S3 holds ${e.dataset.size} bytes at ${e.dataset.key}`);
       addDownload(e, s.urlId);
+      addTimeline(e, s.urlId);
       break;
     case "rejected":
       setState(e, "rejected", `rejected: ${s.reason ?? "no reason given"}`);
@@ -244,7 +276,7 @@ async function registerWorker(): Promise<boolean> {
 async function start(): Promise<void> {
   let limits: Limits;
   try {
-    limits = await client.limits();
+    [limits] = await Promise.all([client.limits(), loadConfig()]);
   } catch (err) {
     notice.dataset.state = "error";
     notice.textContent = `The signer's limits could not be read: ${String(err)}`;
