@@ -51,6 +51,12 @@ type dlAsk struct {
 	u      received
 	before string // the done marker's value read just before the ask
 	at     time.Time
+	// noRecord: the answer was 404 and the grant record was not in Redis
+	// just after it. A sign whose completing write failed (Redis killed
+	// or stalled then) is issued without it, and the signer can know
+	// neither the upload's caller nor its type: 404 is its documented
+	// answer (docs/api.md), not a wrong one.
+	noRecord bool
 	dlAnswer
 }
 
@@ -170,8 +176,13 @@ func (d *downloader) ask(ctx context.Context, u received, before string) {
 	if ctx.Err() != nil {
 		return // cut by stop: not an answer
 	}
+	noRecord := false
+	if a.status == http.StatusNotFound {
+		n, err := d.st.rdb.Exists(ctx, keys.Grant(u.tenant, u.urlID)).Result()
+		noRecord = err == nil && n == 0
+	}
 	d.mu.Lock()
-	d.asks = append(d.asks, dlAsk{u: u, before: before, at: at, dlAnswer: a})
+	d.asks = append(d.asks, dlAsk{u: u, before: before, at: at, noRecord: noRecord, dlAnswer: a})
 	d.mu.Unlock()
 }
 
@@ -248,8 +259,9 @@ func judgeDownload(a dlAsk, final outcome, life time.Duration) (bad string, judg
 			return "wrong", true
 		}
 	case http.StatusNotFound:
-		// The record lives from the sign, which came before signedAt.
-		if a.at.Before(a.u.signedAt.Add(life - 2*time.Second)) {
+		// The record lives from the sign, which came before signedAt;
+		// one never written (see dlAsk.noRecord) is not judged.
+		if !a.noRecord && a.at.Before(a.u.signedAt.Add(life-2*time.Second)) {
 			return "wrong", true
 		}
 		return "", false
