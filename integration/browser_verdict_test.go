@@ -18,7 +18,6 @@ import (
 // x.png is rejected type_mismatch, and the Dashboard shows that file in
 // error, naming the reason, never complete.
 func TestBrowserVerdict(t *testing.T) {
-	browser := newBrowser(t)
 	s := verdictStack(t)
 	stack := browserStack{SignerURL: s.SignerURL, Tenant: "demo", Bucket: s.Bucket, S3Endpoint: s.S3Endpoint,
 		S3: browserS3Client(s.S3Endpoint, testenv.AWSAccessKey, testenv.AWSSecretKey)}
@@ -31,8 +30,11 @@ func TestBrowserVerdict(t *testing.T) {
 	pageURL := stack.SignerURL + "/demo/?tenant=" + url.QueryEscape(stack.Tenant)
 	item := `document.querySelector('.uppy-Dashboard-Item')`
 
+	// Each case has a browser (a profile) of its own: Golden Retriever
+	// keeps a page's uploads in the profile's storage, and the first
+	// case's may still be there when the second opens the page.
 	t.Run("a real PNG completes", func(t *testing.T) {
-		tab := browserTab(t, browser, time.Minute)
+		tab := browserTab(t, newBrowser(t), time.Minute)
 		browserOpen(t, tab, pageURL)
 		browserAdd(t, tab, browserPNG(t))
 		if s := browserWaitState(t, tab, 30*time.Second, "completed", "rejected", "error", "timeout"); s != "completed" {
@@ -48,7 +50,7 @@ func TestBrowserVerdict(t *testing.T) {
 		if err := os.WriteFile(html, []byte("<!doctype html><html><body><script>alert(1)</script></body></html>\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		tab := browserTab(t, browser, time.Minute)
+		tab := browserTab(t, newBrowser(t), time.Minute)
 		browserOpen(t, tab, pageURL)
 		browserAdd(t, tab, html)
 		if s := browserWaitState(t, tab, 30*time.Second, "completed", "rejected", "error", "timeout"); s != "rejected" {
